@@ -145,6 +145,35 @@ def test_same_seed_gives_identical_results_and_another_seed_does_not():
     assert not torch.equal(first.params, other.params)
 
 
+def test_concurrent_slot_groups_equal_single_threaded_training_and_keep_the_thread_count():
+    """Groups of slots train on worker threads; results must not depend on the interleaving."""
+    arch = get_architecture("lenet5", (1, 8, 8), 10)
+    data = make_data(arch, [9, 4, 12, 7, 3, 10])
+    params = arch.init_flat(6, torch.Generator().manual_seed(3))
+    cfg = TrainConfig(epochs=1, batch_size=4)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        concurrent = LockstepEngine(arch, max_samples=8).train(params, data, cfg, torch.Generator().manual_seed(4))
+        assert torch.get_num_threads() == 2
+        torch.set_num_threads(1)
+        serial = LockstepEngine(arch, max_samples=8).train(params, data, cfg, torch.Generator().manual_seed(4))
+    finally:
+        torch.set_num_threads(threads)
+    assert (concurrent.params - serial.params).abs().max() <= 1e-6
+    assert torch.allclose(concurrent.loss, serial.loss, atol=1e-6)
+
+
+def test_balanced_groups_give_every_worker_the_same_load():
+    from wirelessfl.learning.lockstep import _balanced_group
+
+    assert _balanced_group(20, 16) == 10
+    assert _balanced_group(20, 16, workers=2) == 10
+    assert _balanced_group(20, 32, workers=2) == 10
+    assert _balanced_group(3, 32, workers=4) == 3
+    assert _balanced_group(0, 8, workers=2) == 1
+
+
 @pytest.mark.parametrize("name, shape, classes", ARCHS)
 def test_evaluate_and_logits_equal_one_model_at_a_time(name, shape, classes):
     arch = get_architecture(name, shape, classes)

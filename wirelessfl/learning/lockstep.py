@@ -18,7 +18,10 @@ forward and one backward pass of the stacked model:
   training at step t are a prefix of the rows -- a finished slot is simply not
   computed (no update, no momentum change). A partial last batch is padded and the
   padding gets loss weight 0, so its gradient is exactly the mean over the real
-  samples.
+  samples;
+* on a multi-core CPU the groups of slots (see ``max_samples``) train
+  concurrently on worker threads with one intra-op thread each: tiny ops scale
+  poorly over intra-op threads, independent groups scale well.
 
 The shuffles come from :func:`shuffle_schedule`, which the plain per-client loop
 (``wirelessfl.learning.reference``) uses too, so both see identical batches.
@@ -27,7 +30,9 @@ The shuffles come from :func:`shuffle_schedule`, which the plain per-client loop
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import torch
@@ -269,10 +274,79 @@ def _repeat_channels(h: torch.Tensor, times: int) -> torch.Tensor:
     return nhwc.reshape(batch, height, width, n * times).permute(0, 3, 1, 2)
 
 
-def _balanced_group(n: int, largest: int) -> int:
-    """Group size <= ``largest`` that splits n slots into the fewest, most equal groups (20 by 16 -> 10 + 10)."""
-    groups = math.ceil(n / largest) if n else 1
-    return math.ceil(n / groups) if n else 1
+def _balanced_group(n: int, largest: int, workers: int = 1) -> int:
+    """Group size <= ``largest`` that splits n slots into the fewest, most equal groups (20 by 16 -> 10 + 10).
+
+    With several workers the number of groups is a multiple of ``workers`` (when
+    there are enough slots), so that every worker gets the same load.
+    """
+    if not n:
+        return 1
+    groups = math.ceil(n / largest)
+    if workers > 1 and n >= workers:
+        groups = math.ceil(groups / workers) * workers
+    return math.ceil(n / groups)
+
+
+class _GroupWorkers:
+    """A persistent pool of CPU worker threads, each running its tasks with one intra-op thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self._size = 0
+
+    def run(self, task, arguments: Sequence[int], workers: int) -> None:
+        """``task(a)`` for every a, on ``workers`` threads; returns when all are done, re-raising the first error."""
+        threads = torch.get_num_threads()
+        with self._lock:
+            if self._size != workers:
+                if self._pool is not None:
+                    self._pool.shutdown()
+                self._pool, self._size = ThreadPoolExecutor(workers, thread_name_prefix="lockstep"), workers
+            futures = [self._pool.submit(_single_threaded, task, a) for a in arguments]
+            wait(futures)
+            if any(future.exception() is None and future.result() for future in futures):
+                # torch.set_num_threads in a worker also set the default of threads started later
+                torch.set_num_threads(threads)
+            for future in futures:
+                future.result()
+
+
+_WORKERS = _GroupWorkers()
+
+
+def _workers(device: torch.device) -> int:
+    """Threads for independent slot groups: one per intra-op thread on a CPU, one on other devices."""
+    return torch.get_num_threads() if device.type == "cpu" else 1
+
+
+def _single_threaded(task, argument: int) -> bool:
+    """``task(argument)`` with one intra-op thread in this worker (OpenMP's setting is per thread).
+
+    Returns whether this call changed the setting.
+    """
+    changed = torch.get_num_threads() != 1
+    if changed:
+        torch.set_num_threads(1)
+    task(argument)
+    return changed
+
+
+def _run_groups(task, starts: Sequence[int], device: torch.device) -> None:
+    """``task(start)`` for every group start; on a multi-core CPU concurrently, one group per core.
+
+    Tiny per-group ops scale badly over intra-op threads, whereas groups are
+    independent (their own rows, buffers and results), so worker threads with one
+    intra-op thread each are faster and give the same results in any
+    interleaving. The caller's thread count is left as it was.
+    """
+    workers = _workers(device)
+    if workers <= 1 or len(starts) <= 1:
+        for start in starts:
+            task(start)
+    else:
+        _WORKERS.run(task, starts, workers)
 
 
 def _pool_before_relu(ops: tuple[Op, ...]) -> tuple[Op, ...]:
@@ -405,13 +479,13 @@ class LockstepEngine:
         work = source.index_select(0, order_t) if permuted else source.clone()
         loss_sum = torch.zeros(n, device=self.device)
         mask_f = None if mask is None else mask.to(self.device, torch.float32)
-        group = _balanced_group(n, max(1, self.max_samples // cfg.batch_size))
-        # groups of slots train one after the other, so gradient and momentum buffers are per group
-        grad = torch.zeros((min(group, n), P), device=self.device)  # never-computed tensors stay 0
-        momentum = torch.zeros_like(grad)
-        for start in range(0, n, group):
+        group = _balanced_group(n, max(1, self.max_samples // cfg.batch_size), _workers(self.device))
+
+        def train_group(start: int) -> None:
+            """SGD of slots ``start:start+group``, with this group's own gradient and momentum buffers."""
             stop = min(n, start + group)
-            momentum.zero_()
+            grad = torch.zeros((stop - start, P), device=self.device)  # never-computed tensors stay 0
+            momentum = torch.zeros_like(grad)
             for t in range(sorted_steps[start]):
                 active = start + sum(1 for s in sorted_steps[start:stop] if s > t)
                 rows = slice(start, active)
@@ -433,6 +507,8 @@ class LockstepEngine:
                     p.add_(m, alpha=-cfg.lr)
                 else:
                     p.add_(g, alpha=-cfg.lr)
+
+        _run_groups(train_group, range(0, n, group), self.device)
 
         if permuted:
             work = torch.empty_like(work).index_copy_(0, order_t, work)
