@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 import yaml
@@ -55,6 +57,10 @@ def test_simulate_writes_trace_summary_and_figures(run_dir):
     html = (run_dir / "fig3.html").read_text()
     assert "slow-ul-unreliable" in html and "local" in html
     pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "trace.parquet"), trace, check_dtype=False)
+    runtime = json.loads((run_dir / "runtime.json").read_text())
+    assert set(runtime) == {"seed0__fedavg", "seed0__local"}
+    assert all(unit["rounds"] == 2 and unit["train_samples_per_round"] > 0 for unit in runtime.values())
+    assert "local-training samples/s" in summary
 
 
 def test_plot_and_report_remake_outputs(run_dir):

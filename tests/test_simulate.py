@@ -90,6 +90,10 @@ def test_interrupted_run_resumes_to_the_identical_trace(tmp_path, replayed):
     resumed = simulate(scenario, run_dir=tmp_path)
     assert resumed.trained_units == 2
     pd.testing.assert_frame_equal(resumed.trace, replayed.trace)
+    assert set(resumed.runtime) == set(replayed.runtime)
+    for key, runtime in resumed.runtime.items():
+        assert runtime["wall_s"] > 0 and runtime["rounds"] == scenario.rounds
+        assert runtime["samples_per_s"] == pytest.approx(runtime["rounds"] * runtime["train_samples_per_round"] / runtime["wall_s"])
 
 
 def test_same_seed_same_trace(replayed):

@@ -149,6 +149,14 @@ def _write_outputs(sc, run_dir: Path, result, elapsed: float) -> None:
         notes.append("diagnostics.json: per-round algorithm diagnostics (e.g. ucfl silhouette curve, cfl splits).")
     mode = "trained once per curve and seed, replayed through every profile" if result.replayed else "trained per profile (a deadline decides who is aggregated)"
     notes.append(f"{result.trained_units} training runs ({mode}); wall time {elapsed:.1f} s.")
+    if result.runtime:
+        atomic_write_text(run_dir / "runtime.json", json.dumps(result.runtime, indent=1))
+        wall = sum(unit["wall_s"] for unit in result.runtime.values())
+        samples = sum(unit["rounds"] * unit["train_samples_per_round"] for unit in result.runtime.values())
+        notes.append(
+            f"runtime.json: training wall time per run, summed over resumptions: {wall:.1f} s in all, "
+            f"{samples / wall:,.0f} local-training samples/s (nominal: train-set sizes x local epochs)."
+        )
     notes.extend(write_figures(run_dir, result.trace, result.clients))
     write_summary_md(run_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes)
     _print_final(result.trace, sc.target_accuracy)
@@ -228,14 +236,23 @@ def plot(run_dir: Path = typer.Argument(..., help="a run directory written by si
 
 @app.command()
 def report(
-    run_dir: Path = typer.Argument(..., help="a run directory written by simulate"),
+    run_dirs: list[Path] = typer.Argument(..., help="run directories written by simulate"),
     target: float | None = typer.Option(None, "--target", help="target accuracy for time-to-target"),
+    reproduction: Path | None = typer.Option(
+        None, "--reproduction", help="also write the user-centric FL paper comparison (Table I, claims) to this file"
+    ),
 ) -> None:
-    """Re-make summary.md of a finished run."""
+    """Re-make summary.md of finished runs; with --reproduction, compare the paper scenarios' runs with the paper."""
     from wirelessfl.results.figures import report_run
+    from wirelessfl.results.reproduction import write_reproduction
 
-    path = _guard(_need_run(report_run), run_dir, target)
-    console.print(str(path), highlight=False)
+    for run_dir in run_dirs:
+        path = _guard(_need_run(report_run), run_dir, target)
+        console.print(str(path), highlight=False)
+    if reproduction is not None:
+        command = "wirelessfl report " + " ".join(str(d) for d in run_dirs) + f" --reproduction {reproduction}"
+        path = _guard(write_reproduction, run_dirs, reproduction, command)
+        console.print(str(path), highlight=False)
 
 
 def _need_run(fn):

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,6 +139,7 @@ class Unit:
         self.clock_profile = shown
         self.clock_network = self.network or NetworkModel(shown, data.num_clients, static_rng(seed, shown))
         self.clock = 0.0
+        self.wall_s = 0.0
 
     @property
     def key(self) -> str:
@@ -150,6 +152,7 @@ class Unit:
             self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
         start = self.records[-1].round + 1
         for r in range(start, rounds + 1):
+            began = time.perf_counter()
             plan = self.algorithm.plan(r)
             timing = self.clock_network.time_round(plan, network_rng(self.seed, self.clock_profile.name, r))
             self.clock += timing.t_end
@@ -168,6 +171,7 @@ class Unit:
             self.records.append(
                 RoundRecord(r, plan, metrics, streams, info.aggregated, len(plan.participants), acc, dict(info.extra))
             )
+            self.wall_s += time.perf_counter() - began
             if on_round is not None:
                 on_round(
                     {"unit": self.key, "round": r, "avg_acc": metrics["avg_acc"], "time": self.clock,
@@ -182,6 +186,7 @@ class Unit:
             "records": self.records,
             "timings": self.timings,
             "clock": self.clock,
+            "wall_s": self.wall_s,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -189,6 +194,18 @@ class Unit:
         self.records = state["records"]
         self.timings = state["timings"]
         self.clock = state["clock"]
+        self.wall_s = state.get("wall_s", math.nan)
+
+    def runtime(self) -> dict[str, float]:
+        """Wall seconds of training (summed over resumptions) and nominal local-training samples per second."""
+        rounds = self.records[-1].round
+        per_round = float(self.data.train_sizes.sum()) * self.scenario.training.local_epochs
+        return {
+            "wall_s": self.wall_s,
+            "rounds": rounds,
+            "train_samples_per_round": per_round,
+            "samples_per_s": rounds * per_round / self.wall_s if self.wall_s > 0 else math.nan,
+        }
 
 
 def network_rng(seed: int, profile: str, round: int) -> np.random.Generator:
@@ -275,6 +292,7 @@ class SimulationResult:
     trained_units: int
     replayed: bool
     diagnostics: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
+    runtime: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def simulate(
@@ -299,6 +317,7 @@ def simulate(
     clients: list[dict[str, Any]] = []
     trained = 0
     diagnostics: dict[str, dict[int, dict[str, Any]]] = {}
+    runtime: dict[str, dict[str, float]] = {}
     budget = [stop_after_rounds]
 
     def counting(progress: dict[str, Any]) -> None:
@@ -324,6 +343,7 @@ def simulate(
                 if ckpt_dir is not None:
                     _save(ckpt_dir, unit.key, "done", unit.state())
                     (ckpt_dir / f"{unit.key}.partial.pt").unlink(missing_ok=True)
+            runtime[unit.key] = unit.runtime()
             extras = {rec.round: rec.diagnostics for rec in unit.records if rec.diagnostics}
             if extras:
                 diagnostics[unit.key] = extras
@@ -336,7 +356,7 @@ def simulate(
                 r, c = rows_for(scenario, unit.curve, seed, prof, unit.records, timings, network, unit.data.groups)
                 rows.extend(r)
                 clients.extend(c)
-    return SimulationResult(pd.DataFrame(rows), pd.DataFrame(clients), trained, not per_profile, diagnostics)
+    return SimulationResult(pd.DataFrame(rows), pd.DataFrame(clients), trained, not per_profile, diagnostics, runtime)
 
 
 def build_units(
