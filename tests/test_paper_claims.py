@@ -16,6 +16,12 @@ from wirelessfl.config import parse_scenario
 from wirelessfl.learning.federated import DataSpec, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
+from wirelessfl.results.reproduction import (
+    Run,
+    local_beats_fedavg,
+    oracle_far_above_fedavg,
+    stream_overhead_small_when_ul_slow,
+)
 from wirelessfl.simulate import simulate
 
 
@@ -63,6 +69,8 @@ def test_concept_shift_collaboration_hurts_and_the_oracle_recovers(concept_shift
     assert local > fedavg + 0.1
     assert oracle > fedavg + 0.2
     assert oracle > local
+    run = Run.from_trace(concept_shift)  # the report's own claim checks agree on this real run
+    assert local_beats_fedavg(run).holds and oracle_far_above_fedavg(run).holds
 
 
 def test_ucfl_weights_find_label_permutation_groups():
@@ -97,3 +105,4 @@ def test_fig3_extra_streams_are_cheap_on_slow_uplink_and_costly_on_wired(concept
     assert 0 < overhead["slow-ul-unreliable"] < 0.25
     assert overhead["wired"] > 2 * overhead["slow-ul-unreliable"]
     assert np.isfinite(list(overhead.values())).all()
+    assert stream_overhead_small_when_ul_slow(Run.from_trace(concept_shift)).holds
