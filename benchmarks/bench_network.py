@@ -3,9 +3,11 @@
 Run: python benchmarks/bench_network.py [--quick]
 
 Part 1 prints client-rounds timed per second for 100 / 1,000 / 10,000 clients
-(slow-ul-unreliable preset, 4 multicast streams) for the phased vectorised path,
-phased through SimPy, pipelined FDD and TDD (SimPy), and the ratio of the
-vectorised path to SimPy on the same rounds in this process.
+(slow-ul-unreliable preset, 4 multicast streams) for phased, pipelined FDD and
+pipelined TDD rounds, each through its closed form (the default) and through
+SimPy (``closed_form=False``, or ``record_events=True``); the closed-form / SimPy
+speed-ups on the same rounds in this process; and, at 10,000 clients, the
+slowest mode of each engine against the issue's 1 s target.
 Part 2 prints mean round times for 100 users under several schedules.
 """
 
@@ -40,23 +42,30 @@ def seconds_per_round(model: NetworkModel, plan: CommPlan, rounds: int) -> float
 
 def throughput(quick: bool) -> None:
     print("client-rounds timed per second (slow-ul-unreliable, 4 streams)")
-    print(f"{'clients':>8} {'mode':<22} {'s/round':>10} {'client-rounds/s':>16}")
+    print(f"{'clients':>8} {'mode':<28} {'s/round':>10} {'client-rounds/s':>16}")
     for num_clients in (100, 1_000, 10_000):
         plan = grouped_plan(num_clients, 4)
         rounds = max(1, (20_000 if not quick else 4_000) // num_clients)
         results = {}
         for mode, overrides, options in [
-            ("phased (vectorised)", {}, {}),
-            ("phased (SimPy)", {}, {"fast_phased": False}),
-            ("pipelined fdd (SimPy)", {"schedule": "pipelined"}, {}),
-            ("pipelined tdd (SimPy)", {"schedule": "pipelined", "duplex": "tdd"}, {}),
+            ("phased (closed form)", {}, {}),
+            ("phased (SimPy)", {}, {"closed_form": False}),
+            ("pipelined fdd (closed form)", {"schedule": "pipelined"}, {}),
+            ("pipelined fdd (SimPy)", {"schedule": "pipelined"}, {"closed_form": False}),
+            ("pipelined tdd (closed form)", {"schedule": "pipelined", "duplex": "tdd"}, {}),
+            ("pipelined tdd (SimPy)", {"schedule": "pipelined", "duplex": "tdd"}, {"closed_form": False}),
         ]:
             profile = SystemProfile.from_dict({"preset": "slow-ul-unreliable", **overrides})
             model = NetworkModel(profile, num_clients, np.random.default_rng(0), **options)
             results[mode] = seconds_per_round(model, plan, rounds)
-            print(f"{num_clients:>8} {mode:<22} {results[mode]:>10.4f} {num_clients / results[mode]:>16,.0f}")
-        speedup = results["phased (SimPy)"] / results["phased (vectorised)"]
-        print(f"{num_clients:>8} vectorised / SimPy phased speed-up: {speedup:.1f}x")
+            print(f"{num_clients:>8} {mode:<28} {results[mode]:>10.4f} {num_clients / results[mode]:>16,.0f}")
+        for schedule in ("phased", "pipelined fdd", "pipelined tdd"):
+            speedup = results[f"{schedule} (SimPy)"] / results[f"{schedule} (closed form)"]
+            print(f"{num_clients:>8} {schedule}: closed form is {speedup:.1f}x faster than SimPy")
+    for engine in ("closed form", "SimPy"):
+        slowest = max((mode for mode in results if engine in mode), key=results.get)
+        verdict = "under" if results[slowest] < 1.0 else "NOT under"
+        print(f"10,000 clients, {engine}: slowest is {slowest} at {results[slowest]:.3f} s/round, {verdict} 1 s")
 
 
 def mean_round(profile: SystemProfile, plan: CommPlan, rounds: int) -> float:

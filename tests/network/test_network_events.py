@@ -121,6 +121,7 @@ def test_deterministic_phased_round_equals_the_closed_form():
     assert dict(expected.t_uploaded) == {0: 6.5, 1: 7.5, 2: 9.5}  # uploads in client-id order: +2, +1, +2
 
 
+@pytest.mark.parametrize("closed_form", [True, False], ids=["closed-form", "simpy"])
 @pytest.mark.parametrize(
     "schedule, duplex, expected",
     [
@@ -129,10 +130,10 @@ def test_deterministic_phased_round_equals_the_closed_form():
         ("pipelined", "tdd", [102.0, 104.0, 200.0]),
     ],
 )
-def test_hundred_users_one_channel_rho_one(schedule, duplex, expected):
+def test_hundred_users_one_channel_rho_one(schedule, duplex, expected, closed_form):
     """The design's independent check: phased 102/105/201, pipelined FDD 102 for every k."""
     profile = SystemProfile.from_dict({"preset": "wired", "schedule": schedule, "duplex": duplex})
-    model = NetworkModel(profile, 100, np.random.default_rng(0))
+    model = NetworkModel(profile, 100, np.random.default_rng(0), closed_form=closed_form)
     times = []
     for k in (1, 4, 100):
         groups = np.array_split(np.arange(100), k)

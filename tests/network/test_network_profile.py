@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from wirelessfl.network import PRESETS, NetworkModel, PhysicalChannel, SystemProfile
+from wirelessfl.network import PRESETS, NetworkModel, PhysicalChannel, SystemProfile, analytic_round_time
 from wirelessfl.seam import CommPlan, Stream
 
 
@@ -113,6 +113,14 @@ def test_network_rejects_unknown_clients_and_bad_sizes():
         NetworkModel(SystemProfile(name="g", rho=1.0, t_min=(1.0, 2.0, 3.0)), 2, np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"^rng must be a numpy.random.Generator, got int$"):
         NetworkModel(PRESETS["wired"], 2, 42)
+
+
+def test_analytic_round_time_rejects_unknown_clients_and_bad_sizes():
+    plan = CommPlan.broadcast([0, 3, 9])
+    with pytest.raises(ValueError, match=r"^plan names clients \[3, 9\], but client ids are 0..2$"):
+        analytic_round_time(PRESETS["wired"], plan, 3)
+    with pytest.raises(ValueError, match=r"^num_clients must be an integer >= 1, got 0$"):
+        analytic_round_time(PRESETS["wired"], plan, 0)
 
 
 def test_empty_receiver_set_is_refused_at_the_seam():

@@ -18,7 +18,8 @@ What is modelled (times relative to the round start)
   uplink time. ``pipelined`` -- a client computes as soon as its own streams have
   arrived and uploads once done and a channel is free; ``duplex='fdd'`` lets
   downlink and uplink overlap, ``'tdd'`` makes them share one medium (the base
-  station takes the whole medium for each stream, ahead of queued uploads).
+  station takes the whole medium for each stream, ahead of queued uploads, so no
+  upload starts before the last stream ends).
 * Deadline: a client whose compute would end after the deadline drops out at
   once (it knows its own compute time), so a phased round waits only for the
   others; an upload landing after the deadline does not arrive. ``t_uploaded``
@@ -27,8 +28,9 @@ What is modelled (times relative to the round start)
   of t_dl) or, with ``physical`` set, seconds (``time_unit='s'``): users in a cell,
   log-distance path loss, Rayleigh block fading per round, Shannon rates; a
   multicast goes at its weakest receiver's rate.
-* Backends: ``des`` (random draws; phased rounds use a vectorised closed form that
-  tests prove identical to SimPy, pass ``record_events=True`` for SimPy's log) and
+* Backends: ``des`` (random draws; every schedule has a closed form given the
+  draws, which tests prove identical to SimPy; pass ``record_events=True`` for
+  SimPy's log) and
   ``analytic`` (expected timing, the paper's k·T_dl + T_min + H_m/mu + uplink term).
 
 Why the presets are ``phased`` with ``channels=1``: the paper does not say how

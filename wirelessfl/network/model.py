@@ -15,7 +15,15 @@ from ..seam import CommPlan, RoundTiming
 from . import physical as phy
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
-from .rounds import RoundInputs, RoundTimes, fifo_landings, order_streams, phased_closed_form, simulate
+from .rounds import (
+    RoundInputs,
+    RoundTimes,
+    fifo_landings,
+    order_streams,
+    phased_closed_form,
+    pipelined_closed_form,
+    simulate,
+)
 
 
 class NetworkModel:
@@ -23,7 +31,8 @@ class NetworkModel:
 
     ``rng`` is used once, here, for static draws (user positions in physical mode).
     ``record_events`` fills ``RoundTiming.events`` (always via SimPy). Without it,
-    phased rounds use the vectorised closed form, which tests prove equal to SimPy.
+    and unless ``closed_form=False``, rounds skip the event loop: their times are
+    closed-form given the draws, and tests prove them equal to SimPy float for float.
     With ``profile.backend == 'analytic'`` every round returns the expected timing
     (no draw; ``rng`` is not touched).
     """
@@ -35,7 +44,7 @@ class NetworkModel:
         rng: np.random.Generator,
         *,
         record_events: bool = False,
-        fast_phased: bool = True,
+        closed_form: bool = True,
     ) -> None:
         if not isinstance(profile, SystemProfile):
             raise ValueError(f"profile must be a SystemProfile, got {type(profile).__name__}")
@@ -46,7 +55,7 @@ class NetworkModel:
         self.profile = profile
         self.num_clients = int(num_clients)
         self.record_events = record_events
-        self.fast_phased = fast_phased
+        self.closed_form = closed_form
         self.t_min, self.mu = client_compute_parameters(profile, self.num_clients)
         self.distances_m: np.ndarray | None = None
         self.path_loss_db: np.ndarray | None = None
@@ -60,8 +69,13 @@ class NetworkModel:
             return expected_timing(self.profile, plan, self.t_min, self.mu)
         inputs = self.draw_round(plan, rng)
         profile = self.profile
-        if profile.schedule == "phased" and self.fast_phased and not self.record_events:
+        shortcut = self.closed_form and not self.record_events
+        if shortcut and profile.schedule == "phased":
             times = phased_closed_form(inputs, channels=profile.channels, deadline=profile.deadline)
+        elif shortcut:
+            times = pipelined_closed_form(
+                inputs, duplex=profile.duplex, channels=profile.channels, deadline=profile.deadline
+            )
         else:
             times = simulate(
                 inputs,

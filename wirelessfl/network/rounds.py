@@ -2,7 +2,7 @@
 user-centric-fl.txt §IV-C, made event-driven).
 
 ``RoundInputs`` holds a round after every random draw has been made (durations
-only), so the SimPy engine of record and the vectorised phased path can be run on
+only), so the SimPy engine of record and the closed-form paths can be run on
 the *same* draws and compared exactly.
 """
 
@@ -52,7 +52,9 @@ def simulate(
     computed. In ``pipelined``+``tdd`` the downlink and uplink share one medium:
     each stream needs every channel of it, and the base station goes ahead of
     uploaders that hold a slot but have not started (a priority queue that never
-    holds more than 2·channels requests, so it stays cheap).
+    holds more than 2·channels requests, so it stays cheap). As the base station
+    claims the medium for its next stream as soon as one ends, no upload starts
+    before the last stream has ended.
     """
     env = simpy.Environment()
     m = len(inputs.clients)
@@ -65,18 +67,15 @@ def simulate(
     uplink = simpy.Resource(env, capacity=channels)
     medium = simpy.PriorityResource(env, capacity=channels) if schedule == "pipelined" and duplex == "tdd" else None
 
-    t_received = [0.0] * m
     t_computed = [0.0] * m
     t_uploaded = [math.inf] * m
-    pending = [0] * m
-    for members in inputs.stream_members:
-        for i in members.tolist():
-            pending[i] += 1
-    received = [env.event() for _ in range(m)]
-    for i in range(m):
-        if pending[i] == 0:
-            received[i].succeed()
-    settled = [env.event() for _ in range(m)]
+    # A client's streams have all arrived when the last of them in send order has;
+    # one event per stream wakes its waiting clients in id order.
+    last_stream = _arrivals(inputs)[1].tolist()
+    delivered = [env.event() for _ in inputs.stream_members]
+    delivered_at = [0.0] * len(delivered)
+    nothing_to_wait_for = env.event().succeed()
+    settled = [env.event() for _ in range(m)] if phased else None
     downlink_done = env.event()
     downlink_end = [0.0]
 
@@ -93,8 +92,8 @@ def simulate(
         env.process(open_uplink())
 
     def base_station():
-        for label, members, duration in zip(
-            inputs.stream_labels, inputs.stream_members, inputs.stream_durations.tolist()
+        for k, (label, members, duration) in enumerate(
+            zip(inputs.stream_labels, inputs.stream_members, inputs.stream_durations.tolist())
         ):
             claims = [medium.request(priority=0) for _ in range(channels)] if medium is not None else []
             if claims:
@@ -104,24 +103,26 @@ def simulate(
                 medium.release(claim)
             if note:
                 note((env.now, f"stream {label} delivered to {[ids[i] for i in members.tolist()]}"))
-            for i in members.tolist():
-                pending[i] -= 1
-                if pending[i] == 0:
-                    t_received[i] = env.now
-                    received[i].succeed()
+            delivered_at[k] = env.now
+            delivered[k].succeed()
         downlink_end[0] = env.now
         downlink_done.succeed()
 
     def client(i: int):
-        yield downlink_done if phased else received[i]
+        if phased:
+            yield downlink_done
+        else:
+            yield delivered[last_stream[i]] if last_stream[i] >= 0 else nothing_to_wait_for
         t_computed[i] = env.now + compute[i]
         if deadline is not None and t_computed[i] > deadline:
             if note:
                 note((env.now, f"client {ids[i]} drops out: cannot compute by the deadline"))
-            settled[i].succeed()
+            if settled:
+                settled[i].succeed()
             return
         yield env.timeout(compute[i])
-        settled[i].succeed()
+        if settled:
+            settled[i].succeed()
         if note:
             note((env.now, f"client {ids[i]} computed"))
         if upload[i] == 0:
@@ -144,7 +145,7 @@ def simulate(
         env.process(client(i))
     env.run()
     return RoundTimes(
-        t_received=np.array(t_received),
+        t_received=np.array([delivered_at[k] if k >= 0 else 0.0 for k in last_stream]),
         t_computed=np.array(t_computed),
         t_uploaded=np.array(t_uploaded),
         dl_end=downlink_end[0],
@@ -160,6 +161,20 @@ def _downlink_end(inputs: RoundInputs) -> float:
     return end
 
 
+def _arrivals(inputs: RoundInputs) -> tuple[np.ndarray, np.ndarray]:
+    """Per participant: the end of its last stream (0 if none) and that stream's send
+    position (-1 if none), which is the order SimPy wakes clients in when times tie."""
+    m = len(inputs.clients)
+    t_received = np.zeros(m)
+    last_stream = np.full(m, -1)
+    if inputs.stream_members:
+        sizes = [len(s) for s in inputs.stream_members]
+        members = np.concatenate(inputs.stream_members)
+        np.maximum.at(t_received, members, np.repeat(np.cumsum(inputs.stream_durations), sizes))
+        np.maximum.at(last_stream, members, np.repeat(np.arange(len(sizes)), sizes))
+    return t_received, last_stream
+
+
 def phased_closed_form(inputs: RoundInputs, *, channels: int, deadline: float | None) -> RoundTimes:
     """The phased schedule without an event loop: same arithmetic, same order, same floats.
 
@@ -169,13 +184,8 @@ def phased_closed_form(inputs: RoundInputs, *, channels: int, deadline: float | 
     ``simulate(..., schedule='phased')`` on the same inputs.
     """
     m = len(inputs.clients)
-    stream_ends = np.cumsum(inputs.stream_durations) if len(inputs.stream_durations) else np.zeros(0)
     dl_end = _downlink_end(inputs)
-    t_received = np.zeros(m)
-    if inputs.stream_members:
-        members = np.concatenate(inputs.stream_members)
-        ends = np.repeat(stream_ends, [len(s) for s in inputs.stream_members])
-        np.maximum.at(t_received, members, ends)
+    t_received, _ = _arrivals(inputs)
     t_computed = dl_end + inputs.compute
     dropped = t_computed > deadline if deadline is not None else np.zeros(m, dtype=bool)
     t_uploaded = np.where(dropped, math.inf, t_computed)
@@ -187,6 +197,33 @@ def phased_closed_form(inputs: RoundInputs, *, channels: int, deadline: float | 
     return RoundTimes(t_received=t_received, t_computed=t_computed, t_uploaded=t_uploaded, dl_end=dl_end)
 
 
+def pipelined_closed_form(
+    inputs: RoundInputs, *, duplex: str, channels: int, deadline: float | None
+) -> RoundTimes:
+    """The pipelined schedule without an event loop, float for float.
+
+    The downlink never waits for the uplink: under FDD they are separate, and
+    under TDD the base station claims the medium for its next stream the moment
+    the previous one ends, ahead of every queued upload. So each client's streams
+    end at fixed times, and under TDD no upload starts before the last stream
+    ends. What remains is a first-come-first-served queue on ``channels`` slots
+    with release times, served in the order SimPy would: by compute end, then by
+    the send position of the client's last stream, then by client index. Tests
+    check it equals ``simulate(..., schedule='pipelined')`` on the same inputs.
+    """
+    m = len(inputs.clients)
+    dl_end = _downlink_end(inputs)
+    t_received, last_stream = _arrivals(inputs)
+    t_computed = t_received + inputs.compute
+    dropped = t_computed > deadline if deadline is not None else np.zeros(m, dtype=bool)
+    t_uploaded = np.where(dropped, math.inf, t_computed)
+    uploaders = np.flatnonzero(~dropped & (inputs.upload > 0))
+    order = uploaders[np.lexsort((last_stream[uploaders], t_computed[uploaders]))]
+    ready = t_computed[order] if duplex == "fdd" else np.maximum(t_computed[order], dl_end)
+    t_uploaded[order] = fifo_landings(ready, inputs.upload[order], channels)
+    return RoundTimes(t_received=t_received, t_computed=t_computed, t_uploaded=t_uploaded, dl_end=dl_end)
+
+
 def order_streams(streams: tuple, policy: str) -> list:
     """Send order: the plan's order, or largest receiver group first (ties keep plan order)."""
     if policy == "largest_first":
@@ -194,13 +231,17 @@ def order_streams(streams: tuple, policy: str) -> list:
     return list(streams)
 
 
-def fifo_landings(start: float, durations: np.ndarray, channels: int) -> np.ndarray:
-    """Landing times of uploads served in the given order on ``channels`` slots free from ``start``."""
-    if channels == 1:
-        return np.cumsum(np.concatenate(([start], durations)))[1:]
-    free = [start] * min(channels, len(durations))
-    landings = np.empty(len(durations))
-    for k, duration in enumerate(durations.tolist()):
-        landings[k] = heapq.heappop(free) + duration
-        heapq.heappush(free, landings[k])
-    return landings
+def fifo_landings(ready: float | np.ndarray, durations: np.ndarray, channels: int) -> np.ndarray:
+    """Landing times of uploads served first come first served, in the given order, on
+    ``channels`` slots; upload j starts once a slot is free and not before ``ready[j]``
+    (a number: every upload is ready then). Same additions, in the same order, as SimPy."""
+    if np.ndim(ready) == 0 and channels == 1:
+        return np.cumsum(np.concatenate(([ready], durations)))[1:]
+    starts = np.broadcast_to(np.asarray(ready, dtype=float), durations.shape).tolist()
+    landings = []
+    free = [0.0] * min(channels, len(durations))
+    for start, duration in zip(starts, durations.tolist()):
+        landing = (start if start > free[0] else free[0]) + duration
+        heapq.heapreplace(free, landing)
+        landings.append(landing)
+    return np.array(landings, dtype=float)
