@@ -1,6 +1,8 @@
 """Loaders read real torchvision-format files written into temp dirs; the offline copies are used when present."""
 
+import hashlib
 import os
+import pickle
 import struct
 import subprocess
 import sys
@@ -9,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torchvision.datasets import CIFAR10, FashionMNIST
 from torchvision.io import decode_jpeg, encode_jpeg, write_png
 
 from wirelessfl.learning.datasets import (
@@ -114,6 +117,15 @@ def test_emnist_test_split_alone_is_pooled_and_made_upright(tmp_path):
     assert pool.num_classes == 62 and pool.class_names[10] == "A" and pool.class_names[36] == "a"
 
 
+def test_emnist_other_splits_use_torchvisions_class_lists(tmp_path):
+    raw = tmp_path / "EMNIST" / "raw"
+    write_idx(raw / "emnist-letters-train-images-idx3-ubyte", tiny_images(3))
+    write_idx(raw / "emnist-letters-train-labels-idx1-ubyte", np.array([1, 26, 2]))
+    pool = load_pool("emnist", root=tmp_path, options={"split": "letters", "pool": ["train"]})
+    assert pool.num_classes == 27 and pool.class_names[:3] == ("N/A", "a", "b")  # class 0 exists but is never used
+    assert pool.y.tolist() == [1, 26, 2]
+
+
 def test_missing_emnist_split_says_where_and_how(tmp_path):
     raw = tmp_path / "EMNIST" / "raw"
     write_idx(raw / "emnist-byclass-test-images-idx3-ubyte", tiny_images(2))
@@ -121,12 +133,44 @@ def test_missing_emnist_split_says_where_and_how(tmp_path):
     expected = (
         f"dataset 'emnist': the train split not found at {raw / 'emnist-byclass-train-images-idx3-ubyte'}. "
         "Get it with `download: true` (needs internet), or on the offline machines run "
-        "`python ../shared/data/prepare.py ROOT` and set data.root to that ROOT"
+        "`python ../shared/data/prepare.py ROOT` and set data.root to that ROOT "
+        "(it holds only the byclass test split: set data.options to {split: byclass, pool: [test]})"
     )
     with pytest.raises(DatasetError) as error:
         load_pool("emnist", root=tmp_path)
     assert str(error.value) == expected
     assert isinstance(error.value, ValueError)
+    (raw / "emnist-byclass-test-labels-idx1-ubyte").unlink()
+    with pytest.raises(DatasetError, match=r"^dataset 'emnist': the test split not found at .*emnist-byclass-test-labels-idx1-ubyte\. Get it"):
+        load_pool("emnist", root=tmp_path, options={"pool": ["test"]})
+
+
+def test_mnist_names_the_file_torchvision_misses_even_from_the_other_split(tmp_path):
+    raw = tmp_path / "MNIST" / "raw"
+    write_idx(raw / "t10k-images-idx3-ubyte", tiny_images(2))
+    write_idx(raw / "t10k-labels-idx1-ubyte", np.array([0, 1]))
+    expected = (
+        f"dataset 'mnist': the train split (torchvision's MNIST needs it to read the test split) not found at "
+        f"{raw / 'train-images-idx3-ubyte'}. Get it with `download: true` (needs internet); the offline machines have no copy "
+        "of it (see ../shared/data/README.md)"
+    )
+    with pytest.raises(DatasetError) as error:
+        load_pool("mnist", root=tmp_path, options={"pool": ["test"]})
+    assert str(error.value) == expected
+
+
+def test_failed_download_is_one_line_naming_the_path(tmp_path, monkeypatch):
+    def offline(self):
+        raise RuntimeError("Error downloading train-images-idx3-ubyte.gz:\nTried https://mirror/, got:\n<urlopen error>")
+
+    monkeypatch.setattr(FashionMNIST, "download", offline)
+    with pytest.raises(DatasetError) as error:
+        load_pool("fashion_mnist", root=tmp_path, download=True)
+    assert str(error.value) == (
+        f"dataset 'fashion_mnist': the train split not found at {tmp_path / 'FashionMNIST' / 'raw' / 'train-images-idx3-ubyte'} "
+        "(download failed: Error downloading train-images-idx3-ubyte.gz:). Get it with `download: true` (needs internet); "
+        "the offline machines have no copy of it (see ../shared/data/README.md)"
+    )
 
 
 def write_image_folder(base: Path, classes, per_class: int, size: int, fmt: str = "png", seed: int = 0) -> dict:
@@ -159,6 +203,14 @@ def test_imagefolder_reads_pngs_exactly_resizes_and_caches(tmp_path):
     assert len(list((tmp_path / ".wirelessfl-cache").glob("pets-*.pt"))) == 2
 
 
+def test_imagefolder_without_a_writable_cache_warns_and_still_loads(tmp_path):
+    write_image_folder(tmp_path / "pets", ["cat"], 2, size=4)
+    (tmp_path / ".wirelessfl-cache").write_text("a file where the cache folder would go")
+    with pytest.warns(UserWarning, match=r"^could not cache decoded images at .*pets-[0-9a-f]{16}\.pt \(.*\); they will be decoded again next time$"):
+        pool = load_pool("imagefolder", root=tmp_path, options={"path": "pets", "image_size": 4})
+    assert pool.x.shape == (2, 3, 4, 4)
+
+
 def test_imagefolder_cache_notices_changed_files(tmp_path):
     write_image_folder(tmp_path / "pets", ["cat", "dog"], 2, size=4)
     first = load_pool("imagefolder", root=tmp_path, options={"path": "pets", "image_size": 4})
@@ -170,8 +222,24 @@ def test_imagefolder_cache_notices_changed_files(tmp_path):
 
 
 def test_imagefolder_errors(tmp_path):
-    with pytest.raises(DatasetError, match=r"^dataset 'imagefolder': the ImageFolder directory not found at " + str(tmp_path / "nothing")):
+    with pytest.raises(DatasetError) as error:
         load_pool("imagefolder", root=tmp_path, options={"path": "nothing"})
+    assert str(error.value) == (
+        f"dataset 'imagefolder': the ImageFolder directory not found at {tmp_path / 'nothing'}. Point data.root, or "
+        "data.options.path (relative to data.root, or absolute), at a folder laid out as <folder>/<class>/<image>; "
+        "`download` cannot fetch an arbitrary ImageFolder"
+    )
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DatasetError, match=r"^dataset 'imagefolder': an ImageFolder tree <class>/<image> with images not found at .*empty \(torchvision: Couldn't find any class folder"):
+        load_pool("imagefolder", root=tmp_path, options={"path": "empty"})
+    write_image_folder(tmp_path / "two" / "a", ["cat", "dog"], 1, size=4)
+    write_image_folder(tmp_path / "two" / "b", ["cat", "cow"], 1, size=4)
+    with pytest.raises(DatasetError, match=r"^dataset 'imagefolder': ImageFolder .*b has classes \['cat', 'cow'\], but the other pooled folders have \['cat', 'dog'\]$"):
+        load_pool("imagefolder", root=tmp_path, options={"path": "two", "pool": ["a", "b"]})
+    with pytest.raises(ValueError, match=r"^data\.options\.path for dataset 'imagefolder' must be a folder name \(relative to data\.root, or absolute\); got 3$"):
+        load_pool("imagefolder", root=tmp_path, options={"path": 3})
+    with pytest.raises(ValueError, match=r"^data\.options\.pool for dataset 'imagefolder' must be a non-empty list of sub-folders of path; got \[\]$"):
+        load_pool("imagefolder", root=tmp_path, options={"pool": []})
     with pytest.raises(ValueError, match=r"^data\.options\.image_size for dataset 'imagefolder' must be a positive integer; got 0$"):
         load_pool("imagefolder", root=tmp_path, options={"image_size": 0})
     with pytest.raises(ValueError, match=r"^data\.options\.channels for dataset 'imagefolder' must be 1 or 3; got 2$"):
@@ -196,11 +264,62 @@ def test_cifar10_image_folder_with_other_classes_is_refused(tmp_path):
         load_pool("cifar10", root=tmp_path, options={"pool": ["train"]})
 
 
+def write_cifar_pickles(base: Path, monkeypatch, train_per_batch: int = 1, test_count: int = 2, seed: int = 0) -> tuple[np.ndarray, list[int]]:
+    """The torchvision CIFAR-10 layout (5 train batches, a test batch, batches.meta). torchvision accepts
+    only the official files' MD5 sums, so the class's checksum lists are pointed at these files."""
+    rng = np.random.default_rng(seed)
+    base.mkdir(parents=True)
+    rows, labels, sums = [], [], {}
+    names = [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]
+    for name in names:
+        count = test_count if name == "test_batch" else train_per_batch
+        data = rng.integers(0, 256, size=(count, 3 * 32 * 32), dtype=np.uint8)
+        batch_labels = rng.integers(0, 10, size=count).tolist()
+        (base / name).write_bytes(pickle.dumps({"data": data, "labels": batch_labels}))
+        rows.append(data)
+        labels += batch_labels
+    (base / "batches.meta").write_bytes(pickle.dumps({"label_names": list(CIFAR10_CLASSES)}))
+    for name in [*names, "batches.meta"]:
+        sums[name] = hashlib.md5((base / name).read_bytes()).hexdigest()
+    monkeypatch.setattr(CIFAR10, "train_list", [[n, sums[n]] for n in names[:5]])
+    monkeypatch.setattr(CIFAR10, "test_list", [["test_batch", sums["test_batch"]]])
+    monkeypatch.setattr(CIFAR10, "meta", {"filename": "batches.meta", "key": "label_names", "md5": sums["batches.meta"]})
+    return np.concatenate(rows), labels
+
+
+def test_cifar10_from_torchvision_pickles_is_preferred_to_an_image_folder(tmp_path, monkeypatch):
+    rows, labels = write_cifar_pickles(tmp_path / "cifar-10-batches-py", monkeypatch)
+    write_image_folder(tmp_path / "cifar10-jpeg" / "train", CIFAR10_CLASSES, 1, size=32, fmt="jpg")
+    pool = load_pool("cifar10", root=tmp_path)
+    assert pool.x.shape == (7, 3, 32, 32) and pool.x.dtype == torch.uint8
+    assert torch.equal(pool.x, torch.from_numpy(rows).view(7, 3, 32, 32))  # rows hold the R, G and B planes in turn
+    assert pool.y.tolist() == labels and pool.class_names == CIFAR10_CLASSES
+    only_test = load_pool("cifar10", root=tmp_path, options={"pool": ["test"]})
+    assert torch.equal(only_test.x, torch.from_numpy(rows[5:]).view(2, 3, 32, 32))
+
+
+def test_corrupted_cifar10_pickles_are_named(tmp_path, monkeypatch):
+    write_cifar_pickles(tmp_path / "cifar-10-batches-py", monkeypatch)
+    (tmp_path / "cifar-10-batches-py" / "data_batch_3").write_bytes(b"truncated")
+    with pytest.raises(DatasetError) as error:
+        load_pool("cifar10", root=tmp_path)
+    assert str(error.value) == (
+        f"dataset 'cifar10': the train split (torchvision pickles with the official MD5 sums) not found at "
+        f"{tmp_path / 'cifar-10-batches-py'}. Get it with `download: true` (needs internet), or on the offline machines "
+        "run `python ../shared/data/prepare.py ROOT` and set data.root to that ROOT"
+    )
+
+
+def test_cifar10_image_folder_without_the_test_split_names_it(tmp_path):
+    write_image_folder(tmp_path / "cifar10-jpeg" / "train", CIFAR10_CLASSES, 1, size=32)
+    with pytest.raises(DatasetError, match=r"^dataset 'cifar10': the ImageFolder directory not found at .*cifar10-jpeg/test\. Get it with `download: true`"):
+        load_pool("cifar10", root=tmp_path)
+
+
 def test_missing_cifar10_names_both_layouts(tmp_path):
     with pytest.raises(DatasetError) as error:
         load_pool("cifar10", root=tmp_path)
-    message = str(error.value)
-    assert message.startswith(
+    assert str(error.value) == (
         f"dataset 'cifar10': the train split not found at {tmp_path / 'cifar-10-batches-py'} (torchvision pickles) nor at "
         f"{tmp_path / 'cifar10-jpeg' / 'train'} (ImageFolder). Get it with `download: true` (needs internet), or on the offline "
         "machines run `python ../shared/data/prepare.py ROOT` and set data.root to that ROOT"
@@ -224,6 +343,8 @@ def test_synthetic_pool_shape_and_seed():
     assert torch.equal(pool.normalise(pool.x), pool.x)
     with pytest.raises(ValueError, match=r"^data\.options\.dim for dataset 'synthetic' must be an integer >= 1; got 0$"):
         load_pool("synthetic", options={"dim": 0})
+    with pytest.raises(ValueError, match=r"^data\.options\.noise for dataset 'synthetic' must be a number >= 0; got -0\.1$"):
+        load_pool("synthetic", options={"noise": -0.1})
 
 
 @pytest.fixture(scope="module")

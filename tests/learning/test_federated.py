@@ -161,6 +161,10 @@ def test_errors_name_the_field():
         build_federated_data(DataSpec(samples={"per_client": 2}), seed=0)
     with pytest.raises(ValueError, match=r"^seed must be an integer >= 0; got -1$"):
         build_federated_data(DataSpec(), seed=-1)
+    with pytest.raises(PartitionError, match=r"^data\.samples must be a mapping like \{'per_client': 80\} or \{'total': 10000\}; got \[100\]$"):
+        build_federated_data(DataSpec(samples=[100]), seed=0)
+    with pytest.raises(PartitionError, match=r"^data\.split must be three fractions .*; got \(0\.6, 0\.4\)$"):
+        build_federated_data(DataSpec(split=(0.6, 0.4)), seed=0)
 
 
 def test_spec_is_picklable_and_data_moves_between_devices(digits):

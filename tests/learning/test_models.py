@@ -98,6 +98,8 @@ def test_architecture_is_a_plain_picklable_value():
 def test_bad_descriptions_raise_clear_errors():
     with pytest.raises(ValueError, match=r"model name must be one of \['cifar_cnn', 'lenet5', 'mlp'\], got 'resnet'"):
         get_architecture("resnet", (1, 28, 28), 10)
+    with pytest.raises(ValueError, match=r"^model name must be one of \['cifar_cnn', 'lenet5', 'mlp'\], got 'resnet'$"):
+        Architecture("resnet", (1, 28, 28), 10)
     with pytest.raises(ValueError, match=r"model lenet5 takes options \[\], got unknown option 'hidden'"):
         get_architecture("lenet5", (1, 28, 28), 10, hidden=(3,))
     with pytest.raises(ValueError, match=r"model input_shape must be three positive ints \(C, H, W\), got \(28, 28\)"):
@@ -106,6 +108,10 @@ def test_bad_descriptions_raise_clear_errors():
         get_architecture("mlp", (1, 2, 2), 1)
     with pytest.raises(ValueError, match=r"mlp option hidden must be a sequence of positive ints, got \(0,\)"):
         get_architecture("mlp", (1, 2, 2), 2, hidden=(0,))
+    with pytest.raises(ValueError, match=r"^mlp option hidden must be a sequence of positive ints, got 200$"):
+        get_architecture("mlp", (1, 2, 2), 2, hidden=200)
+    with pytest.raises(ValueError, match=r"^mlp option hidden must be a sequence of positive ints, got \(True,\)$"):
+        get_architecture("mlp", (1, 2, 2), 2, hidden=[True])
     with pytest.raises(ValueError, match=r"build_module flat must have shape \(61706,\), got \(3,\)"):
         get_architecture("lenet5", (1, 28, 28), 10).build_module(torch.zeros(3))
     with pytest.raises(ValueError, match="init_flat n must be an int >= 0, got -1"):

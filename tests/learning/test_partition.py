@@ -86,6 +86,25 @@ def test_dirichlet_renormalises_over_classes_left_and_uses_the_whole_pool():
     assert histograms(pool, clients).sum(axis=0).tolist() == [5, 5, 5]
 
 
+class CountingGenerator(np.random.Generator):
+    """Counts multinomial draws, to bound the work of a splitter's loop."""
+
+    draws = 0
+
+    def multinomial(self, *args, **kwargs):
+        CountingGenerator.draws += 1
+        return super().multinomial(*args, **kwargs)
+
+
+def test_dirichlet_loop_is_bounded_when_classes_run_out():
+    # one big class and nine singletons, the whole pool, tiny alpha: clients keep asking for emptied classes
+    pool = SplitInput(labels=np.concatenate([np.zeros(991, dtype=np.int64), np.arange(1, 10)]), num_classes=10)
+    CountingGenerator.draws = 0
+    clients = run_splitter(parse_steps([{"name": "dirichlet", "alpha": 1e-3}])[0], pool, np.full(10, 100), CountingGenerator(np.random.PCG64(0)))
+    assert_disjoint_with_sizes(clients, [100] * 10)
+    assert CountingGenerator.draws <= 10 * (10 + 1)  # per client: each extra pass empties a class
+
+
 def test_dirichlet_splits_a_thousand_clients():
     pool = balanced_pool(62, 2000)
     clients = split([{"name": "dirichlet", "alpha": 0.1}], pool, [100] * 1000)
@@ -125,6 +144,26 @@ def test_shards_refill_from_the_clients_own_classes_when_one_runs_out():
     assert histograms(pool, clients).tolist() == [[2, 8]]
 
 
+def test_shards_refuse_a_client_whose_class_ran_out():
+    pool = SplitInput(labels=np.array([0] + [1] * 20), num_classes=2)
+    with pytest.raises(PartitionError, match=r"^data\.partition\[0\] \(shards\): client 1 cannot get samples of all 2 of its classes \[0, 1\] \(the pool has none left of some\); ask for fewer samples in data\.samples$"):
+        split([{"name": "shards", "classes": 2}], pool, [2, 4])
+
+
+def test_shards_and_majority_deal_only_classes_that_have_samples():
+    pool = SplitInput(labels=np.repeat([1, 2, 3], 30), num_classes=4)  # class 0 listed but empty, like EMNIST letters' 'N/A'
+    for seed in range(5):
+        hist = histograms(pool, split([{"name": "shards", "classes": 3}], pool, [9, 9, 9], seed=seed))
+        assert hist.tolist() == [[0, 3, 3, 3]] * 3
+        hist = histograms(pool, split([{"name": "majority", "p": 0.5, "classes": 1}], pool, [10, 10, 10], seed=seed))
+        assert hist[:, 0].tolist() == [0, 0, 0] and np.sort(hist, axis=1).tolist() == [[0, 2, 3, 5]] * 3  # 5 majority, 5 over the 2 others
+        assert sorted(hist.argmax(axis=1).tolist()) == [1, 2, 3]  # each present class is one client's majority
+    with pytest.raises(PartitionError, match=r"^data\.partition\[0\] \(shards\): classes must be an integer between 1 and 3 \(the dataset's classes that have samples\); got 4$"):
+        split([{"name": "shards", "classes": 4}], pool, [9])
+    with pytest.raises(PartitionError, match=r"^data\.partition\[0\] \(majority\): classes must be an integer between 1 and 2 \(the dataset's classes that have samples: 3, less one\); got 3$"):
+        split([{"name": "majority", "classes": 3}], pool, [9])
+
+
 def test_shards_errors():
     with pytest.raises(PartitionError, match=r"^data\.partition\[0\] \(shards\): classes must be an integer between 1 and 3 \(the dataset's classes\); got 4$"):
         split([{"name": "shards", "classes": 4}], balanced_pool(3, 5), [5])
@@ -155,7 +194,7 @@ def test_fill_moves_a_shortfall_to_the_other_allowed_classes_only():
     assert take.tolist() == [3, 12, 0, 0]
     spread = _fill(np.array([6, 0, 0, 0]), np.array([0, 2, 9, 9]), np.array([True, True, True, False]), "majority", 0)
     assert spread.tolist() == [0, 2, 4, 0]
-    with pytest.raises(PartitionError, match=r"^majority: client 4 needs 2 more samples from classes \[0, 1\] but the pool has none left; ask for fewer samples per client$"):
+    with pytest.raises(PartitionError, match=r"^majority: client 4 needs 2 more samples from classes \[0, 1\] but the pool has none left; ask for fewer samples in data\.samples \(every client takes fixed shares of its classes, so the whole pool, total: all, fits only if the classes divide evenly\)$"):
         _fill(np.array([3, 3, 0, 0]), np.array([2, 2, 9, 9]), allowed, "majority", 4)
 
 
@@ -238,6 +277,24 @@ def test_label_permutation_group_zero_is_identity_and_others_are_bijections():
     assert permutation.transform(1, x, labels)[0] is x
 
 
+def test_label_permutations_are_distinct_even_with_two_classes():
+    for seed in range(20):  # a repeated draw (half the time with 2 classes) used to leave group 1 unshifted
+        permutation = shift({"name": "label_permutation", "groups": 2}, 4, num_classes=2, seed=seed)
+        assert permutation.transform(1, None, torch.tensor([0, 1]))[1].tolist() == [1, 0]
+    six = shift({"name": "label_permutation", "groups": 6}, 6, num_classes=3)
+    mapped = {tuple(six.transform(g, None, torch.arange(3))[1].tolist()) for g in range(6)}
+    assert len(mapped) == 6  # all 3! permutations, one per group
+    with pytest.raises(PartitionError, match=r"^data\.partition\[1\] \(label_permutation\): groups = 3 needs 3 distinct label permutations, but 2 classes have only 2$"):
+        shift({"name": "label_permutation", "groups": 3}, 6, num_classes=2)
+
+
+def test_group_count_must_be_a_positive_integer():
+    with pytest.raises(PartitionError, match=r"^data\.partition\[1\] \(label_permutation\): groups must be a positive integer; got 0$"):
+        shift({"name": "label_permutation", "groups": 0}, 6)
+    with pytest.raises(PartitionError, match=r"^data\.partition\[1\] \(rotation\): groups must be a positive integer; got 2\.5$"):
+        shift({"name": "rotation", "groups": 2.5}, 6)
+
+
 def test_combine_groups_numbers_each_combination():
     rotation = shift({"name": "rotation", "groups": 2}, 8)
     permutation = shift({"name": "label_permutation", "groups": 2, "assign": "cyclic"}, 8)
@@ -259,6 +316,8 @@ def test_parse_steps_errors():
         parse_steps([{"name": "rotation"}])
     with pytest.raises(PartitionError, match=r"^data\.partition\[1\] must be a mapping with a 'name'; got 'rotation'$"):
         parse_steps([{"name": "iid"}, "rotation"])
+    with pytest.raises(PartitionError, match=r"^data\.partition must be a list of steps like \{'name': 'dirichlet', 'alpha': 0\.4\}; got \{'name': 'iid'\}$"):
+        parse_steps({"name": "iid"})
 
 
 def test_parse_steps_fills_defaults_and_keeps_shift_order():
@@ -302,3 +361,17 @@ def test_client_sizes_errors():
         sizes({"total": 50, "distribution": "zipf"})
     with pytest.raises(PartitionError, match=r"^data\.num_clients must be a positive integer; got 0$"):
         sizes({"total": 50}, num_clients=0)
+    with pytest.raises(PartitionError, match=r"^data\.samples\.per_client must be a positive integer; got 2\.5$"):
+        sizes({"per_client": 2.5})
+    with pytest.raises(PartitionError, match=r"^data\.samples\.total must be a positive integer or 'all'; got 'everything'$"):
+        sizes({"total": "everything"})
+    with pytest.raises(PartitionError, match=r"^data\.samples\.distribution needs 'total' \(the number to distribute\), not 'per_client'$"):
+        sizes({"per_client": 5, "distribution": "lognormal"})
+    with pytest.raises(PartitionError, match=r"^data\.samples\.sigma only applies to distribution 'lognormal'$"):
+        sizes({"total": 50, "sigma": 1.0})
+    with pytest.raises(PartitionError, match=r"^data\.samples\.sigma must be a finite number >= 0; got -1$"):
+        sizes({"total": 50, "distribution": "lognormal", "sigma": -1})
+
+
+def test_client_sizes_accept_numpy_integers():
+    assert sizes({"per_client": np.int64(5)}, num_clients=np.int64(3)) == [5, 5, 5]

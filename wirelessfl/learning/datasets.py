@@ -150,12 +150,30 @@ def _check_pool_option(name: str, pool: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(pool))
 
 
-def _missing(dataset: str, where: Path | str, what: str, extra: str = "") -> DatasetError:
-    return DatasetError(
-        f"dataset {dataset!r}: {what} not found at {where}. "
+HOW_TO_GET = {
+    "mnist": "Get it with `download: true` (needs internet); the offline machines have no copy of it (see ../shared/data/README.md)",
+    "fashion_mnist": "Get it with `download: true` (needs internet); the offline machines have no copy of it (see ../shared/data/README.md)",
+    "emnist": (
         f"Get it with `download: true` (needs internet), or on the offline machines run `{OFFLINE_HINT}` "
-        f"and set data.root to that ROOT{extra}"
-    )
+        "and set data.root to that ROOT (it holds only the byclass test split: set data.options to {split: byclass, pool: [test]})"
+    ),
+    "cifar10": f"Get it with `download: true` (needs internet), or on the offline machines run `{OFFLINE_HINT}` and set data.root to that ROOT",
+    "imagefolder": (
+        "Point data.root, or data.options.path (relative to data.root, or absolute), at a folder laid out as "
+        "<folder>/<class>/<image>; `download` cannot fetch an arbitrary ImageFolder"
+    ),
+}
+
+
+def _missing(dataset: str, where: Path | str, what: str, extra: str = "") -> DatasetError:
+    """The one error for a missing dataset: the exact path looked at and how to get the data (per dataset)."""
+    return DatasetError(f"dataset {dataset!r}: {what} not found at {where}{extra}. {HOW_TO_GET[dataset]}")
+
+
+def _first_line(error: BaseException) -> str:
+    """torchvision's download errors span lines; the CLI shows one line, so keep the first."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 # --- digits (embedded in scikit-learn) ---------------------------------------------------------
@@ -174,20 +192,37 @@ def _load_digits(root: Path, download: bool, options: dict) -> Pool:
 # --- MNIST-family (idx files read by torchvision) ---------------------------------------------
 
 
-def _mnist_family(dataset: str, cls, folder: str, root: Path, download: bool, pool: tuple[str, ...], files: Callable[[bool], str], **kwargs) -> Pool:
+def _mnist_family(
+    dataset: str, cls, folder: str, root: Path, download: bool, pool: tuple[str, ...], files: Callable[[str], list[str]], both: bool, **kwargs
+) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """Read each split with torchvision. ``files(split)`` lists a split's raw files; ``both`` says that
+    torchvision checks both splits' files even for one split (MNIST, FashionMNIST), so a missing file of
+    the other split is named as the reason."""
     xs, ys, classes = [], [], None
+    raw = root / folder / "raw"
     for split in pool:
-        train = split == "train"
         try:
-            ds = cls(str(root), train=train, download=download, **kwargs)
-        except RuntimeError as error:
-            raise _missing(dataset, root / folder / "raw" / files(train), f"the {split} split") from error
-        except OSError as error:  # download failures: no network, refused, ...
-            raise _missing(dataset, root / folder / "raw" / files(train), f"the {split} split", f" (download failed: {error})") from error
+            ds = cls(str(root), train=split == "train", download=download, **kwargs)
+        except (RuntimeError, OSError) as error:  # not found, or the download failed (no network, refused, ...)
+            checked = [split, *({"train", "test"} - {split})] if both else [split]
+            owner, name = next(((s, n) for s in checked for n in files(s) if not (raw / n).is_file()), (split, files(split)[0]))
+            what = f"the {split} split" if owner == split else f"the {owner} split (torchvision's {cls.__name__} needs it to read the {split} split)"
+            extra = f" (download failed: {_first_line(error)})" if download else ""
+            raise _missing(dataset, raw / name, what, extra) from error
         xs.append(ds.data)
         ys.append(torch.as_tensor(ds.targets))
         classes = ds.classes
     return torch.cat(xs).unsqueeze(1), torch.cat(ys), classes
+
+
+def _idx_files(prefix: str = "") -> Callable[[str], list[str]]:
+    """Raw idx file names of a split: MNIST-style (``train``/``t10k``) or EMNIST-style (``emnist-<split>-train``)."""
+
+    def files(split: str) -> list[str]:
+        stem = f"{prefix}{split}" if prefix else ("train" if split == "train" else "t10k")
+        return [f"{stem}-images-idx3-ubyte", f"{stem}-labels-idx1-ubyte"]
+
+    return files
 
 
 @register_dataset("mnist", "torchvision MNIST: 70,000 handwritten digits, 28x28, 10 classes", {"pool": ("train", "test")})
@@ -195,7 +230,7 @@ def _load_mnist(root: Path, download: bool, options: dict) -> Pool:
     from torchvision.datasets import MNIST
 
     pool = _check_pool_option("mnist", options["pool"])
-    x, y, classes = _mnist_family("mnist", MNIST, "MNIST", root, download, pool, lambda t: f"{'train' if t else 't10k'}-images-idx3-ubyte")
+    x, y, classes = _mnist_family("mnist", MNIST, "MNIST", root, download, pool, _idx_files(), both=True)
     return _pool(x, y, [c.split(" - ")[0] for c in classes])
 
 
@@ -204,9 +239,7 @@ def _load_fashion_mnist(root: Path, download: bool, options: dict) -> Pool:
     from torchvision.datasets import FashionMNIST
 
     pool = _check_pool_option("fashion_mnist", options["pool"])
-    x, y, classes = _mnist_family(
-        "fashion_mnist", FashionMNIST, "FashionMNIST", root, download, pool, lambda t: f"{'train' if t else 't10k'}-images-idx3-ubyte"
-    )
+    x, y, classes = _mnist_family("fashion_mnist", FashionMNIST, "FashionMNIST", root, download, pool, _idx_files(), both=True)
     return _pool(x, y, classes)
 
 
@@ -222,9 +255,7 @@ def _load_emnist(root: Path, download: bool, options: dict) -> Pool:
     if split not in EMNIST.splits:
         raise ValueError(f"data.options.split for dataset 'emnist' must be one of {', '.join(EMNIST.splits)}; got {split!r}")
     pool = _check_pool_option("emnist", options["pool"])
-    x, y, classes = _mnist_family(
-        "emnist", EMNIST, "EMNIST", root, download, pool, lambda t: f"emnist-{split}-{'train' if t else 'test'}-images-idx3-ubyte", split=split
-    )
+    x, y, classes = _mnist_family("emnist", EMNIST, "EMNIST", root, download, pool, _idx_files(f"emnist-{split}-"), both=False, split=split)
     # EMNIST files store images transposed; make them upright so rotations mean what they say.
     return _pool(x.transpose(-1, -2), y, classes)
 
@@ -243,21 +274,20 @@ def _load_cifar10(root: Path, download: bool, options: dict) -> Pool:
     pool = _check_pool_option("cifar10", options["pool"])
     pickles = root / CIFAR10.base_folder
     image_folder = root / "cifar10-jpeg"
-    if not pickles.is_dir() and image_folder.is_dir():
-        x, y, classes = _load_image_folders("cifar10", root, [image_folder / split for split in pool], image_size=32, channels=3)
-        if tuple(classes) != CIFAR10_CLASSES:
-            raise DatasetError(f"dataset 'cifar10': ImageFolder {image_folder} has classes {list(classes)}, expected {list(CIFAR10_CLASSES)}")
+    folders = [image_folder / split for split in pool]
+    if not pickles.is_dir() and image_folder.is_dir() and (not download or all(f.is_dir() for f in folders)):
+        x, y, classes = _load_image_folders("cifar10", root, folders, image_size=32, channels=3, expected=CIFAR10_CLASSES)
         return _pool(x, y, classes)
     xs, ys = [], []
     for split in pool:
         try:
             ds = CIFAR10(str(root), train=split == "train", download=download)
         except (RuntimeError, OSError) as error:
-            raise DatasetError(
-                f"dataset 'cifar10': the {split} split not found at {pickles} (torchvision pickles) nor at "
-                f"{image_folder / split} (ImageFolder). Get it with `download: true` (needs internet), or on the offline "
-                f"machines run `{OFFLINE_HINT}` and set data.root to that ROOT ({error})"
-            ) from error
+            if download:
+                raise _missing("cifar10", pickles, f"the {split} split", f" (download failed: {_first_line(error)})") from error
+            if pickles.is_dir():
+                raise _missing("cifar10", pickles, f"the {split} split (torchvision pickles with the official MD5 sums)") from error
+            raise _missing("cifar10", f"{pickles} (torchvision pickles) nor at {image_folder / split} (ImageFolder)", f"the {split} split") from error
         xs.append(torch.from_numpy(ds.data).permute(0, 3, 1, 2))
         ys.append(torch.as_tensor(ds.targets))
     return _pool(torch.cat(xs), torch.cat(ys), CIFAR10_CLASSES)
@@ -272,25 +302,28 @@ def _load_cifar10(root: Path, download: bool, options: dict) -> Pool:
     {"path": ".", "pool": (".",), "image_size": 32, "channels": 3},
 )
 def _load_imagefolder(root: Path, download: bool, options: dict) -> Pool:
-    image_size, channels = options["image_size"], options["channels"]
+    image_size, channels, path = options["image_size"], options["channels"], options["path"]
     if not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 1:
         raise ValueError(f"data.options.image_size for dataset 'imagefolder' must be a positive integer; got {image_size!r}")
     if channels not in (1, 3):
         raise ValueError(f"data.options.channels for dataset 'imagefolder' must be 1 or 3; got {channels!r}")
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"data.options.path for dataset 'imagefolder' must be a folder name (relative to data.root, or absolute); got {path!r}")
     pool = options["pool"]
     if isinstance(pool, str):
         pool = [pool]
     if not isinstance(pool, (list, tuple)) or not pool or not all(isinstance(p, str) for p in pool):
         raise ValueError(f"data.options.pool for dataset 'imagefolder' must be a non-empty list of sub-folders of path; got {pool!r}")
-    base = (root / options["path"]).resolve()
+    base = (root / Path(path).expanduser()).resolve()
     x, y, classes = _load_image_folders("imagefolder", root, [base / p for p in pool], image_size, channels)
     return _pool(x, y, classes)
 
 
-def _load_image_folders(dataset: str, root: Path, folders: Sequence[Path], image_size: int, channels: int):
+def _load_image_folders(dataset: str, root: Path, folders: Sequence[Path], image_size: int, channels: int, expected: Sequence[str] | None = None):
+    """Pool ImageFolder trees; their class lists must agree (and equal ``expected`` when given) before anything is decoded."""
     from torchvision.datasets.folder import find_classes, make_dataset
 
-    xs, ys, classes = [], [], None
+    listed = []
     for folder in folders:
         if not folder.is_dir():
             raise _missing(dataset, folder, "the ImageFolder directory")
@@ -298,14 +331,15 @@ def _load_image_folders(dataset: str, root: Path, folders: Sequence[Path], image
             folder_classes, class_to_idx = find_classes(str(folder))
             samples = make_dataset(str(folder), class_to_idx, extensions=IMAGE_EXTENSIONS)
         except (FileNotFoundError, OSError) as error:
-            raise _missing(dataset, folder, f"an ImageFolder with images ({error})") from error
-        if classes is not None and folder_classes != classes:
-            raise DatasetError(f"dataset {dataset!r}: ImageFolder {folder} has classes {folder_classes}, but the other pooled folders have {classes}")
-        classes = folder_classes
-        x = _decode_cached(root, folder, samples, image_size, channels)
-        xs.append(x)
-        ys.append(torch.tensor([label for _, label in samples], dtype=torch.int64))
-    return torch.cat(xs), torch.cat(ys), classes
+            raise _missing(dataset, folder, "an ImageFolder tree <class>/<image> with images", f" (torchvision: {_first_line(error)})") from error
+        if expected is not None and tuple(folder_classes) != tuple(expected):
+            raise DatasetError(f"dataset {dataset!r}: ImageFolder {folder} has classes {folder_classes}, expected {list(expected)}")
+        if listed and folder_classes != listed[0][1]:
+            raise DatasetError(f"dataset {dataset!r}: ImageFolder {folder} has classes {folder_classes}, but the other pooled folders have {listed[0][1]}")
+        listed.append((folder, folder_classes, samples))
+    xs = [_decode_cached(root, folder, samples, image_size, channels) for folder, _, samples in listed]
+    ys = [torch.tensor([label for _, label in samples], dtype=torch.int64) for _, _, samples in listed]
+    return torch.cat(xs), torch.cat(ys), listed[0][1]
 
 
 def _decode_cached(root: Path, folder: Path, samples: list[tuple[str, int]], image_size: int, channels: int) -> torch.Tensor:

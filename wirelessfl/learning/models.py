@@ -128,7 +128,7 @@ def _cifar_cnn(input_shape: tuple[int, int, int], num_classes: int, options: dic
 
 def _mlp(input_shape: tuple[int, int, int], num_classes: int, options: dict) -> tuple[Op, ...]:
     hidden = options.get("hidden", (200,))
-    if isinstance(hidden, int) or not all(isinstance(h, int) and h > 0 for h in hidden):
+    if isinstance(hidden, (int, str)) or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden):
         raise ValueError(f"mlp option hidden must be a sequence of positive ints, got {hidden!r}")
     ops: list[Op] = [Op("flatten")]
     width = math.prod(input_shape)

@@ -148,7 +148,7 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
     possible. ``{"total": N, "distribution": "lognormal", "sigma": s}``: each client gets ``minimum``
     plus a share of the rest proportional to a LogNormal(0, s) weight (largest remainders keep the sum N).
     """
-    if not isinstance(num_clients, int) or isinstance(num_clients, bool) or num_clients < 1:
+    if not _is_int(num_clients) or num_clients < 1:
         raise PartitionError(f"data.num_clients must be a positive integer; got {num_clients!r}")
     unknown = sorted(set(samples) - set(SAMPLES_KEYS))
     if unknown:
@@ -248,7 +248,8 @@ def _fill(wanted: np.ndarray, room: np.ndarray, allowed: np.ndarray, where: str,
         if len(open_classes) == 0:
             raise PartitionError(
                 f"{where}: client {client} needs {short} more samples from classes {np.flatnonzero(allowed).tolist()} "
-                f"but the pool has none left; ask for fewer samples per client"
+                f"but the pool has none left; ask for fewer samples in data.samples (every client takes fixed shares of its "
+                f"classes, so the whole pool, total: all, fits only if the classes divide evenly)"
             )
         share = np.full(len(open_classes), short // len(open_classes), dtype=np.int64)
         share[: short % len(open_classes)] += 1
@@ -301,11 +302,18 @@ def _dirichlet(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.G
     return clients
 
 
-def _balanced_class_sets(num_clients: int, num_classes: int, per_client: int, rng: np.random.Generator) -> np.ndarray:
+def _present_classes(pool: SplitInput) -> tuple[np.ndarray, str]:
+    """Classes with samples, and how to name them in errors. Only these are dealt out: EMNIST 'letters'
+    lists an empty class 0 ('N/A') that would otherwise become some clients' shard or majority class."""
+    present = np.flatnonzero(np.bincount(pool.labels, minlength=pool.num_classes) > 0)
+    return present, "the dataset's classes" if len(present) == pool.num_classes else "the dataset's classes that have samples"
+
+
+def _balanced_class_sets(num_clients: int, present: np.ndarray, per_client: int, rng: np.random.Generator) -> np.ndarray:
     """Client i gets classes perm[(c*i + j) mod K], j < c: distinct within a client, used equally often overall."""
-    perm = rng.permutation(num_classes)
+    perm = rng.permutation(present)
     slots = per_client * np.arange(num_clients)[:, None] + np.arange(per_client)[None, :]
-    return perm[slots % num_classes]
+    return perm[slots % len(present)]
 
 
 def _even_counts(total: int, classes: np.ndarray, num_classes: int, rng: np.random.Generator) -> np.ndarray:
@@ -321,10 +329,11 @@ def _even_counts(total: int, classes: np.ndarray, num_classes: int, rng: np.rand
 @register_partitioner("shards", "splitter", "pathological split: each client holds exactly `classes` classes, in equal parts", {"classes": 2})
 def _shards(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     classes, num_classes = step.params["classes"], pool.num_classes
-    if not _is_int(classes) or not (1 <= classes <= num_classes):
-        raise PartitionError(f"{step.where}: classes must be an integer between 1 and {num_classes} (the dataset's classes); got {classes!r}")
+    present, named = _present_classes(pool)
+    if not _is_int(classes) or not (1 <= classes <= len(present)):
+        raise PartitionError(f"{step.where}: classes must be an integer between 1 and {len(present)} ({named}); got {classes!r}")
     queues = ClassQueues(pool.labels, num_classes, rng)
-    class_sets = _balanced_class_sets(len(sizes), num_classes, classes, rng)
+    class_sets = _balanced_class_sets(len(sizes), present, classes, rng)
     clients = []
     for client, size in enumerate(sizes):
         if size < classes:
@@ -334,7 +343,10 @@ def _shards(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Gene
         wanted = _even_counts(int(size), class_sets[client], num_classes, rng)
         take = _fill(wanted, queues.available, allowed, step.where, client)
         if np.count_nonzero(take) != classes:
-            raise PartitionError(f"{step.where}: client {client} cannot get samples of all {classes} of its classes; ask for fewer samples per client")
+            raise PartitionError(
+                f"{step.where}: client {client} cannot get samples of all {classes} of its classes {sorted(class_sets[client].tolist())} "
+                f"(the pool has none left of some); ask for fewer samples in data.samples"
+            )
         clients.append(queues.take(take))
     return clients
 
@@ -349,18 +361,23 @@ def _majority(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Ge
     p, classes, num_classes = step.params["p"], step.params["classes"], pool.num_classes
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not (0 <= p <= 1):
         raise PartitionError(f"{step.where}: p must be a number between 0 and 1; got {p!r}")
-    if not _is_int(classes) or not (1 <= classes < num_classes):
-        raise PartitionError(f"{step.where}: classes must be an integer between 1 and {num_classes - 1}; got {classes!r}")
+    present, named = _present_classes(pool)
+    if not _is_int(classes) or not (1 <= classes < len(present)):
+        note = "" if len(present) == num_classes else f" ({named}: {len(present)}, less one)"
+        raise PartitionError(f"{step.where}: classes must be an integer between 1 and {len(present) - 1}{note}; got {classes!r}")
     queues = ClassQueues(pool.labels, num_classes, rng)
-    class_sets = _balanced_class_sets(len(sizes), num_classes, classes, rng)
+    class_sets = _balanced_class_sets(len(sizes), present, classes, rng)
+    has_samples = np.zeros(num_classes, dtype=bool)
+    has_samples[present] = True
     clients = []
     for client, size in enumerate(sizes):
         is_major = np.zeros(num_classes, dtype=bool)
         is_major[class_sets[client]] = True
+        is_minor = has_samples & ~is_major
         n_major = math.floor(p * int(size) + 0.5)
         major = _fill(_even_counts(n_major, class_sets[client], num_classes, rng), queues.available, is_major, step.where, client)
         room = queues.available - major
-        minor = _fill(_even_counts(int(size) - n_major, np.flatnonzero(~is_major), num_classes, rng), room, ~is_major, step.where, client)
+        minor = _fill(_even_counts(int(size) - n_major, np.flatnonzero(is_minor), num_classes, rng), room, is_minor, step.where, client)
         clients.append(queues.take(major + minor))
     return clients
 
@@ -430,7 +447,16 @@ def _rotation(step: Step, num_clients: int, input_shape: tuple[int, int, int], n
 )
 def _label_permutation(step: Step, num_clients: int, input_shape: tuple[int, int, int], num_classes: int, rng: np.random.Generator) -> GroupShift:
     groups, assignment = _assign_groups(step, num_clients, rng)
-    permutations = [torch.arange(num_classes)] + [torch.from_numpy(rng.permutation(num_classes)) for _ in range(groups - 1)]
+    if groups > math.factorial(num_classes):
+        raise PartitionError(
+            f"{step.where}: groups = {groups} needs {groups} distinct label permutations, but {num_classes} classes have only {math.factorial(num_classes)}"
+        )
+    permutations = [np.arange(num_classes)]
+    while len(permutations) < groups:  # a repeat (likely only with few classes) would merge two groups' concepts: draw again
+        candidate = rng.permutation(num_classes)
+        if not any(np.array_equal(candidate, p) for p in permutations):
+            permutations.append(candidate)
+    permutations = [torch.from_numpy(p) for p in permutations]
 
     def transform(group: int, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return x, permutations[group].to(y.device)[y]
