@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -10,6 +11,8 @@ import yaml
 from typer.testing import CliRunner
 
 from wirelessfl.cli import app
+from wirelessfl.config import dump_scenario, parse_scenario
+from wirelessfl.results.io import TRACE_COLUMNS
 
 runner = CliRunner()
 
@@ -29,76 +32,199 @@ SCENARIO = {
     "algorithms": [{"name": "fedavg"}, {"name": "local"}],
     "networks": [{"preset": "slow-ul-unreliable"}, {"preset": "wired"}],
 }
+ACCURACIES = ["avg_acc", "worst_acc", "p10_acc", "avg_val_acc"]
+
+
+def _write(tmp_path, doc, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
+def run(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e")
-    scenario = root / "s.yaml"
-    scenario.write_text(yaml.safe_dump(SCENARIO))
     out = root / "run"
-    result = runner.invoke(app, ["simulate", str(scenario), "--out", str(out), "--quiet"])
+    result = runner.invoke(app, ["simulate", str(_write(root, SCENARIO)), "--out", str(out), "--quiet"])
     assert result.exit_code == 0, result.output
-    return out
+    return out, result.output
 
 
-def test_simulate_writes_trace_summary_and_figures(run_dir):
-    for name in ("scenario.yaml", "trace.csv", "trace.parquet", "clients.csv", "summary.md", "fig3.html", "fig2.html"):
-        assert (run_dir / name).is_file(), name
+def test_simulate_writes_the_trace_one_row_per_round_algorithm_profile(run):
+    run_dir, _ = run
     trace = pd.read_csv(run_dir / "trace.csv")
     trace["variant"] = trace["variant"].fillna("")
-    assert len(trace) == (2 + 1) * 2 * 2
-    assert {"scenario", "algorithm", "variant", "profile", "seed", "round", "time", "avg_acc", "worst_acc"} <= set(trace)
-    for _, group in trace.groupby(["curve", "profile"]):
-        assert group.sort_values("round")["time"].is_monotonic_increasing
-    assert trace.avg_acc.between(0, 1).all()
-    summary = (run_dir / "summary.md").read_text()
-    assert "fedavg" in summary and "wired" in summary
-    html = (run_dir / "fig3.html").read_text()
-    assert "slow-ul-unreliable" in html and "local" in html
+    assert list(trace.columns) == [*TRACE_COLUMNS, "train_loss"]
+    keys = ["round", "algorithm", "variant", "profile", "seed"]
+    assert not trace.duplicated(keys).any()
+    expected = {(r, a, "", p, 0) for r in (0, 1, 2) for a in ("fedavg", "local") for p in ("slow-ul-unreliable", "wired")}
+    assert set(trace[keys].itertuples(index=False, name=None)) == expected
+    for _, group in trace.groupby(["curve", "profile", "seed"]):
+        times = group.sort_values("round")["time"].to_numpy()
+        assert times[0] == 0.0 and (times[1:] > times[:-1]).all()
+    assert trace[ACCURACIES].notna().all().all()
+    assert ((trace[ACCURACIES] >= 0) & (trace[ACCURACIES] <= 1)).all().all()
+    assert (trace["worst_acc"] <= trace["avg_acc"]).all()
     pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "trace.parquet"), trace, check_dtype=False)
+    assert yaml.safe_load((run_dir / "scenario.yaml").read_text()) == parse_scenario(SCENARIO).model_dump(mode="json")
+
+
+def test_simulate_writes_summary_figures_and_runtime(run):
+    run_dir, output = run
+    summary = (run_dir / "summary.md").read_text()
+    for heading in ("## Final accuracy", "## Time to target accuracy (average client accuracy >= 30.0%)", "## Payload moved", "## Worst client (Table I style)"):
+        assert heading in summary
+    assert "| curve | slow-ul-unreliable (T_dl) | wired (T_dl) |" in summary
+    assert "| fedavg | wired | 2.0 | 8.0 |" in summary  # 2 rounds x (1 broadcast down, 4 uploads up)
+    assert "| local | wired | 0.0 | 0.0 |" in summary
+    for name in ("fig3.html", "fig2.html", "worst_clients.html"):
+        html = (run_dir / name).read_text()
+        assert "fedavg" in html and "local" in html, name
+    assert "slow-ul-unreliable" in (run_dir / "fig3.html").read_text()
+    if not (run_dir / "fig3.png").exists():
+        assert "note: PNG export skipped: " in output and "then run `wirelessfl plot" in output
+        assert "- PNG export skipped: " in summary
     runtime = json.loads((run_dir / "runtime.json").read_text())
     assert set(runtime) == {"seed0__fedavg", "seed0__local"}
     assert all(unit["rounds"] == 2 and unit["train_samples_per_round"] > 0 for unit in runtime.values())
     assert "local-training samples/s" in summary
+    assert f"results: {run_dir}" in output
 
 
-def test_plot_and_report_remake_outputs(run_dir):
+def test_plot_and_report_remake_outputs_and_keep_the_run_notes(run):
+    run_dir, _ = run
     (run_dir / "fig3.html").unlink()
-    assert runner.invoke(app, ["plot", str(run_dir)]).exit_code == 0
-    assert (run_dir / "fig3.html").is_file()
-    assert runner.invoke(app, ["report", str(run_dir)]).exit_code == 0
-    assert (run_dir / "summary.md").is_file()
+    plotted = runner.invoke(app, ["plot", str(run_dir)])
+    assert plotted.exit_code == 0, plotted.output
+    assert (run_dir / "fig3.html").is_file() and str(run_dir / "fig3.html") in plotted.output
+    reported = runner.invoke(app, ["report", str(run_dir), "--target", "0.99"])
+    assert reported.exit_code == 0, reported.output
+    summary = (run_dir / "summary.md").read_text()
+    assert "average client accuracy >= 99.0%" in summary
+    assert "- 2 training runs (trained once per curve and seed, replayed through every profile); wall time" in summary
+
+
+def test_overrides_change_rounds_seed_and_device(tmp_path):
+    out = tmp_path / "run"
+    args = ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--rounds", "1", "--seed", "5", "--device", "cpu", "--quiet"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    resolved = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert (resolved["rounds"], resolved["seeds"], resolved["device"]) == (1, [5], "cpu")
+    trace = pd.read_parquet(out / "trace.parquet")
+    assert sorted(trace["round"].unique()) == [0, 1] and set(trace["seed"]) == {5}
+
+
+def test_resume_continues_an_interrupted_run_to_the_identical_trace(tmp_path, run):
+    from wirelessfl.simulate import simulate
+
+    scenario = parse_scenario({**SCENARIO, "checkpoint_every": 1})
+    run_dir = tmp_path / "killed"
+    run_dir.mkdir()
+    (run_dir / "scenario.yaml").write_text(dump_scenario(scenario))
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario, run_dir, stop_after_rounds=3)
+    assert not (run_dir / "trace.csv").exists()
+    result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert result.exit_code == 0, result.output
+    pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "trace.parquet"), pd.read_parquet(run[0] / "trace.parquet"))
+
+
+def test_resume_refuses_overrides_and_a_different_scenario(tmp_path, run):
+    run_dir, _ = run
+    clash = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--rounds", "9"])
+    assert clash.exit_code == 2
+    assert clash.output.strip() == f"error: --resume continues {run_dir} with the settings in its scenario.yaml; leave out --rounds"
+    other = _write(tmp_path, {**SCENARIO, "rounds": 3})
+    differs = runner.invoke(app, ["simulate", str(other), "--resume", str(run_dir)])
+    assert differs.exit_code == 2
+    assert differs.output.strip() == (
+        f"error: --resume {run_dir}: {other} differs from the run's scenario.yaml in rounds; "
+        "leave SCENARIO out to continue the run as it was started"
+    )
+    nothing = runner.invoke(app, ["simulate"])
+    assert nothing.exit_code == 2
+    assert nothing.output.strip() == "error: give a SCENARIO file to run, or --resume RUN_DIR to continue an interrupted run"
+
+
+def test_an_interrupted_run_says_how_to_resume(tmp_path, monkeypatch):
+    import wirelessfl.simulate
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(wirelessfl.simulate, "simulate", interrupted)
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--quiet"])
+    assert result.exit_code == 130
+    assert result.output.strip() == f"error: interrupted; `wirelessfl simulate --resume {out}` continues from the last checkpoint"
+    assert (out / "scenario.yaml").is_file()
+
+
+def test_out_must_be_new_or_empty(tmp_path, run):
+    run_dir, _ = run
+    before = sorted(p.name for p in run_dir.iterdir())
+    result = runner.invoke(app, ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(run_dir)])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"error: --out {run_dir}: already exists and is not an empty directory; choose a new one "
+        f"(an interrupted run continues with --resume {run_dir})"
+    )
+    assert sorted(p.name for p in run_dir.iterdir()) == before
 
 
 def test_validate_and_list(tmp_path):
-    path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(SCENARIO))
-    result = runner.invoke(app, ["validate", str(path)])
-    assert result.exit_code == 0 and "ok" in result.output
+    result = runner.invoke(app, ["validate", str(_write(tmp_path, SCENARIO))])
+    assert result.exit_code == 0
+    assert result.output.strip() == "ok e2e: digits, 4 clients, 2 rounds, 2 curves (fedavg, local), profiles: slow-ul-unreliable, wired, seeds [0]"
     listing = runner.invoke(app, ["list"])
     assert listing.exit_code == 0
     for name in ("fedavg", "dirichlet", "digits", "lenet5", "slow-ul-unreliable"):
         assert name in listing.output
 
 
-def test_user_error_is_one_line_without_traceback(tmp_path):
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump({**SCENARIO, "rounds": 0}))
-    out = tmp_path / "never"
-    result = runner.invoke(app, ["simulate", str(path), "--out", str(out)])
+def test_validate_builds_the_data_too(tmp_path):
+    doc = {**SCENARIO, "data": {**SCENARIO["data"], "partition": [{"name": "dirichlet", "alpha": -1}]}}
+    result = runner.invoke(app, ["validate", str(_write(tmp_path, doc))])
     assert result.exit_code == 2
-    assert "rounds: Input should be greater than or equal to 1" in result.output
-    assert "Traceback" not in result.output
-    assert not out.exists()
+    assert result.output.strip() == "error: data.partition[0] (dirichlet): alpha must be a positive finite number; got -1"
 
 
-def test_missing_dataset_fails_before_writing(tmp_path):
-    doc = {**SCENARIO, "data": {**SCENARIO["data"], "dataset": "emnist", "root": str(tmp_path / "empty")}}
+def _doc(**changes):
+    return yaml.safe_dump({**SCENARIO, **changes}).encode()
+
+
+BAD_INPUTS = [
+    ("tabs", b"name: t\nalgorithms:\n\t- {name: fedavg}\n", [], r"s.yaml: not valid YAML at line 3, column 1: found character '\\t' that cannot start any token"),
+    ("duplicate key", b"name: t\nrounds: 3\nrounds: 4\nalgorithms: [{name: fedavg}]\n", [], r"s.yaml: not valid YAML at line 3, column 1: duplicate key 'rounds'"),
+    ("list for a mapping", _doc(data=["digits"]), [], r"s.yaml: data: must be a mapping of keys to values \(\{key: value, ...\}\), got a list"),
+    ("negative rounds", _doc(rounds=-5), [], r"s.yaml: rounds: Input should be greater than or equal to 1 \(got -5\)"),
+    ("empty algorithms", _doc(algorithms=[]), [], r"s.yaml: algorithms: List should have at least 1 item after validation, not 0"),
+    ("unknown preset", _doc(networks=[{"preset": "lte"}]), [], r"s.yaml: networks\[0\]: preset must be one of 'slow-ul-unreliable', 'fast-ul-reliable', 'wired', got 'lte'"),
+    ("unknown parameter", _doc(algorithms=[{"name": "ucfl", "params": {"strems": 4}}]), [], r"s.yaml: algorithms\[0\]: ucfl has no parameter 'strems'; allowed: .*streams"),
+    ("emnist without data", _doc(data={"dataset": "emnist", "root": "/nonexistent/emnist"}), [], r"dataset 'emnist': .*/nonexistent/emnist/"),
+    ("out under a file", _doc(), ["--out", "{tmp}/s.yaml/run"], r"--out .*/s.yaml/run: cannot create the run directory: Not a directory"),
+    ("missing file", None, [], r"s.yaml: no such scenario file"),
+    ("empty file", b"", [], r"s.yaml: the file is empty; a scenario needs at least name: and algorithms:$"),
+    ("not UTF-8", b"name: caf\xe9\n", [], r"s.yaml: not a UTF-8 text file \(byte 9: invalid continuation byte\)"),
+    ("boolean rounds", _doc(rounds=True), [], r"s.yaml: rounds: Input should be a valid integer \(got True\)"),
+    ("repeated seed", _doc(seeds=[1, 1]), [], r"s.yaml: seeds: must list each seed once; repeated: 1"),
+    ("brackets kept", _doc(algorithms=[{"name": "fedavg", "label": "[bold]x"}, {"name": "local", "label": "[bold]x"}]), [], r"repeated: \[bold\]x \(set `label:`\)$"),
+]
+
+
+@pytest.mark.parametrize(("content", "extra", "message"), [b[1:] for b in BAD_INPUTS], ids=[b[0] for b in BAD_INPUTS])
+def test_user_errors_are_one_line_exit_2_and_write_nothing(tmp_path, content, extra, message):
     path = tmp_path / "s.yaml"
-    path.write_text(yaml.safe_dump(doc))
+    if content is not None:
+        path.write_bytes(content)
     out = tmp_path / "never"
-    result = runner.invoke(app, ["simulate", str(path), "--out", str(out)])
+    args = [a.replace("{tmp}", str(tmp_path)) for a in extra] or ["--out", str(out)]
+    result = runner.invoke(app, ["simulate", str(path), *args])
     assert result.exit_code == 2, result.output
-    assert "emnist" in result.output.lower() and "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("error: ") and "Traceback" not in result.output
+    assert re.search(message, lines[0]), lines[0]
     assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["s.yaml"] if content is not None else [])

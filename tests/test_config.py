@@ -73,6 +73,17 @@ MALFORMED = [
     ("networks[0]", {"preset": "5g-mmwave"}, r"networks\[0\]: preset must be one of 'slow-ul-unreliable', 'fast-ul-reliable', 'wired', got '5g-mmwave'"),
     ("networks[0]", {"preset": "wired", "rho": -1}, r"networks\[0\]: rho must be > 0, got -1.0"),
     ("networks[0]", {"preset": "wired", "colour": 1}, r"networks\[0\]: unknown profile keys \['colour'\]; allowed keys: preset, name, rho"),
+    ("rounds", True, r"rounds: Input should be a valid integer \(got True\)"),
+    ("eval_every", 2.0, r"eval_every: Input should be a valid integer \(got 2.0\)"),
+    ("training.lr", "0.1", r"training.lr: Input should be a valid number \(got '0.1'\)"),
+    ("data.download", "yes", r"data.download: Input should be a valid boolean \(got 'yes'\)"),
+    ("seeds", [0, 0], r"seeds: must list each seed once; repeated: 0$"),
+    ("seeds", [-1], r"seeds\[0\]: Input should be greater than or equal to 0 \(got -1\)"),
+    ("data", ["digits"], r"data: must be a mapping of keys to values \(\{key: value, ...\}\), got a list$"),
+    ("algorithms[0]", "fedavg", r"algorithms\[0\]: must be a mapping of keys to values \(\{key: value, ...\}\), got a string$"),
+    ("algorithms[0]", {"name": "ucfl", "variants": {"streams": 4}}, r"algorithms\[0\].variants.streams: Input should be a valid list \(got 4\)"),
+    ("algorithms[0]", {"name": "ucfl", "variants": {"streams": []}}, r"algorithms\[0\]: variants.streams must list at least one value$"),
+    ("networks[0]", {"preset": "wired", "deadline": -1}, r"networks\[0\]: deadline must be > 0 and finite, or null for no deadline, got -1.0$"),
 ]
 
 
@@ -100,6 +111,38 @@ def test_each_malformed_case_has_its_own_message():
 def test_top_level_must_be_a_mapping():
     with pytest.raises(ScenarioError, match=r"s.yaml: the top level must be a mapping of fields .*got list"):
         parse_scenario([1, 2], source="s.yaml")
+
+
+BAD_FILES = [
+    ("tabs.yaml", b"name: t\nalgorithms:\n\t- {name: fedavg}\n", r"tabs.yaml: not valid YAML at line 3, column 1: found character '\\t' that cannot start any token$"),
+    ("dup.yaml", b"name: t\nrounds: 3\nrounds: 4\nalgorithms: [{name: fedavg}]\n", r"dup.yaml: not valid YAML at line 3, column 1: duplicate key 'rounds'$"),
+    ("nested-dup.yaml", b"name: t\nalgorithms: [{name: fedavg}]\ndata: {clients: 4, clients: 5}\n", r"nested-dup.yaml: not valid YAML at line 3, column 20: duplicate key 'clients'$"),
+    ("empty.yaml", b"", r"empty.yaml: the file is empty; a scenario needs at least name: and algorithms:$"),
+    ("comment.yaml", b"# nothing here\n", r"comment.yaml: the file is empty; a scenario needs at least name: and algorithms:$"),
+    ("latin1.yaml", b"name: caf\xe9\nalgorithms: [{name: fedavg}]\n", r"latin1.yaml: not a UTF-8 text file \(byte 9: invalid continuation byte\)$"),
+    ("two-docs.yaml", b"name: t\nalgorithms: [{name: fedavg}]\n---\nname: u\n", r"two-docs.yaml: not valid YAML at line 3, column 1: but found another document$"),
+]
+
+
+@pytest.mark.parametrize(("name", "content", "message"), BAD_FILES, ids=[n for n, _, _ in BAD_FILES])
+def test_malformed_files_are_one_clear_error(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(path)
+
+
+def test_a_directory_is_not_a_scenario(tmp_path):
+    folder = tmp_path / "d.yaml"
+    folder.mkdir()
+    with pytest.raises(ScenarioError, match=r"d.yaml: not a file \(give the path of a scenario YAML file\)$"):
+        load_scenario(folder)
+
+
+def test_yaml_merge_keys_may_override_without_counting_as_duplicates(tmp_path):
+    path = tmp_path / "merge.yaml"
+    path.write_text("name: t\nalgorithms:\n  - &avg {name: fedavg, label: a}\n  - {<<: *avg, label: b}\n")
+    assert [a.label for a in load_scenario(path).algorithms] == ["a", "b"]
 
 
 def test_yaml_syntax_error_gives_line_and_column(tmp_path):
@@ -150,3 +193,19 @@ def test_overrides_replace_fields(tmp_path):
     path.write_text(textwrap.dedent(yaml.safe_dump(VALID)))
     sc = load_scenario(path, {"rounds": 7, "seeds": [3], "device": None})
     assert sc.rounds == 7 and sc.seeds == [3] and sc.device == "auto"
+
+
+def test_readme_lists_every_field_with_its_real_default():
+    from pathlib import Path
+
+    from wirelessfl.config import AlgorithmConfig, DataConfig, ModelConfig, Scenario, TrainingConfig
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"## Scenario file\n.*?```yaml\n(.*?)```", readme, re.S).group(1)
+    doc = yaml.safe_load(block)
+    sections = {None: (Scenario, doc), "data": (DataConfig, doc["data"]), "model": (ModelConfig, doc["model"])}
+    sections.update({"training": (TrainingConfig, doc["training"]), "algorithms": (AlgorithmConfig, doc["algorithms"][0])})
+    for section, (model, shown) in sections.items():
+        assert list(shown) == list(model.model_fields), section
+    required = {"name": doc["name"], "algorithms": [{"name": doc["algorithms"][0]["name"]}]}
+    assert parse_scenario(doc) == parse_scenario(required)

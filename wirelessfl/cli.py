@@ -1,20 +1,24 @@
 """``wirelessfl`` command line: simulate, validate, list, plot, report.
 
-User errors (bad scenario, missing dataset, impossible value) end with exit
-code 2 and one line on stderr naming the problem; ``--debug`` shows the
-traceback for bug reports.
+User errors (bad scenario, missing dataset, impossible value, an output folder
+that cannot be made) end with exit code 2 and one line on stderr naming the
+problem, before anything is written; ``--debug`` shows the traceback for bug
+reports. Ctrl-C ends a run with exit code 130 and the ``--resume`` command.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import time
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -28,15 +32,27 @@ class UserError(Exception):
     """Raised for problems the user can fix; printed as one line."""
 
 
-def _fail(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code=2)
+class Device(str, Enum):
+    """Where to train: ``auto`` picks CUDA when torch sees it."""
+
+    auto = "auto"
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+def _fail(message: str, code: int = 2) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code=code)
+
+
+def _note(message: str) -> None:
+    err_console.print(f"[yellow]note:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
 def _guard(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
-    except (ValueError, FileNotFoundError, UserError) as err:
+    except (ValueError, OSError, UserError) as err:
         if _state["debug"]:
             raise
         _fail(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
@@ -49,58 +65,104 @@ def main(debug: bool = typer.Option(False, "--debug", help="show tracebacks for 
 
 @app.command()
 def validate(scenario: Path = typer.Argument(..., help="scenario YAML file")) -> None:
-    """Check a scenario file without running it."""
+    """Check a scenario file without training: the schema, then the data, model and every algorithm are built once."""
     from wirelessfl.config import load_scenario
     from wirelessfl.simulate import curves_of
 
     sc = _guard(load_scenario, scenario)
+    _guard(_preflight, sc)
     curves = curves_of(sc)
     profiles = [p.name for p in sc.profiles()]
     console.print(
-        f"[green]ok[/] {sc.name}: {sc.data.dataset}, {sc.data.clients} clients, {sc.rounds} rounds, "
-        f"{len(curves)} curves ({', '.join(c.curve for c in curves)}), profiles: {', '.join(profiles)}, seeds {sc.seeds}",
+        escape(
+            f"ok {sc.name}: {sc.data.dataset}, {sc.data.clients} clients, {sc.rounds} rounds, "
+            f"{len(curves)} curves ({', '.join(c.curve for c in curves)}), profiles: {', '.join(profiles)}, seeds {sc.seeds}"
+        ),
         highlight=False,
+        soft_wrap=True,
     )
 
 
 @app.command()
 def simulate(
-    scenario: Path = typer.Argument(..., help="scenario YAML file"),
-    out: Path | None = typer.Option(None, "--out", help="run directory (default: <output>/<name>-<timestamp>)"),
+    scenario: Path | None = typer.Argument(None, help="scenario YAML file (leave out with --resume)"),
+    out: Path | None = typer.Option(None, "--out", help="new run directory (default: <output>/<name>-<timestamp>)"),
     rounds: int | None = typer.Option(None, "--rounds", min=1, help="override the number of rounds"),
-    seed: int | None = typer.Option(None, "--seed", help="run this single seed instead of the scenario's seeds"),
-    device: str | None = typer.Option(None, "--device", help="cpu, cuda or auto (default: the scenario's)"),
-    resume: Path | None = typer.Option(None, "--resume", help="continue an interrupted run directory"),
+    seed: int | None = typer.Option(None, "--seed", min=0, help="run this single seed instead of the scenario's seeds"),
+    device: Device | None = typer.Option(None, "--device", help="where to train (default: the scenario's device)"),
+    resume: Path | None = typer.Option(None, "--resume", help="continue an interrupted run directory with its own scenario.yaml"),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
     """Run a scenario: train every algorithm, time every round, write results."""
     from wirelessfl.config import dump_scenario, load_scenario
 
-    if device is not None and device not in ("cpu", "cuda", "auto"):
-        _fail(f"--device must be one of cpu, cuda, auto; got {device!r}")
     if resume is not None:
-        source = resume / "scenario.yaml"
-        if not source.is_file():
-            _fail(f"--resume {resume}: no scenario.yaml there (not a wirelessfl run directory)")
-        sc = _guard(load_scenario, source)
+        given = {"--out": out, "--rounds": rounds, "--seed": seed, "--device": device}
+        clashing = [flag for flag, value in given.items() if value is not None]
+        if clashing:
+            _fail(f"--resume continues {resume} with the settings in its scenario.yaml; leave out {', '.join(clashing)}")
+        sc = _guard(_resumable, resume, scenario)
         run_dir = resume
     else:
-        overrides: dict[str, Any] = {"rounds": rounds, "device": device}
+        if scenario is None:
+            _fail("give a SCENARIO file to run, or --resume RUN_DIR to continue an interrupted run")
+        overrides: dict[str, Any] = {"rounds": rounds, "device": device.value if device is not None else None}
         if seed is not None:
             overrides["seeds"] = [seed]
         sc = _guard(load_scenario, scenario, overrides)
         _guard(_preflight, sc)
-        from wirelessfl.results.io import atomic_write_text, new_run_dir
-
-        run_dir = out if out is not None else new_run_dir(Path(sc.output), sc.name)
-        if out is not None and (out / "trace.csv").exists():
-            _fail(f"--out {out}: already holds a finished run; choose another directory or use --resume")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "scenario.yaml", dump_scenario(sc))
+        run_dir = _guard(_new_run_dir, sc, out, dump_scenario(sc))
     started = time.perf_counter()
-    result = _guard(_run_with_progress, sc, run_dir, quiet)
+    try:
+        result = _guard(_run_with_progress, sc, run_dir, quiet)
+    except KeyboardInterrupt:
+        _fail(f"interrupted; `wirelessfl simulate --resume {run_dir}` continues from the last checkpoint", code=130)
     elapsed = time.perf_counter() - started
-    _write_outputs(sc, run_dir, result, elapsed)
+    _guard(_write_outputs, sc, run_dir, result, elapsed)
+
+
+def _resumable(run_dir: Path, scenario: Path | None):
+    """The run's own scenario; a SCENARIO given beside --resume must be the same one."""
+    from wirelessfl.config import load_scenario
+
+    source = run_dir / "scenario.yaml"
+    if not source.is_file():
+        raise UserError(f"--resume {run_dir}: no scenario.yaml there (not a wirelessfl run directory)")
+    saved = load_scenario(source)
+    if scenario is not None:
+        given = load_scenario(scenario)
+        differing = [name for name in type(saved).model_fields if getattr(saved, name) != getattr(given, name)]
+        if differing:
+            raise UserError(
+                f"--resume {run_dir}: {scenario} differs from the run's scenario.yaml in {', '.join(differing)}; "
+                "leave SCENARIO out to continue the run as it was started"
+            )
+    return saved
+
+
+def _new_run_dir(sc, out: Path | None, resolved: str) -> Path:
+    """Create the run directory and write the resolved scenario into it; on failure leave nothing behind."""
+    from wirelessfl.results.io import atomic_write_text, new_run_dir
+
+    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(
+            f"--out {out}: already exists and is not an empty directory; choose a new one "
+            f"(an interrupted run continues with --resume {out})"
+        )
+    where = f"--out {out}" if out is not None else f"output: {sc.output}"
+    created = out is None or not out.exists()
+    try:
+        run_dir = new_run_dir(Path(sc.output), sc.name) if out is None else out
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise UserError(f"{where}: cannot create the run directory: {err.strerror or err}") from None
+    try:
+        atomic_write_text(run_dir / "scenario.yaml", resolved)
+    except OSError as err:
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise UserError(f"{where}: cannot write into the run directory: {err.strerror or err}") from None
+    return run_dir
 
 
 def _preflight(sc) -> None:
@@ -132,7 +194,7 @@ def _run_with_progress(sc, run_dir: Path, quiet: bool):
             status = f"{info['unit']} round {info['round']} t={info['time']:.1f} {info['time_unit']} ({info['profile']})"
             if info.get("avg_acc") == info.get("avg_acc"):
                 status += f" acc={info['avg_acc']:.3f}"
-            progress.update(task, advance=1, status=status)
+            progress.update(task, advance=1, status=escape(status))
 
         return simulate(sc, run_dir, on_round=on_round)
 
@@ -157,10 +219,12 @@ def _write_outputs(sc, run_dir: Path, result, elapsed: float) -> None:
             f"runtime.json: training wall time per run, summed over resumptions: {wall:.1f} s in all, "
             f"{samples / wall:,.0f} local-training samples/s (nominal: train-set sizes x local epochs)."
         )
-    notes.extend(write_figures(run_dir, result.trace, result.clients))
-    write_summary_md(run_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes)
+    figure_notes = write_figures(run_dir, result.trace, result.clients)
+    write_summary_md(run_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes + figure_notes)
     _print_final(result.trace, sc.target_accuracy)
-    console.print(f"results: {run_dir}", highlight=False)
+    for note in figure_notes:
+        _note(note)
+    console.print(escape(f"results: {run_dir}"), highlight=False, soft_wrap=True)
 
 
 def _jsonable(value: Any) -> Any:
@@ -185,7 +249,7 @@ def _print_final(trace, target: float) -> None:
     for (curve, profile), row in final.iterrows():
         hit = reached.loc[(curve, profile)] if (curve, profile) in reached.index else None
         when = "not reached" if hit is None or hit["time"] != hit["time"] else f"{hit['time']:.1f}"
-        shown.add_row(curve, profile, f"{row.avg_acc:.3f}", f"{row.worst_acc:.3f}", f"{row.time:.1f}", when)
+        shown.add_row(escape(curve), escape(profile), f"{row.avg_acc:.3f}", f"{row.worst_acc:.3f}", f"{row.time:.1f}", when)
     console.print(shown)
 
 
@@ -229,9 +293,11 @@ def plot(run_dir: Path = typer.Argument(..., help="a run directory written by si
     """Re-make the figures of a finished run."""
     from wirelessfl.results.figures import plot_run
 
-    paths = _guard(_need_run(plot_run), run_dir)
-    for path in paths:
-        console.print(str(path), highlight=False)
+    written = _guard(_need_run(plot_run), run_dir)
+    for path in written.paths:
+        console.print(escape(str(path)), highlight=False, soft_wrap=True)
+    for note in written.notes:
+        _note(note)
 
 
 @app.command()
@@ -248,11 +314,11 @@ def report(
 
     for run_dir in run_dirs:
         path = _guard(_need_run(report_run), run_dir, target)
-        console.print(str(path), highlight=False)
+        console.print(escape(str(path)), highlight=False, soft_wrap=True)
     if reproduction is not None:
         command = "wirelessfl report " + " ".join(str(d) for d in run_dirs) + f" --reproduction {reproduction}"
         path = _guard(write_reproduction, run_dirs, reproduction, command)
-        console.print(str(path), highlight=False)
+        console.print(escape(str(path)), highlight=False, soft_wrap=True)
 
 
 def _need_run(fn):

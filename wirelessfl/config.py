@@ -1,7 +1,9 @@
 """Typed scenario files: YAML in, a validated ``Scenario`` out.
 
-The schema is pydantic with ``extra="forbid"`` everywhere, so a typo is an
-error, not a silently ignored key. Every problem is reported as one
+The schema is pydantic with ``extra="forbid"`` and ``strict=True`` everywhere,
+so a typo is an error, not a silently ignored key, and ``rounds: true`` is not
+read as 1. The YAML is read with PyYAML's safe loader, extended only to reject a
+key given twice. Every problem is reported as one
 ``ScenarioError`` line per bad field: the YAML path of the field (e.g.
 ``algorithms[1].variants.streams``) and what is allowed. Network profiles are
 validated by the network package's own ``SystemProfile.from_dict`` and
@@ -14,7 +16,7 @@ from __future__ import annotations
 import itertools
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -25,7 +27,30 @@ class ScenarioError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """No unknown keys, no coercion (``rounds: true`` or ``lr: "0.1"`` is an error, not 1 or 0.1)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` (safe tags only) that rejects a key given twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
 
 
 class DataConfig(_Strict):
@@ -131,7 +156,7 @@ class AlgorithmConfig(_Strict):
 class Scenario(_Strict):
     name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="run name (letters, digits, _ . -)")
     description: str = ""
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0], min_length=1)
     rounds: int = Field(30, ge=1)
     eval_every: int = Field(1, ge=1)
     target_accuracy: float = Field(0.8, gt=0, le=1)
@@ -143,6 +168,14 @@ class Scenario(_Strict):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     algorithms: list[AlgorithmConfig] = Field(..., min_length=1)
     networks: list[dict[str, Any]] = Field(default_factory=lambda: [{"preset": "wired"}], min_length=1)
+
+    @field_validator("seeds")
+    @classmethod
+    def _unique_seeds(cls, seeds: list[int]) -> list[int]:
+        repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+        if repeated:
+            raise ValueError(f"must list each seed once; repeated: {', '.join(map(str, repeated))}")
+        return seeds
 
     @field_validator("networks")
     @classmethod
@@ -202,6 +235,13 @@ def _location(loc: tuple[Any, ...]) -> str:
     return path or "(top level)"
 
 
+_YAML_TYPES = {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", int: "an integer", float: "a number"}
+
+
+def _yaml_type(value: Any) -> str:
+    return "null" if value is None else _YAML_TYPES.get(type(value), type(value).__name__)
+
+
 def _describe(error: dict[str, Any]) -> str:
     kind = error["type"]
     where = _location(error["loc"])
@@ -209,6 +249,8 @@ def _describe(error: dict[str, Any]) -> str:
         return f"{where}: unknown key (check the spelling; see README 'Scenario file')"
     if kind == "missing":
         return f"{where}: required field is missing"
+    if kind in ("model_type", "dict_type"):
+        return f"{where}: must be a mapping of keys to values ({{key: value, ...}}), got {_yaml_type(error.get('input'))}"
     message = error["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
@@ -221,6 +263,8 @@ def _describe(error: dict[str, Any]) -> str:
 
 def parse_scenario(raw: Any, source: str = "scenario") -> Scenario:
     """Validate a parsed YAML document; raise ``ScenarioError`` listing every bad field."""
+    if raw is None:
+        raise ScenarioError(f"{source}: the file is empty; a scenario needs at least name: and algorithms:")
     if not isinstance(raw, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of fields (name:, algorithms:, ...), got {type(raw).__name__}")
     try:
@@ -231,12 +275,18 @@ def parse_scenario(raw: Any, source: str = "scenario") -> Scenario:
 
 
 def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Read, parse (``yaml.safe_load`` only) and validate a scenario file."""
+    """Read, parse (safe YAML tags only, duplicate keys rejected) and validate a scenario file."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ScenarioError(f"{path}: no such scenario file")
+    if not path.is_file():
+        raise ScenarioError(f"{path}: not a file (give the path of a scenario YAML file)")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError as err:
+        raise ScenarioError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason})") from None
+    except OSError as err:
+        raise ScenarioError(f"{path}: cannot read the scenario file: {err.strerror}") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

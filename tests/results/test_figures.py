@@ -109,12 +109,30 @@ def _fake_worker(tmp_path: Path, body: str) -> Path:
     return worker
 
 
-def test_png_failure_becomes_a_note_and_never_an_error(tmp_path, trace, clients, monkeypatch):
-    worker = _fake_worker(tmp_path, "import sys\nprint('noise', file=sys.stderr)\nprint('ChromeNotFoundError: no Chrome here', file=sys.stderr)\nsys.exit(1)\n")
-    monkeypatch.setattr(figures, "_PNG_WORKER", worker)
+def _failing_worker(tmp_path: Path, last_line: str) -> Path:
+    return _fake_worker(tmp_path, f"import sys\nprint('noise', file=sys.stderr)\nprint({last_line!r}, file=sys.stderr)\nsys.exit(1)\n")
+
+
+@pytest.mark.parametrize(
+    ("last_line", "reason", "fix"),
+    [
+        (
+            "ChromeNotFoundError: Kaleido v1 and later requires Chrome to be installed. Use `kaleido_get_chrome`.",
+            "no Chrome or Chromium found for kaleido",
+            "install one (Debian/Ubuntu: `apt-get install chromium-headless-shell`) or point BROWSER_PATH at it",
+        ),
+        ("ModuleNotFoundError: No module named 'kaleido'", "kaleido is not installed", "`pip install kaleido`"),
+        ("RuntimeError: the browser crashed", "RuntimeError: the browser crashed", "see docs/results.md, 'PNG export'"),
+    ],
+    ids=["no-chrome", "no-kaleido", "other"],
+)
+def test_png_failure_becomes_a_note_that_says_how_to_get_pngs(tmp_path, trace, clients, monkeypatch, last_line, reason, fix):
+    monkeypatch.setattr(figures, "_PNG_WORKER", _failing_worker(tmp_path, last_line))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    assert write_figures(run_dir, trace, clients) == ["PNG export skipped: ChromeNotFoundError: no Chrome here"]
+    assert write_figures(run_dir, trace, clients) == [
+        f"PNG export skipped: {reason}. The HTML figures are complete; for PNGs {fix}, then run `wirelessfl plot {run_dir}`."
+    ]
     assert sorted(p.name for p in run_dir.iterdir()) == ["fig2.html", "fig3.html", "worst_clients.html"]
 
 
@@ -151,7 +169,8 @@ def _run_dir(tmp_path: Path, trace, clients, scenario: dict | None) -> Path:
 def test_plot_run_remakes_figures_from_the_run_directory(tmp_path, trace, clients):
     run_dir = _run_dir(tmp_path, trace, clients, None)
     written = plot_run(run_dir, png=False)
-    assert [p.name for p in written] == ["fig3.html", "fig2.html", "worst_clients.html"]
+    assert [p.name for p in written.paths] == ["fig3.html", "fig2.html", "worst_clients.html"]
+    assert written.notes == ["PNG export skipped: disabled"]
     assert "ucfl k=4" in (run_dir / "fig3.html").read_text(encoding="utf-8")
 
 
@@ -162,6 +181,31 @@ def test_report_run_reads_the_target_from_scenario_yaml(tmp_path, trace, clients
     assert f"- no fig3.png, fig2.png in this run directory: `wirelessfl plot {run_dir}` re-makes the figures" in text
     explicit = report_run(run_dir, target=0.88).read_text(encoding="utf-8")
     assert "| fedavg | not reached (0/2 seeds) | not reached (0/2 seeds) |" in explicit
+
+
+def test_report_run_keeps_the_run_notes_and_rechecks_the_png_note(tmp_path, trace, clients):
+    run_dir = _run_dir(tmp_path, trace, clients, {"name": "toy", "target_accuracy": 0.6})
+    (run_dir / "summary.md").write_text(
+        "# old\n\n## Notes\n\n- 2 training runs (trained per profile); wall time 1.0 s.\n- PNG export skipped: no Chrome or Chromium found.\n"
+    )
+    text = report_run(run_dir).read_text(encoding="utf-8")
+    assert text.endswith(
+        "## Notes\n\n- 2 training runs (trained per profile); wall time 1.0 s.\n"
+        f"- no fig3.png, fig2.png in this run directory: `wirelessfl plot {run_dir}` re-makes the figures\n"
+    )
+    for name in ("fig3.png", "fig2.png"):
+        (run_dir / name).write_bytes(PNG_MAGIC)
+    assert report_run(run_dir).read_text(encoding="utf-8").endswith("## Notes\n\n- 2 training runs (trained per profile); wall time 1.0 s.\n")
+
+
+def test_rounds_without_evaluation_are_joined_not_gaps(trace):
+    sparse = trace.copy()
+    sparse.loc[sparse["round"] == 1, "avg_acc"] = float("nan")
+    fig = fig_accuracy_vs_time(sparse)
+    wired = _lines(fig, "fedavg")[0]
+    assert list(wired.x) == pytest.approx([0.0, 5.0])
+    assert list(wired.y) == pytest.approx([0.1, 0.75])
+    assert list(_lines(fig_accuracy_vs_round(sparse), "fedavg")[0].x) == [0, 2]
 
 
 def test_report_run_without_a_target_anywhere(tmp_path, trace, clients):

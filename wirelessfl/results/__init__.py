@@ -5,6 +5,7 @@ Imports neither torch nor simpy: pandas, numpy, plotly (and pyyaml for the run's
 
 from wirelessfl.results.figures import (
     PngExportError,
+    Written,
     export_png,
     fig_accuracy_vs_round,
     fig_accuracy_vs_time,
@@ -32,6 +33,7 @@ __all__ = [
     "CLIENT_COLUMNS",
     "TRACE_COLUMNS",
     "PngExportError",
+    "Written",
     "atomic_write_bytes",
     "atomic_write_frame",
     "atomic_write_text",

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -52,6 +53,24 @@ class PngExportError(RuntimeError):
     """PNG export failed; the message is one line fit for a note."""
 
 
+class Written(NamedTuple):
+    """Files a figure writer wrote, and notes for the user (e.g. why PNG export was skipped)."""
+
+    paths: list[Path]
+    notes: list[str]
+
+
+# What the worker's last stderr line starts with -> (reason, how to get PNGs).
+_PNG_FIXES = (
+    (
+        "ChromeNotFoundError",
+        "no Chrome or Chromium found for kaleido",
+        "install one (Debian/Ubuntu: `apt-get install chromium-headless-shell`) or point BROWSER_PATH at it",
+    ),
+    ("ModuleNotFoundError: No module named 'kaleido'", "kaleido is not installed", "`pip install kaleido`"),
+)
+
+
 def _check_metric(metric: str) -> None:
     if metric not in ACCURACY_METRICS:
         raise ValueError(f"metric must be one of {list(ACCURACY_METRICS)}, got {metric!r}")
@@ -72,9 +91,14 @@ def _translucent(hex_color: str, alpha: float = 0.2) -> str:
 
 
 def _seed_bands(trace: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per (curve, profile, round): mean time, mean/min/max of ``metric`` over seeds."""
+    """Per (curve, profile, round): mean time, mean/min/max of ``metric`` over seeds.
+
+    Rounds that were not evaluated (``eval_every`` > 1, metric NaN) are left
+    out, so lines join the evaluated rounds instead of breaking at every gap.
+    """
     return (
-        trace.groupby(["curve", "profile", "round"], sort=False)
+        trace.dropna(subset=[metric])
+        .groupby(["curve", "profile", "round"], sort=False)
         .agg(
             time=("time", "mean"),
             mean=(metric, "mean"),
@@ -278,7 +302,17 @@ def _panel_count(fig: go.Figure) -> int:
     return sum(1 for key in fig.layout.to_plotly_json() if key.startswith("xaxis"))
 
 
-def _write_figures(run_dir, trace, clients, png: bool, png_timeout_s: float) -> tuple[list[Path], list[str]]:
+def png_skipped_note(error: PngExportError, run_dir) -> str:
+    """One line for summary.md and the terminal: why there are no PNGs and how to get them."""
+    reason, fix = str(error), "see docs/results.md, 'PNG export'"
+    for prefix, known_reason, known_fix in _PNG_FIXES:
+        if reason.startswith(prefix):
+            reason, fix = known_reason, known_fix
+            break
+    return f"PNG export skipped: {reason}. The HTML figures are complete; for PNGs {fix}, then run `wirelessfl plot {run_dir}`."
+
+
+def _write_figures(run_dir, trace, clients, png: bool, png_timeout_s: float) -> Written:
     directory = Path(run_dir)
     fig3, fig2 = fig_accuracy_vs_time(trace), fig_accuracy_vs_round(trace)
     html = {"fig3.html": fig3, "fig2.html": fig2, "worst_clients.html": fig_worst_client(clients)}
@@ -287,15 +321,15 @@ def _write_figures(run_dir, trace, clients, png: bool, png_timeout_s: float) -> 
         atomic_write_text(directory / name, fig.to_html(include_plotlyjs=True, full_html=True))
         written.append(directory / name)
     if not png:
-        return written, ["PNG export skipped: disabled"]
+        return Written(written, ["PNG export skipped: disabled"])
     try:
         images = export_png({"fig3.png": fig3, "fig2.png": fig2}, png_timeout_s)
     except PngExportError as error:
-        return written, [f"PNG export skipped: {error}"]
+        return Written(written, [png_skipped_note(error, directory)])
     for name, data in images.items():
         atomic_write_bytes(directory / name, data)
         written.append(directory / name)
-    return written, []
+    return Written(written, [])
 
 
 def write_figures(run_dir, trace: pd.DataFrame, clients: pd.DataFrame, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S) -> list[str]:
@@ -304,12 +338,12 @@ def write_figures(run_dir, trace: pd.DataFrame, clients: pd.DataFrame, *, png: b
     Returns notes for summary.md, e.g. ``"PNG export skipped: <reason>"``; a PNG
     failure never raises.
     """
-    return _write_figures(run_dir, trace, clients, png, png_timeout_s)[1]
+    return _write_figures(run_dir, trace, clients, png, png_timeout_s).notes
 
 
-def plot_run(run_dir, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S) -> list[Path]:
-    """Re-make every figure of a run directory from its trace; returns the files written."""
-    return _write_figures(run_dir, read_trace(run_dir), read_clients(run_dir), png, png_timeout_s)[0]
+def plot_run(run_dir, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S) -> Written:
+    """Re-make every figure of a run directory from its trace; returns the files written and notes."""
+    return _write_figures(run_dir, read_trace(run_dir), read_clients(run_dir), png, png_timeout_s)
 
 
 def _scenario_target(run_dir: Path) -> float:
@@ -323,12 +357,26 @@ def _scenario_target(run_dir: Path) -> float:
     return scenario["target_accuracy"]
 
 
+def _run_notes(summary: Path) -> list[str]:
+    """The notes of an existing summary.md about the run itself (training mode, runtime), not about its PNGs."""
+    if not summary.exists():
+        return []
+    _, found, tail = summary.read_text(encoding="utf-8").partition("\n## Notes\n")
+    notes = [line[2:] for line in tail.splitlines() if line.startswith("- ")] if found else []
+    return [note for note in notes if note != "none" and not note.startswith(("PNG export skipped", "no fig"))]
+
+
 def report_run(run_dir, target: float | None = None) -> Path:
-    """Re-make summary.md of a run directory; the target defaults to scenario.yaml's ``target_accuracy``."""
+    """Re-make summary.md of a run directory; the target defaults to scenario.yaml's ``target_accuracy``.
+
+    The run's own notes (training mode, runtime) are kept; the PNG note is re-checked.
+    """
     directory = Path(run_dir)
     trace, clients = read_trace(directory), read_clients(directory)
     if target is None:
         target = _scenario_target(directory)
+    notes = _run_notes(directory / "summary.md")
     missing = [name for name in PNG_FIGURES if not (directory / name).exists()]
-    notes = [f"no {', '.join(missing)} in this run directory: `wirelessfl plot {directory}` re-makes the figures"] if missing else []
+    if missing:
+        notes.append(f"no {', '.join(missing)} in this run directory: `wirelessfl plot {directory}` re-makes the figures")
     return write_summary_md(directory, trace, clients, str(trace["scenario"].iloc[0]), target, notes)

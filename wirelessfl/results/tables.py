@@ -289,7 +289,8 @@ def summary_markdown(trace: pd.DataFrame, clients: pd.DataFrame, scenario_name: 
         "",
         "## Payload moved (totals over all rounds, mean over seeds)",
         "",
-        "Model units: 1.0 = one full model. Bits are 'unknown' unless a physical channel was configured.",
+        "Model units: 1.0 = one full model. Bits = model units x model parameters x the profile's "
+        "`bits_per_parameter` (32 unless set); 'unknown' where a round's bits are missing from the trace.",
         "",
         markdown_table(
             ["curve", "profile", "DL payload", "UL payload", "DL bits", "UL bits"],
