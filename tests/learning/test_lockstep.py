@@ -192,6 +192,31 @@ def test_evaluate_and_logits_equal_one_model_at_a_time(name, shape, classes):
     assert torch.allclose(result.loss, reference.loss, atol=1e-5, equal_nan=True)
 
 
+def test_passes_over_whole_datasets_do_not_depend_on_groups_or_threads():
+    """evaluate, logits and full_gradient split slots into groups run on worker threads."""
+    arch = get_architecture("lenet5", (1, 8, 8), 10)
+    data = make_data(arch, [9, 3, 0, 5, 12, 1, 7])
+    params = arch.init_flat(7, torch.Generator().manual_seed(5))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        small = LockstepEngine(arch, max_samples=4)
+        sizes = [9, 3, 0, 5, 12, 1, 7]
+        assert small._eval_groups(sizes, 1024, 8) == (1, 6)  # 12 samples in 2 chunks of 6
+        assert small._eval_groups(sizes, 4, 8) == (2, 4)  # 3 chunks of 4, 2 slots a pass, 4 groups for 2 workers
+        grouped = (small.evaluate(params, data), small.logits(params, data), small.full_gradient(params, data))
+        assert torch.get_num_threads() == 2
+        torch.set_num_threads(1)
+        whole = LockstepEngine(arch)
+        single = (whole.evaluate(params, data), whole.logits(params, data), whole.full_gradient(params, data))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(grouped[0].accuracy.nan_to_num(-1), single[0].accuracy.nan_to_num(-1))
+    assert torch.allclose(grouped[0].loss, single[0].loss, atol=1e-6, equal_nan=True)
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(grouped[1], single[1]))
+    assert torch.allclose(grouped[2], single[2], atol=1e-6, equal_nan=True)
+
+
 def test_evaluate_counts_correct_predictions_by_hand():
     arch = get_architecture("mlp", (1, 1, 2), 2, hidden=())
     # logits = [x0, x1]: predicts class 0 when x0 > x1

@@ -274,6 +274,10 @@ def _repeat_channels(h: torch.Tensor, times: int) -> torch.Tensor:
     return nhwc.reshape(batch, height, width, n * times).permute(0, 3, 1, 2)
 
 
+EVAL_CHUNK = 128
+"""Largest per-slot chunk of a pass over whole datasets (evaluate, logits, full_gradient)."""
+
+
 def _balanced_group(n: int, largest: int, workers: int = 1) -> int:
     """Group size <= ``largest`` that splits n slots into the fewest, most equal groups (20 by 16 -> 10 + 10).
 
@@ -542,56 +546,83 @@ class LockstepEngine:
 
     # ----------------------------------------------------------------- evaluation
 
-    def _eval_batches(self, sizes: Sequence[int], batch_size: int):
-        """Groups of slots and, for each, its sequential index tables [k, b] (-1 = padding)."""
+    def _eval_groups(self, sizes: Sequence[int], batch_size: int, samples: int) -> tuple[int, int]:
+        """(slots per group, samples per slot and pass) for passes over whole datasets.
+
+        A pass holds about ``samples`` samples; each
+        slot's data is cut into equal chunks of at most ``min(batch_size, 128, samples)`` so a
+        200-sample split is two passes of 100, not 128 + 72 padded to 128. Groups
+        are balanced over the worker threads, as in ``train``.
+        """
         if not (isinstance(batch_size, int) and batch_size >= 1):
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
-        n = len(sizes)
-        per_slot = min(batch_size, max(1, self.max_samples // max(n, 1)), max(max(sizes, default=1), 1))
-        group = max(1, self.max_samples // per_slot)
-        for start in range(0, n, group):
-            rows = range(start, min(n, start + group))
-            longest = max(sizes[s] for s in rows)
-            for first in range(0, longest, per_slot):
-                index = torch.arange(first, first + per_slot).expand(len(rows), per_slot)
-                limit = torch.tensor([sizes[s] for s in rows]).unsqueeze(1)
-                yield slice(rows.start, rows.stop), torch.where(index < limit, index, -1)
+        longest = max(max(sizes, default=1), 1)
+        cap = max(1, min(batch_size, EVAL_CHUNK, samples))
+        chunk = math.ceil(longest / math.ceil(longest / cap))
+        group = _balanced_group(len(sizes), max(1, samples // chunk), _workers(self.device))
+        return group, chunk
 
-    @torch.inference_mode()
+    def _over_groups(self, sizes: Sequence[int], batch_size: int, task, samples: int) -> None:
+        """``task(rows, local)`` for every pass: ``local`` [k, chunk] indices into each slot's data, -1 = padding.
+
+        Groups of slots run concurrently on a multi-core CPU (each writes only its own rows).
+        A forward pass without a tape can hold twice the samples of a training pass.
+        """
+        n = len(sizes)
+        group, chunk = self._eval_groups(sizes, batch_size, samples)
+
+        def run_group(start: int) -> None:
+            rows = slice(start, min(n, start + group))
+            limit = torch.tensor(sizes[rows]).unsqueeze(1)
+            for first in range(0, int(limit.max()), chunk):
+                index = torch.arange(first, first + chunk).expand(len(limit), chunk)
+                task(rows, torch.where(index < limit, index, -1))
+
+        _run_groups(run_group, range(0, n, group), self.device)
+
     def evaluate(self, params: torch.Tensor, datasets: Sequence[Dataset], batch_size: int = 1024) -> EvalResult:
         """Accuracy and mean cross-entropy of every slot on its dataset, all slots batched together."""
         self._check(params, datasets)
         n = len(datasets)
+        sizes = [len(y) for _, y in datasets]
         x_cat, y_cat, offsets = self._concat(datasets)
-        work = params.to(self.device, torch.float32)
+        work = params.detach().to(self.device, torch.float32)
         offsets_t = torch.tensor(offsets, dtype=torch.int64)
         correct = torch.zeros(n, device=self.device)
         loss_sum = torch.zeros(n, device=self.device)
-        for rows, local in self._eval_batches([len(y) for _, y in datasets], batch_size):
-            index = torch.where(local >= 0, local + offsets_t[rows].unsqueeze(1), -1).to(self.device)
-            x, y, w = self._gather(x_cat, y_cat, index, torch.ones(index.shape[0], device=self.device))
-            logits, _ = self.program.forward(work[rows], x, keep=False)
-            loss, _ = _weighted_cross_entropy(logits, y, w, want_grad=False)
-            loss_sum[rows] += loss
-            correct[rows] += ((logits.argmax(-1) == y) * w).sum(1)
-        count = torch.tensor([len(y) for _, y in datasets], dtype=torch.int64, device=self.device)
+
+        def task(rows: slice, local: torch.Tensor) -> None:
+            with torch.inference_mode():
+                index = torch.where(local >= 0, local + offsets_t[rows].unsqueeze(1), -1).to(self.device)
+                x, y, w = self._gather(x_cat, y_cat, index, torch.ones(index.shape[0], device=self.device))
+                logits, _ = self.program.forward(work[rows], x, keep=False)
+                loss, _ = _weighted_cross_entropy(logits, y, w, want_grad=False)
+                loss_sum[rows] += loss
+                correct[rows] += ((logits.argmax(-1) == y) * w).sum(1)
+
+        self._over_groups(sizes, batch_size, task, 2 * self.max_samples)
+        count = torch.tensor(sizes, dtype=torch.int64, device=self.device)
         return EvalResult(accuracy=correct / count, loss=loss_sum / count, count=count)
 
-    @torch.inference_mode()
     def logits(self, params: torch.Tensor, datasets: Sequence[Dataset], batch_size: int = 1024) -> list[torch.Tensor]:
         """Per slot, the logits ``[n_s, classes]`` of its model on its dataset."""
         self._check(params, datasets)
+        sizes = [len(y) for _, y in datasets]
         x_cat, y_cat, offsets = self._concat(datasets)
-        work = params.to(self.device, torch.float32)
+        work = params.detach().to(self.device, torch.float32)
         offsets_t = torch.tensor(offsets, dtype=torch.int64)
-        out = [torch.empty((len(y), self.arch.num_classes), device=self.device) for _, y in datasets]
-        for rows, local in self._eval_batches([len(y) for _, y in datasets], batch_size):
-            index = torch.where(local >= 0, local + offsets_t[rows].unsqueeze(1), -1).to(self.device)
-            x, _, _ = self._gather(x_cat, y_cat, index, None)
-            logits, _ = self.program.forward(work[rows], x, keep=False)
-            for k, slot in enumerate(range(rows.start, rows.stop)):
-                real = local[k] >= 0
-                out[slot][local[k][real]] = logits[k][real.to(self.device)]
+        out = [torch.empty((size, self.arch.num_classes), device=self.device) for size in sizes]
+
+        def task(rows: slice, local: torch.Tensor) -> None:
+            with torch.inference_mode():
+                index = torch.where(local >= 0, local + offsets_t[rows].unsqueeze(1), -1).to(self.device)
+                x, _, _ = self._gather(x_cat, y_cat, index, None)
+                logits, _ = self.program.forward(work[rows], x, keep=False)
+                for k, slot in enumerate(range(rows.start, rows.stop)):
+                    real = local[k] >= 0
+                    out[slot][local[k][real]] = logits[k][real.to(self.device)]
+
+        self._over_groups(sizes, batch_size, task, 2 * self.max_samples)
         return out
 
     # ----------------------------------------------------------------- gradients
@@ -599,7 +630,6 @@ class LockstepEngine:
     def full_gradient(self, params: torch.Tensor, datasets: Sequence[Dataset], batch_size: int = 1024) -> torch.Tensor:
         """``[n, P]`` gradient of the mean loss over each slot's whole dataset (nan rows for empty ones)."""
         self._check(params, datasets)
-        n = len(datasets)
         sizes = [len(y) for _, y in datasets]
         x_cat, y_cat, offsets = self._concat(datasets)
         work = params.detach().to(self.device, torch.float32)
@@ -607,7 +637,8 @@ class LockstepEngine:
         scale = 1.0 / torch.tensor(sizes, dtype=torch.float32, device=self.device).clamp(min=1)
         total = torch.zeros_like(work)
         needed = [True] * len(self.arch.param_slices)
-        for rows, local in self._eval_batches(sizes, batch_size):
+
+        def task(rows: slice, local: torch.Tensor) -> None:
             index = torch.where(local >= 0, local + offsets_t[rows].unsqueeze(1), -1).to(self.device)
             x, y, w = self._gather(x_cat, y_cat, index, scale[rows])
             logits, tape = self.program.forward(work[rows], x, keep=True)
@@ -615,6 +646,8 @@ class LockstepEngine:
             part = torch.empty_like(work[rows])
             self.program.backward(work[rows], tape, grad_logits, part, needed)
             total[rows] += part
+
+        self._over_groups(sizes, batch_size, task, self.max_samples)
         empty = torch.tensor([s == 0 for s in sizes], device=self.device)
         return total.masked_fill_(empty.unsqueeze(1), float("nan"))
 
