@@ -115,6 +115,26 @@ def test_overrides_change_rounds_seed_and_device(tmp_path):
     assert sorted(trace["round"].unique()) == [0, 1] and set(trace["seed"]) == {5}
 
 
+def test_set_overrides_any_field_and_is_recorded_in_the_run(tmp_path):
+    out = tmp_path / "run"
+    args = ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--rounds", "1", "--quiet",
+            "--set", "training.lr=0.01", "--set", "algorithms.1.name=oracle"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    resolved = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert resolved["training"]["lr"] == 0.01 and [a["name"] for a in resolved["algorithms"]] == ["fedavg", "oracle"]
+    assert set(pd.read_parquet(out / "trace.parquet")["algorithm"]) == {"fedavg", "oracle"}
+
+
+def test_a_bad_set_is_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--set", "training.lr=-1"])
+    assert result.exit_code == 2 and not out.exists()
+    assert "training.lr" in result.output and "Traceback" not in result.output
+    result = runner.invoke(app, ["validate", str(_write(tmp_path, SCENARIO)), "--set", "training.lrr=0.1"])
+    assert result.exit_code == 2 and "training.lrr: unknown key" in result.output
+
+
 def test_resume_continues_an_interrupted_run_to_the_identical_trace(tmp_path, run):
     from wirelessfl.simulate import simulate
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
 
-from wirelessfl.config import ScenarioError, dump_scenario, load_scenario, parse_scenario
+from wirelessfl.config import ScenarioError, apply_settings, dump_scenario, load_scenario, parse_scenario
 
 VALID = {
     "name": "tiny",
@@ -209,3 +210,44 @@ def test_readme_lists_every_field_with_its_real_default():
         assert list(shown) == list(model.model_fields), section
     required = {"name": doc["name"], "algorithms": [{"name": doc["algorithms"][0]["name"]}]}
     assert parse_scenario(doc) == parse_scenario(required)
+
+
+SHIPPED = sorted((Path(__file__).parents[1] / "scenarios").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_shipped_scenarios_pass_the_schema(path):
+    sc = load_scenario(path)
+    assert sc.name and sc.algorithms and sc.profiles()
+
+
+def test_every_scenario_folder_is_covered():
+    assert {p.parent.name for p in SHIPPED} == {"scenarios", "paper", "pilot"}
+    assert len(SHIPPED) >= 7
+
+
+def test_apply_settings_sets_nested_fields_lists_and_new_keys_without_touching_the_input():
+    raw = {"training": {"lr": 0.1}, "algorithms": [{"name": "ucfl"}]}
+    out = apply_settings(raw, ["training.lr=0.01", "algorithms.0.params.streams=[1, 4]", "rounds=3", "description=a=b"])
+    assert out == {
+        "training": {"lr": 0.01}, "algorithms": [{"name": "ucfl", "params": {"streams": [1, 4]}}],
+        "rounds": 3, "description": "a=b",
+    }
+    assert raw == {"training": {"lr": 0.1}, "algorithms": [{"name": "ucfl"}]}
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("training.lr", "--set training.lr: expected PATH=VALUE, e.g. training.lr=0.01"),
+        ("training..lr=1", "--set training..lr=1: expected PATH=VALUE, e.g. training.lr=0.01"),
+        ("algorithms.3.name=x", "--set algorithms.3.name=x: algorithms.3 must be a list index from 0 to 0"),
+        ("algorithms.first=x", "--set algorithms.first=x: algorithms.first must be a list index from 0 to 0"),
+        ("rounds.value=3", "--set rounds.value=3: rounds is a value, not a mapping or list"),
+        ("rounds=[1", "--set rounds=[1: the value is not valid YAML"),
+    ],
+)
+def test_apply_settings_rejects_malformed_settings(setting, message):
+    raw = {"rounds": 2, "algorithms": [{"name": "fedavg"}], "training": {}}
+    with pytest.raises(ScenarioError, match="^" + re.escape(message) + "$"):
+        apply_settings(raw, [setting])

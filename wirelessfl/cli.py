@@ -64,12 +64,15 @@ def main(debug: bool = typer.Option(False, "--debug", help="show tracebacks for 
 
 
 @app.command()
-def validate(scenario: Path = typer.Argument(..., help="scenario YAML file")) -> None:
+def validate(
+    scenario: Path = typer.Argument(..., help="scenario YAML file"),
+    settings: list[str] | None = typer.Option(None, "--set", help="override a field: PATH=VALUE (repeatable)"),
+) -> None:
     """Check a scenario file without training: the schema, then the data, model and every algorithm are built once."""
     from wirelessfl.config import load_scenario
     from wirelessfl.simulate import curves_of
 
-    sc = _guard(load_scenario, scenario)
+    sc = _guard(load_scenario, scenario, None, settings)
     _guard(_preflight, sc)
     curves = curves_of(sc)
     profiles = [p.name for p in sc.profiles()]
@@ -91,13 +94,16 @@ def simulate(
     seed: int | None = typer.Option(None, "--seed", min=0, help="run this single seed instead of the scenario's seeds"),
     device: Device | None = typer.Option(None, "--device", help="where to train (default: the scenario's device)"),
     resume: Path | None = typer.Option(None, "--resume", help="continue an interrupted run directory with its own scenario.yaml"),
+    settings: list[str] | None = typer.Option(
+        None, "--set", help="override a field: PATH=VALUE, e.g. --set training.lr=0.01 (repeatable)"
+    ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
 ) -> None:
     """Run a scenario: train every algorithm, time every round, write results."""
     from wirelessfl.config import dump_scenario, load_scenario
 
     if resume is not None:
-        given = {"--out": out, "--rounds": rounds, "--seed": seed, "--device": device}
+        given = {"--out": out, "--rounds": rounds, "--seed": seed, "--device": device, "--set": settings or None}
         clashing = [flag for flag, value in given.items() if value is not None]
         if clashing:
             _fail(f"--resume continues {resume} with the settings in its scenario.yaml; leave out {', '.join(clashing)}")
@@ -109,7 +115,7 @@ def simulate(
         overrides: dict[str, Any] = {"rounds": rounds, "device": device.value if device is not None else None}
         if seed is not None:
             overrides["seeds"] = [seed]
-        sc = _guard(load_scenario, scenario, overrides)
+        sc = _guard(load_scenario, scenario, overrides, settings)
         _guard(_preflight, sc)
         run_dir = _guard(_new_run_dir, sc, out, dump_scenario(sc))
     started = time.perf_counter()

@@ -13,6 +13,7 @@ is one source of truth for each rule.
 
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 from pathlib import Path
@@ -274,7 +275,42 @@ def parse_scenario(raw: Any, source: str = "scenario") -> Scenario:
         raise ScenarioError(f"{source}: " + "; ".join(lines)) from None
 
 
-def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> Scenario:
+def apply_settings(raw: dict[str, Any], settings: list[str]) -> dict[str, Any]:
+    """``--set PATH=VALUE`` overrides: a dotted YAML path (a number indexes a list) and a YAML value.
+
+    ``training.lr=0.01`` or ``algorithms.0.params.temperature=0.1``. The result is
+    validated like the file itself, so a misspelt key is rejected by the schema.
+    """
+    out = copy.deepcopy(raw)
+    for setting in settings:
+        path, sep, text = setting.partition("=")
+        keys = path.strip().split(".")
+        if not sep or not all(keys):
+            raise ScenarioError(f"--set {setting}: expected PATH=VALUE, e.g. training.lr=0.01")
+        try:
+            value = yaml.load(text, Loader=_UniqueKeyLoader)
+        except yaml.YAMLError:
+            raise ScenarioError(f"--set {setting}: the value is not valid YAML") from None
+        node: Any = out
+        for depth, key in enumerate(keys):
+            where = ".".join(keys[: depth + 1])
+            last = depth == len(keys) - 1
+            if isinstance(node, list):
+                if not key.isdigit() or int(key) >= len(node):
+                    raise ScenarioError(f"--set {setting}: {where} must be a list index from 0 to {len(node) - 1}")
+                key = int(key)
+            elif not isinstance(node, dict):
+                raise ScenarioError(f"--set {setting}: {'.'.join(keys[:depth])} is a value, not a mapping or list")
+            if last:
+                node[key] = value
+            else:
+                if isinstance(node, dict) and node.get(key) is None:
+                    node[key] = {}
+                node = node[key]
+    return out
+
+
+def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, settings: list[str] | None = None) -> Scenario:
     """Read, parse (safe YAML tags only, duplicate keys rejected) and validate a scenario file."""
     path = Path(path)
     if not path.exists():
@@ -294,6 +330,8 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None) -> 
         raise ScenarioError(f"{path}: not valid YAML{where}: {problem}") from None
     if isinstance(raw, dict) and overrides:
         raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
+    if isinstance(raw, dict) and settings:
+        raw = apply_settings(raw, settings)
     return parse_scenario(raw, source=str(path))
 
 
