@@ -125,10 +125,38 @@ def test_diagnostics_notes_quote_the_measured_weights_and_fedfomo_moves(tmp_path
     directory = make_run(tmp_path, "paper-emnist-label-shift", {"fedavg": (0.6, 0.4), "fedfomo": (0.4, 0.1)})
     diagnostics = {
         "seed0__ucfl_streams_4": {"1": {"estimated": True, "self_weight_mean": 0.25}},
+        "seed0__ucfl_warmup_streams_4": {"16": {"estimated": True, "self_weight_mean": 0.125}},
         "seed0__fedfomo": {"1": {"federated": 0}, "2": {"federated": 90}, "4": {"federated": 3}},
         "seed0__cfl": {"4": {"clusters": 2}},
     }
     (directory / "diagnostics.json").write_text(json.dumps(diagnostics))
     text = reproduction_markdown([directory], "cmd")
-    assert "mean self-weight w_ii = 0.250 (1 would be Local; 0.010, uniform weights over 100 users" in text
+    assert (
+        "mean self-weight: ucfl (estimated in round 1) w_ii = 0.250; ucfl+warmup (estimated in round 16) w_ii = 0.125 "
+        "(1 would be Local; 0.010, uniform weights over 100 users" in text
+    )
     assert "CFL ends with 2 cluster(s); FedFomo clients that mixed in peers' models: 90/100 in round 2, 3/100 in round 4" in text
+
+
+def test_every_claim_is_checked_again_with_our_ucfl_variant(tmp_path):
+    finals = {"fedavg": (0.60, 0.40), "local": (0.50, 0.30), "oracle": (0.80, 0.70), "cfl": (0.70, 0.55),
+              "fedfomo": (0.65, 0.50), "ucfl streams=4": (0.62, 0.45), "ucfl streams=100": (0.64, 0.45),
+              "ucfl+warmup streams=4": (0.79, 0.72), "ucfl+warmup streams=100": (0.81, 0.60)}  # fmt: skip
+    run = Run.load(make_run(tmp_path, COVARIATE, finals))
+    assert run.ucfl() == {4: "ucfl streams=4", 100: "ucfl streams=100"}
+    assert run.with_ucfl("ucfl+warmup").ucfl() == {4: "ucfl+warmup streams=4", 100: "ucfl+warmup streams=100"}
+    text = reproduction_markdown([run.directory], "cmd")
+    row = next(line for line in text.splitlines() if "UCFL with k >= 4 matches Oracle (Fig. 2b)" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "**does not hold**" and cells[4] == "holds"  # 62, 64 vs 80; 79, 81 vs 80
+    assert "k=4: 79.0, k=100: 81.0" in cells[5]
+    oracle_row = next(line for line in text.splitlines() if "Oracle largely outperforms FedAvg" in line)
+    assert oracle_row.rstrip().endswith("| holds | same |")
+    assert "With the paper's UCFL: 5 of 17 claims checked; 2 hold." in text  # Oracle gap, wired k=4 beats unicast
+    assert "With ucfl+warmup in place of the paper's UCFL: 5 claims checked; 3 hold." in text
+
+
+def test_a_run_without_our_variant_says_so(tmp_path):
+    run = Run.load(make_run(tmp_path, COVARIATE, {"fedavg": (0.6, 0.4), "oracle": (0.8, 0.7)}))
+    text = reproduction_markdown([run.directory], "cmd")
+    assert "| no ucfl+warmup run |  |" in text and "in place of the paper's UCFL" not in text
