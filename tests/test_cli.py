@@ -229,6 +229,8 @@ BAD_INPUTS = [
     ("not UTF-8", b"name: caf\xe9\n", [], r"s.yaml: not a UTF-8 text file \(byte 9: invalid continuation byte\)"),
     ("boolean rounds", _doc(rounds=True), [], r"s.yaml: rounds: Input should be a valid integer \(got True\)"),
     ("repeated seed", _doc(seeds=[1, 1]), [], r"s.yaml: seeds: must list each seed once; repeated: 1"),
+    ("unknown model option", _doc(model={"name": "mlp", "options": {"width": 3}}), [], r"^error: model\.options for model 'mlp': unknown option 'width'; allowed: hidden$"),
+    ("bad model option", _doc(model={"name": "mlp", "options": {"hidden": [0]}}), [], r"^error: model\.options for model 'mlp': hidden must be a sequence of positive ints, got \(0,\)$"),
     ("brackets kept", _doc(algorithms=[{"name": "fedavg", "label": "[bold]x"}, {"name": "local", "label": "[bold]x"}]), [], r"repeated: \[bold\]x \(set `label:`\)$"),
 ]
 
@@ -248,3 +250,35 @@ def test_user_errors_are_one_line_exit_2_and_write_nothing(tmp_path, content, ex
     assert re.search(message, lines[0]), lines[0]
     assert not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == (["s.yaml"] if content is not None else [])
+
+
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["simulate", "s.yaml", "--rounds", "0"], "error: Invalid value for '--rounds': Input should be greater than or equal to 1 (see `wirelessfl simulate --help`)"),
+        (["simulate", "s.yaml", "--bogus"], "error: No such option: --bogus"),
+        (["nosuch"], "error: No such command 'nosuch'. (see `wirelessfl --help`)"),
+    ],
+)
+def test_usage_errors_from_the_console_entry_point_are_one_line(monkeypatch, capsys, argv, expected):
+    from wirelessfl.cli import run
+
+    monkeypatch.setattr("sys.argv", ["wirelessfl", *argv])
+    with pytest.raises(SystemExit) as done:
+        run()
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(expected) and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_console_entry_point_exits_0_on_success_and_2_without_a_command(monkeypatch, capsys):
+    from wirelessfl.cli import run
+
+    monkeypatch.setattr("sys.argv", ["wirelessfl", "list"])
+    with pytest.raises(SystemExit) as done:
+        run()
+    assert done.value.code == 0 and "algorithms" in capsys.readouterr().out
+    monkeypatch.setattr("sys.argv", ["wirelessfl"])
+    with pytest.raises(SystemExit) as done:
+        run()
+    assert done.value.code == 2 and "Usage: wirelessfl [OPTIONS] COMMAND" in capsys.readouterr().out

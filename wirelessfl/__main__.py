@@ -1,3 +1,3 @@
-from wirelessfl.cli import app
+from wirelessfl.cli import run
 
-app()
+run()

@@ -2,8 +2,10 @@
 
 User errors (bad scenario, missing dataset, impossible value, an output folder
 that cannot be made) end with exit code 2 and one line on stderr naming the
-problem, before anything is written; ``--debug`` shows the traceback for bug
-reports. Ctrl-C ends a run with exit code 130 and the ``--resume`` command.
+problem, before anything is written; so do usage errors (an unknown option, a
+bad option value), which ``run``, the console entry point, prints in one line
+instead of typer's box. ``--debug`` shows the traceback for bug reports.
+Ctrl-C ends a run with exit code 130 and the ``--resume`` command.
 """
 
 from __future__ import annotations
@@ -40,8 +42,12 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _print_error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    _print_error(message)
     raise typer.Exit(code=code)
 
 
@@ -336,5 +342,25 @@ def _need_run(fn):
     return wrapped
 
 
+def run() -> None:
+    """The console entry point: like ``app()``, but typer's usage errors are one line too."""
+    try:
+        code = app(standalone_mode=False, prog_name="wirelessfl")
+    except typer.Abort:
+        _print_error("aborted")
+        raise SystemExit(1) from None
+    except typer.TyperException as err:
+        show, exit_code = getattr(err, "show", None), getattr(err, "exit_code", 1)
+        if type(err).__name__ == "NoArgsIsHelpError" and show is not None:
+            show()
+            raise SystemExit(exit_code) from None
+        context = getattr(err, "ctx", None)
+        hint = f" (see `{context.command_path} --help`)" if context is not None else ""
+        message = err.format_message() if hasattr(err, "format_message") else str(err)
+        _print_error(" ".join(message.split()) + hint)
+        raise SystemExit(exit_code) from None
+    raise SystemExit(code if isinstance(code, int) else 0)
+
+
 if __name__ == "__main__":
-    app()
+    run()

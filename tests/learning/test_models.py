@@ -100,17 +100,17 @@ def test_bad_descriptions_raise_clear_errors():
         get_architecture("resnet", (1, 28, 28), 10)
     with pytest.raises(ValueError, match=r"^model name must be one of \['cifar_cnn', 'lenet5', 'mlp'\], got 'resnet'$"):
         Architecture("resnet", (1, 28, 28), 10)
-    with pytest.raises(ValueError, match=r"model lenet5 takes options \[\], got unknown option 'hidden'"):
+    with pytest.raises(ValueError, match=r"^model\.options for model 'lenet5': unknown option 'hidden'; allowed: none$"):
         get_architecture("lenet5", (1, 28, 28), 10, hidden=(3,))
     with pytest.raises(ValueError, match=r"model input_shape must be three positive ints \(C, H, W\), got \(28, 28\)"):
         Architecture("mlp", (28, 28), 10)
     with pytest.raises(ValueError, match="model num_classes must be an int >= 2, got 1"):
         get_architecture("mlp", (1, 2, 2), 1)
-    with pytest.raises(ValueError, match=r"mlp option hidden must be a sequence of positive ints, got \(0,\)"):
+    with pytest.raises(ValueError, match=r"^model\.options for model 'mlp': hidden must be a sequence of positive ints, got \(0,\)"):
         get_architecture("mlp", (1, 2, 2), 2, hidden=(0,))
-    with pytest.raises(ValueError, match=r"^mlp option hidden must be a sequence of positive ints, got 200$"):
+    with pytest.raises(ValueError, match=r"^model\.options for model 'mlp': hidden must be a sequence of positive ints, got 200$"):
         get_architecture("mlp", (1, 2, 2), 2, hidden=200)
-    with pytest.raises(ValueError, match=r"^mlp option hidden must be a sequence of positive ints, got \(True,\)$"):
+    with pytest.raises(ValueError, match=r"^model\.options for model 'mlp': hidden must be a sequence of positive ints, got \(True,\)$"):
         get_architecture("mlp", (1, 2, 2), 2, hidden=[True])
     with pytest.raises(ValueError, match=r"build_module flat must have shape \(61706,\), got \(3,\)"):
         get_architecture("lenet5", (1, 28, 28), 10).build_module(torch.zeros(3))

@@ -129,7 +129,7 @@ def _cifar_cnn(input_shape: tuple[int, int, int], num_classes: int, options: dic
 def _mlp(input_shape: tuple[int, int, int], num_classes: int, options: dict) -> tuple[Op, ...]:
     hidden = options.get("hidden", (200,))
     if isinstance(hidden, (int, str)) or not all(isinstance(h, int) and not isinstance(h, bool) and h > 0 for h in hidden):
-        raise ValueError(f"mlp option hidden must be a sequence of positive ints, got {hidden!r}")
+        raise ValueError(f"model.options for model 'mlp': hidden must be a sequence of positive ints, got {hidden!r}")
     ops: list[Op] = [Op("flatten")]
     width = math.prod(input_shape)
     for size in hidden:
@@ -165,7 +165,9 @@ class Architecture:
         allowed = _ALLOWED_OPTIONS[self.name]
         for key, _ in options:
             if key not in allowed:
-                raise ValueError(f"model {self.name} takes options {list(allowed)}, got unknown option {key!r}")
+                raise ValueError(
+                    f"model.options for model {self.name!r}: unknown option {key!r}; allowed: {', '.join(allowed) or 'none'}"
+                )
         object.__setattr__(self, "options", tuple(sorted(options)))
         self.ops  # validates the options and the geometry now, not at first use
 
