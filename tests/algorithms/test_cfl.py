@@ -74,6 +74,8 @@ def test_splits_two_label_permutation_groups():
     split_round = next(r for r, info in enumerate(infos) if info.extra["clusters"] == 2)
     record = infos[split_round].extra["splits"][0]
     assert record["split"] and record["mean_norm"] < 0.4 and record["max_norm"] > 0.9
+    assert same_partition(infos[split_round].extra["assignment"], ctx.data.groups)
+    assert ["assignment" in info.extra for info in infos] == [r == split_round for r in range(len(infos))]
 
 
 def test_never_splits_an_iid_population():

@@ -57,11 +57,36 @@ def test_covariate_claims_hold_and_fail_as_the_numbers_say(tmp_path):
     assert found["CFL identifies the 4 clusters (Fig. 2b)"] is None  # no diagnostics.json
 
 
-def test_cfl_cluster_count_comes_from_diagnostics(tmp_path):
+@pytest.mark.parametrize(
+    ("splits", "holds", "evidence"),
+    [
+        ({"10": [0, 0, 1, 1, 2, 2, 3, 3]}, True, "CFL ends with 4 clusters, 4 of them within one group; adjusted Rand index 1.00"),
+        ({"10": [0, 0, 1, 1, 2, 2, 3, 4]}, False,  # ARI by hand: (3 - 12/28) / (3.5 - 12/28) = 0.837
+         "CFL ends with 5 clusters, 5 of them within one group; adjusted Rand index 0.84"),
+        ({"10": [0, 0, 0, 0, 1, 1, 1, 1], "12": [0, 0, 1, 1, 2, 2, 2, 3]}, False, "CFL ends with 4 clusters, 3 of them within one group"),
+        ({}, False, "CFL ends with 1 clusters, 0 of them within one group; adjusted Rand index 0.00"),
+    ],
+)
+def test_cfl_clusters_are_compared_with_the_true_groups(tmp_path, splits, holds, evidence):
+    directory = make_run(tmp_path, COVARIATE, {"cfl": (0.5, 0.4)})
+    clients = pd.read_csv(directory / "clients.csv")
+    row = clients.iloc[0].to_dict()
+    table = pd.DataFrame([{**row, "client": i, "group": i // 2} for i in range(8)])
+    write_trace(directory, pd.read_csv(directory / "trace.csv"), table)
+    rounds = {"1": {"clusters": 1, "splits": []}}
+    for r, assignment in splits.items():
+        rounds[r] = {"clusters": len(set(assignment)), "splits": [{"split": True}], "assignment": assignment}
+    (directory / "diagnostics.json").write_text(json.dumps({"seed0__cfl": rounds}))
+    verdict = next(c for c in CLAIMS if c.text == "CFL identifies the 4 clusters (Fig. 2b)").check(Run.load(directory))
+    assert verdict.holds is holds
+    assert verdict.evidence.startswith(evidence)
+
+
+def test_cfl_check_needs_the_assignment_once_clusters_split(tmp_path):
     directory = make_run(tmp_path, COVARIATE, {"cfl": (0.5, 0.4)})
     (directory / "diagnostics.json").write_text(json.dumps({"seed0__cfl": {"1": {"clusters": 1}, "10": {"clusters": 4}}}))
-    run = Run.load(directory)
-    assert verdicts(CLAIMS, run)["CFL identifies the 4 clusters (Fig. 2b)"] is True
+    verdict = next(c for c in CLAIMS if c.text == "CFL identifies the 4 clusters (Fig. 2b)").check(Run.load(directory))
+    assert verdict.holds is None and "rerun cfl" in verdict.evidence
 
 
 def test_fig3_claims_from_round_times(tmp_path):

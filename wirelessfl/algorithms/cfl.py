@@ -101,6 +101,8 @@ class ClusteredFL(MixingAlgorithm):
         self.models = self.models[torch.as_tensor(parent_of, device=self.models.device)]
         self.models = self.aggregate(uploads)
         extra = {"clusters": int(self.models.shape[0]), "splits": diagnostics}
+        if any(split["split"] for split in diagnostics):
+            extra["assignment"] = self.assignment.tolist()  # the new partition, so reports can compare it with groups
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra=extra)
 
     def split_clusters(

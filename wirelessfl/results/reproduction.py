@@ -23,8 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from sklearn.metrics import adjusted_rand_score
 
-from wirelessfl.results.io import atomic_write_text, read_trace
+from wirelessfl.results.io import CLIENT_FILES, atomic_write_text, read_clients, read_trace
 from wirelessfl.results.tables import markdown_table
 
 APPROX_PP = 2.0
@@ -90,12 +91,19 @@ class Run:
     diagnostics: dict
     runtime: dict
     ucfl_label: str = PAPER_UCFL
+    groups: np.ndarray | None = None
+    """Each client's ground-truth group (seed 0), from the run's per-client table."""
 
     @classmethod
     def load(cls, directory: Path) -> Run:
-        return cls.from_trace(
+        run = cls.from_trace(
             read_trace(directory), directory, _json(directory / "diagnostics.json"), _json(directory / "runtime.json")
         )
+        if any((directory / name).exists() for name in CLIENT_FILES):
+            clients = read_clients(directory)
+            seed0 = clients[clients["seed"] == clients["seed"].min()].drop_duplicates("client").sort_values("client")
+            run = replace(run, groups=seed0["group"].to_numpy())
+        return run
 
     @classmethod
     def from_trace(cls, trace: pd.DataFrame, directory: Path = Path("."), diagnostics=None, runtime=None) -> Run:
@@ -209,13 +217,24 @@ def ucfl_at_least_cfl(k: int) -> Callable[[Run], Verdict]:
 
 
 def cfl_finds_groups(groups: int) -> Callable[[Run], Verdict]:
+    """Holds when CFL's final clusters are exactly the true groups (adjusted Rand index 1)."""
+
     def check(run: Run) -> Verdict:
         rounds = run.diagnostics.get("seed0__cfl")
-        if not rounds:
-            return Verdict(None, "needs cfl diagnostics (diagnostics.json)")
-        last = rounds[max(rounds, key=int)]
-        clusters = int(last.get("clusters", 0))
-        return Verdict(clusters >= groups, f"CFL ends with {clusters} clusters (the data has {groups} groups)")
+        if not rounds or run.groups is None:
+            return Verdict(None, "needs cfl diagnostics (diagnostics.json) and the per-client table (clients.csv)")
+        splits = [rounds[r]["assignment"] for r in sorted(rounds, key=int) if "assignment" in rounds[r]]
+        if not splits and int(rounds[max(rounds, key=int)].get("clusters", 1)) > 1:
+            return Verdict(None, "diagnostics.json lacks CFL's cluster assignment (runs made before it was recorded: rerun cfl)")
+        assignment = np.asarray(splits[-1] if splits else np.zeros(len(run.groups), dtype=np.int64))
+        clusters = int(len(np.unique(assignment)))
+        pure = sum(len(np.unique(run.groups[assignment == c])) == 1 for c in np.unique(assignment))
+        ari = adjusted_rand_score(run.groups, assignment)
+        return Verdict(
+            ari >= 1.0 - 1e-12,
+            f"CFL ends with {clusters} clusters, {pure} of them within one group; adjusted Rand index {ari:.2f} "
+            f"against the {groups} true groups",
+        )
 
     return check
 

@@ -1,0 +1,46 @@
+"""How skewed is each user's label distribution in a scenario? (docs/reproduction-notes.md §5)
+
+Builds the scenario's data for one seed (no training) and prints, as medians
+over users: the number of classes present, the effective number of classes
+1/sum(q^2) of the user's label proportions q, and the share of its five
+largest classes. All of the user's splits are counted.
+
+    python benchmarks/label_skew.py scenarios/paper/emnist-label-shift.yaml scenarios/paper/emnist-covariate-label-shift.yaml
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from wirelessfl.config import load_scenario
+from wirelessfl.learning.federated import build_federated_data
+
+
+def label_skew(histograms: np.ndarray) -> dict[str, float]:
+    """Medians over users of the classes present, 1/sum(q^2) and the top-5 share; one row of counts per user."""
+    counts = histograms.astype(float)
+    q = counts / counts.sum(axis=1, keepdims=True)
+    return {
+        "classes present": float(np.median((counts > 0).sum(axis=1))),
+        "effective classes": float(np.median(1.0 / (q**2).sum(axis=1))),
+        "top-5 share": float(np.median(np.sort(q, axis=1)[:, ::-1][:, :5].sum(axis=1))),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenarios", nargs="+")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    for path in args.scenarios:
+        data = build_federated_data(load_scenario(path).data_spec(), seed=args.seed)
+        histograms = sum(data.label_histograms(split) for split in ("train", "val", "test"))
+        skew = label_skew(histograms)
+        print(f"{path}: {data.num_clients} users, {data.num_classes} classes, seed {args.seed}")
+        print("  " + ", ".join(f"{name} {value:.2f}" for name, value in skew.items()))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+"""What did UCFL's k-means streams look like in a finished run? (docs/reproduction-notes.md §6)
+
+Reads a run directory's finished UCFL checkpoints and its clients table and
+prints, per UCFL curve and seed: the stream sizes, the adjusted Rand index of
+the streams against the true groups, the mean self-weight w_ii, and the mean
+weight a user puts on its own group's other members. Trains nothing.
+
+    python benchmarks/ucfl_streams.py RUN_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+from sklearn.metrics import adjusted_rand_score
+
+
+def stream_report(weights: np.ndarray, assignment: np.ndarray, groups: np.ndarray) -> dict[str, object]:
+    """Stream sizes (largest first), ARI against ``groups``, mean w_ii, and mean weight on same-group peers."""
+    same_group = groups[:, None] == groups[None, :]
+    np.fill_diagonal(same_group, False)
+    return {
+        "stream sizes": sorted(np.bincount(assignment).tolist(), reverse=True),
+        "ARI": float(adjusted_rand_score(groups, assignment)),
+        "w_ii": float(np.mean(np.diag(weights))),
+        "same-group peers": float(np.mean((weights * same_group).sum(axis=1))),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    args = parser.parse_args()
+    clients = pd.read_csv(args.run_dir / "clients.csv")
+    for path in sorted((args.run_dir / "checkpoints").glob("seed*__ucfl*.done.pt")):
+        seed = int(path.name.split("__")[0].removeprefix("seed"))
+        groups = clients[clients.seed == seed].drop_duplicates("client").sort_values("client").group.to_numpy()
+        state = torch.load(path, weights_only=False)["algorithm"]
+        report = stream_report(np.asarray(state["weights"]), np.asarray(state["assignment"]), groups)
+        sizes = report.pop("stream sizes")
+        shown = sizes if len(sizes) <= 10 else sizes[:10] + ["..."]
+        print(f"{path.name.removesuffix('.done.pt')}: streams {shown}, " + ", ".join(f"{k} {v:.3f}" for k, v in report.items()))
+
+
+if __name__ == "__main__":
+    main()
