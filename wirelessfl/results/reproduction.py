@@ -101,8 +101,9 @@ class Run:
         )
         if any((directory / name).exists() for name in CLIENT_FILES):
             clients = read_clients(directory)
-            seed0 = clients[clients["seed"] == clients["seed"].min()].drop_duplicates("client").sort_values("client")
-            run = replace(run, groups=seed0["group"].to_numpy())
+            seed0 = clients[clients["seed"] == 0].drop_duplicates("client").sort_values("client")
+            if len(seed0):
+                run = replace(run, groups=seed0["group"].to_numpy())
         return run
 
     @classmethod
