@@ -3,12 +3,15 @@
 Compares training speed of the same LeNet-5 workload as ``bench_lockstep.py``
 (EMNIST-shaped random data, one epoch, batch 32, SGD lr 0.1 momentum 0.9), best
 of ``--repeats``, the two engines alternating so that load from other processes
-hits both alike, and checks that both train to the same parameters. The other
+hits both alike, and checks that both train to the same parameters. With
+``--method batch_gradients`` it times UCFL's sigma^2 pass instead (600 samples
+per client, 10 batches of 60, the ``ucfl`` defaults on scenario 2's split). The other
 engine is the file ``OTHER/wirelessfl/learning/lockstep.py`` of a checkout made
 with ``git worktree add /tmp/old REV``; it is run with this checkout's
 ``models.py``, so use it for revisions whose model layout is the same.
 
     git worktree add /tmp/old b7ebb06 && python benchmarks/bench_engine_versions.py /tmp/old
+    python benchmarks/bench_engine_versions.py /tmp/old --method batch_gradients --clients 20
 """
 
 from __future__ import annotations
@@ -41,23 +44,31 @@ def main() -> None:
     parser.add_argument("other", type=Path, help="root of the other checkout")
     parser.add_argument("--clients", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--method", choices=["train", "batch_gradients"], default="train")
     args = parser.parse_args()
     other = load_other(args.other)
     arch = get_architecture("lenet5", (1, 28, 28), 62)
     settings = dict(epochs=1, batch_size=32, lr=0.1, momentum=0.9)
     engines = {"other": (other.LockstepEngine(arch), other.TrainConfig(**settings)), "this": (lockstep.LockstepEngine(arch), lockstep.TrainConfig(**settings))}
+    per_client = 320 if args.method == "train" else 600
+
+    def run(engine, cfg, params, data):
+        if args.method == "train":
+            return engine.train(params, data, cfg, torch.Generator().manual_seed(1)).params
+        return engine.batch_gradients(params, data, 60, 10, torch.Generator().manual_seed(1))
+
     for clients in args.clients:
-        params, data = make_clients(arch, clients, 320)
+        params, data = make_clients(arch, clients, per_client)
         best, trained = {}, {}
         for _ in range(args.repeats):
             for name, (engine, cfg) in engines.items():
                 start = time.perf_counter()
-                trained[name] = engine.train(params, data, cfg, torch.Generator().manual_seed(1)).params
+                trained[name] = run(engine, cfg, params, data)
                 best[name] = min(best.get(name, float("inf")), time.perf_counter() - start)
-        samples = clients * 320
+        samples = clients * per_client
         print(
             f"clients={clients:4d}  other {samples / best['other']:8.0f} samples/s  this {samples / best['this']:8.0f} samples/s"
-            f"  this/other {best['other'] / best['this']:.3f}  max |params difference| {(trained['this'] - trained['other']).abs().max().item():.1e}"
+            f"  this/other {best['other'] / best['this']:.3f}  max |difference| {(trained['this'] - trained['other']).abs().max().item():.1e}"
         )
 
 

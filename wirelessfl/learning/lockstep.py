@@ -30,10 +30,15 @@ The shuffles come from :func:`shuffle_schedule`, which the plain per-client loop
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import threading
-from collections.abc import Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -398,6 +403,102 @@ def _weighted_cross_entropy(
     return loss, grad
 
 
+# --------------------------------------------------------------------------- where the time goes
+
+
+class PhaseTimer:
+    """Wall seconds per label, nesting-aware: time is charged to the innermost open label.
+
+    Entering or leaving a label charges the time since the previous event to the
+    label open until then, so an inner label's time is never counted twice and
+    the labels' sum is the time some label was open. ``sync`` (called at every
+    event, e.g. ``torch.cuda.synchronize``) makes asynchronous device work land
+    in the label that queued it; it is only set when profiling, so default runs
+    do not wait for the device. ``clock`` is injectable for tests.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter, sync: Callable[[], None] | None = None):
+        self.clock = clock
+        self.sync = sync
+        self._open: list[str] = []
+        self._since = 0.0
+        self._times: dict[str, float] = {}
+
+    @property
+    def active(self) -> bool:
+        """Whether any label is open."""
+        return bool(self._open)
+
+    def _charge(self) -> None:
+        if self.sync is not None:
+            self.sync()
+        now = self.clock()
+        if self._open:
+            label = self._open[-1]
+            self._times[label] = self._times.get(label, 0.0) + (now - self._since)
+        self._since = now
+
+    @contextmanager
+    def phase(self, label: str) -> Iterator[None]:
+        """Charge the time inside the block (less that of nested labels) to ``label``."""
+        self._charge()
+        self._open.append(label)
+        try:
+            yield
+        finally:
+            self._charge()
+            self._open.pop()
+
+    def times(self, reset: bool = False) -> dict[str, float]:
+        """Accumulated seconds per label up to the last label boundary; ``reset`` starts over from zero."""
+        times = dict(self._times)
+        if reset:
+            self._times.clear()
+        return times
+
+
+ENTRY_LABELS = {"train": "local training"}
+"""Label of an engine entry point timed with no label open (default: the method's name)."""
+
+
+def _timed_entry(method):
+    """Time an engine entry point under its own label, unless the caller has a label open.
+
+    So an algorithm's ``with engine.phase("ucfl estimation"):`` takes the
+    ``full_gradient`` calls inside it, and a bare call still shows up by name.
+    """
+    label = ENTRY_LABELS.get(method.__name__, method.__name__)
+
+    @functools.wraps(method)
+    def timed(self, *args, **kwargs):
+        if self.timer.active:
+            return method(self, *args, **kwargs)
+        with self.timer.phase(label):
+            return method(self, *args, **kwargs)
+
+    return timed
+
+
+class _DataCopy:
+    """One concatenated device copy of some datasets, and where each of them starts in it."""
+
+    def __init__(self, datasets: list[Dataset], offsets: list[int], x: torch.Tensor, y: torch.Tensor):
+        self.sources = datasets  # keeps the tensors alive, so their ids stay theirs
+        self.where = {(id(dx), id(dy)): (offset, dx._version, dy._version) for (dx, dy), offset in zip(datasets, offsets)}
+        self.x, self.y = x, y
+        self.size = x.numel() * x.element_size() + y.numel() * y.element_size()
+
+    def offsets_of(self, datasets: Sequence[Dataset]) -> list[int] | None:
+        """Each dataset's offset in this copy, or None unless all of them are here unmodified."""
+        offsets = []
+        for x, y in datasets:
+            found = self.where.get((id(x), id(y)))
+            if found is None or found[1] != x._version or found[2] != y._version:
+                return None
+            offsets.append(found[0])
+        return offsets
+
+
 # --------------------------------------------------------------------------- the engine
 
 
@@ -407,16 +508,49 @@ class LockstepEngine:
     ``max_samples`` bounds the samples of one stacked forward pass (slots x
     per-slot batch): more slots than fit are processed in consecutive groups,
     which bounds memory (1,000 clients need no more than 256) without changing
-    any result.
+    any result. ``data_cache_bytes`` bounds the device copies of datasets kept
+    for the next call (least recently used dropped first; 0 = keep none).
     """
 
-    def __init__(self, arch: Architecture, device: torch.device | str = "cpu", *, max_samples: int = 512):
+    def __init__(
+        self,
+        arch: Architecture,
+        device: torch.device | str = "cpu",
+        *,
+        max_samples: int = 512,
+        profile_sync: bool = False,
+        data_cache_bytes: int = 2**30,
+    ):
         if not (isinstance(max_samples, int) and max_samples >= 1):
             raise ValueError(f"engine max_samples must be an int >= 1, got {max_samples!r}")
+        if not (isinstance(data_cache_bytes, int) and data_cache_bytes >= 0):
+            raise ValueError(f"engine data_cache_bytes must be an int >= 0, got {data_cache_bytes!r}")
         self.arch = arch
         self.device = torch.device(device)
         self.max_samples = max_samples
+        self.data_cache_bytes = data_cache_bytes
+        self._data_cache: OrderedDict[int, _DataCopy] = OrderedDict()
+        self._cache_lock = threading.Lock()
         self.program = _StackedProgram(arch)
+        self.timer = PhaseTimer()
+        self.profile_sync = profile_sync
+
+    @property
+    def profile_sync(self) -> bool:
+        """Whether phase boundaries wait for the GPU (exact per-phase times on CUDA, slower runs)."""
+        return self.timer.sync is not None
+
+    @profile_sync.setter
+    def profile_sync(self, on: bool) -> None:
+        self.timer.sync = torch.cuda.synchronize if on and self.device.type == "cuda" else None
+
+    def phase(self, label: str):
+        """``with engine.phase("local training"):`` charges the block's wall time to ``label`` (see :class:`PhaseTimer`)."""
+        return self.timer.phase(label)
+
+    def phase_times(self, reset: bool = False) -> dict[str, float]:
+        """Wall seconds per phase label so far (the engine's entry points by name when no label was open)."""
+        return self.timer.times(reset)
 
     # ----------------------------------------------------------------- checks and data
 
@@ -434,25 +568,59 @@ class LockstepEngine:
                 raise ValueError(f"datasets[{slot}] y must have shape [{len(x)}] (one label per sample), got {list(y.shape)}")
 
     def _concat(self, datasets: Sequence[Dataset]) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
-        """All slots' samples in one tensor on the device, and each slot's offset into it."""
+        """All slots' samples in one tensor on the device, and each slot's offset into it (timed as "data movement").
+
+        A dataset given for several slots (FedEM's components, FedFomo's
+        candidates) is copied once and the slots share its offset. Copies are
+        cached: a call whose datasets all lie in one cached copy (the same tensor
+        objects, unmodified: ``_version``; any subset, order or repetition) uses
+        it, so the splits a simulation passes every round are copied once per
+        run, not once per call (under load the copies took 18% of a scenario-2
+        run, docs/engine.md). An entry holds references to its source tensors, so
+        their ``id`` cannot be reused while it lives.
+        """
+        with self._cache_lock:
+            for key in reversed(self._data_cache):
+                entry = self._data_cache[key]
+                offsets = entry.offsets_of(datasets)
+                if offsets is not None:
+                    self._data_cache.move_to_end(key)
+                    return entry.x, entry.y, offsets
+        first: dict[tuple[int, int], int] = {}  # (id(x), id(y)) -> offset of its one copy
+        unique: list[Dataset] = []
         offsets, total = [], 0
-        for x, _ in datasets:
-            offsets.append(total)
-            total += len(x)
+        for x, y in datasets:
+            pair = (id(x), id(y))
+            if pair not in first:
+                first[pair] = total
+                unique.append((x, y))
+                total += len(x)
+            offsets.append(first[pair])
         shape = self.arch.input_shape
-        x_cat = torch.cat([x.reshape(-1, *shape) for x, _ in datasets]).to(self.device, torch.float32)
-        y_cat = torch.cat([y.reshape(-1) for _, y in datasets]).to(self.device, torch.int64)
+        with self.timer.phase("data movement"):
+            x_cat = torch.cat([x.reshape(-1, *shape) for x, _ in unique]).to(self.device, torch.float32)
+            y_cat = torch.cat([y.reshape(-1) for _, y in unique]).to(self.device, torch.int64)
         if len(y_cat):
             low, high = int(y_cat.min()), int(y_cat.max())
             if low < 0 or high >= self.arch.num_classes:
                 raise ValueError(f"labels must be in [0, {self.arch.num_classes - 1}] (num_classes), got a label {low if low < 0 else high}")
+        entry = _DataCopy(unique, [first[(id(x), id(y))] for x, y in unique], x_cat, y_cat)
+        with self._cache_lock:
+            if entry.size <= self.data_cache_bytes:
+                self._data_cache[id(entry)] = entry
+                while sum(e.size for e in self._data_cache.values()) > self.data_cache_bytes:
+                    self._data_cache.popitem(last=False)
         return x_cat, y_cat, offsets
 
-    def _gather(self, x_cat, y_cat, index: torch.Tensor, scale: torch.Tensor | None, w_cat: torch.Tensor | None = None):
+    def _gather(
+        self, x_cat, y_cat, index: torch.Tensor, scale: torch.Tensor | None,
+        w_cat: torch.Tensor | None = None, w_index: torch.Tensor | None = None,
+    ):
         """Inputs, labels and loss weights of one stacked batch; ``index`` [k, B] with -1 = padding.
 
         A slot's weights are ``scale`` (default 1/real samples) on real samples, 0 on
-        padding, times the per-sample weights ``w_cat`` when given.
+        padding, times the per-sample weights ``w_cat[w_index]`` when given (the
+        weights are laid out slot by slot, the data shares rows between slots).
         """
         valid = index >= 0
         safe = index.clamp(min=0)
@@ -460,11 +628,12 @@ class LockstepEngine:
             scale = 1.0 / valid.sum(1).clamp(min=1)
         weights = valid * scale.unsqueeze(1).to(torch.float32)
         if w_cat is not None:
-            weights = weights * w_cat[safe]
+            weights = weights * w_cat[w_index.clamp(min=0)]
         return self.program.layout_input(x_cat[safe]), y_cat[safe], weights
 
     # ----------------------------------------------------------------- training
 
+    @_timed_entry
     def train(
         self,
         params: torch.Tensor,
@@ -498,10 +667,15 @@ class LockstepEngine:
         order = sorted(range(n), key=lambda s: -steps[s])
         max_steps = steps[order[0]] if n else 0
         table = torch.full((max_steps, n, cfg.batch_size), -1, dtype=torch.int64)
+        w_table = None if w_cat is None else table.clone()  # indices into the slot-by-slot weights
+        w_offsets = [0, *itertools.accumulate(sizes)]
         for row, slot in enumerate(order):
             slot_table = _batch_table(perms[slot], steps[slot], cfg.batch_size)
             table[: steps[slot], row] = torch.where(slot_table >= 0, slot_table + offsets[slot], -1)
+            if w_table is not None:
+                w_table[: steps[slot], row] = torch.where(slot_table >= 0, slot_table + w_offsets[slot], -1)
         table = table.to(self.device)
+        w_table = None if w_table is None else w_table.to(self.device)
         sorted_steps = [steps[s] for s in order]
 
         permuted = order != list(range(n))
@@ -521,7 +695,7 @@ class LockstepEngine:
             for t in range(sorted_steps[start]):
                 active = start + sum(1 for s in sorted_steps[start:stop] if s > t)
                 rows = slice(start, active)
-                x, y, w = self._gather(x_cat, y_cat, table[t, rows], None, w_cat)
+                x, y, w = self._gather(x_cat, y_cat, table[t, rows], None, w_cat, None if w_table is None else w_table[t, rows])
                 p, g = work[rows], grad[: active - start]
                 logits, tape = self.program.forward(p, x, keep=True)
                 loss, grad_logits = _weighted_cross_entropy(logits, y, w, want_grad=True)
@@ -630,6 +804,7 @@ class LockstepEngine:
 
         _run_groups(run_group, range(0, n, group), self.device)
 
+    @_timed_entry
     def evaluate(self, params: torch.Tensor, datasets: Sequence[Dataset], batch_size: int = 1024) -> EvalResult:
         """Accuracy and mean cross-entropy of every slot on its dataset, all slots batched together."""
         self._check(params, datasets)
@@ -654,6 +829,7 @@ class LockstepEngine:
         count = torch.tensor(sizes, dtype=torch.int64, device=self.device)
         return EvalResult(accuracy=correct / count, loss=loss_sum / count, count=count)
 
+    @_timed_entry
     def logits(self, params: torch.Tensor, datasets: Sequence[Dataset], batch_size: int = 1024) -> list[torch.Tensor]:
         """Per slot, the logits ``[n_s, classes]`` of its model on its dataset."""
         self._check(params, datasets)
@@ -675,6 +851,7 @@ class LockstepEngine:
         self._over_groups(sizes, batch_size, task, 2 * self.max_samples)
         return out
 
+    @_timed_entry
     def train_head(self, params: torch.Tensor, datasets: Sequence[Dataset], lr: float, steps: int) -> torch.Tensor:
         """``steps`` full-batch gradient-descent steps on the head (last linear layer) alone, body frozen.
 
@@ -725,6 +902,7 @@ class LockstepEngine:
 
     # ----------------------------------------------------------------- gradients
 
+    @_timed_entry
     def full_gradient(self, params: torch.Tensor, datasets: Sequence[Dataset], batch_size: int = 1024) -> torch.Tensor:
         """``[n, P]`` gradient of the mean loss over each slot's whole dataset (nan rows for empty ones)."""
         self._check(params, datasets)
@@ -749,6 +927,7 @@ class LockstepEngine:
         empty = torch.tensor([s == 0 for s in sizes], device=self.device)
         return total.masked_fill_(empty.unsqueeze(1), float("nan"))
 
+    @_timed_entry
     def batch_gradients(
         self,
         params: torch.Tensor,
@@ -777,21 +956,26 @@ class LockstepEngine:
         work = params.detach().to(self.device, torch.float32)
         out = torch.full((n, K, P), float("nan"), device=self.device)
         needed = [True] * len(self.arch.param_slices)
-        group = max(1, self.max_samples // batch_size)
+        passes = []  # (k, slots): one stacked pass over batch k of these slots
         for k in range(K):
             slots = [s for s in range(n) if k < len(schedule[s])]
-            for start in range(0, len(slots), group):
-                chosen = slots[start : start + group]
-                index = torch.full((len(chosen), batch_size), -1, dtype=torch.int64)
-                for row, slot in enumerate(chosen):
-                    batch = schedule[slot][k]
-                    index[row, : len(batch)] = batch + offsets[slot]
-                chosen_t = torch.tensor(chosen, dtype=torch.int64, device=self.device)
-                x, y, w = self._gather(x_cat, y_cat, index.to(self.device), None)
-                p = work.index_select(0, chosen_t)
-                logits, tape = self.program.forward(p, x, keep=True)
-                _, grad_logits = _weighted_cross_entropy(logits, y, w, want_grad=True)
-                part = torch.empty_like(p)
-                self.program.backward(p, tape, grad_logits, part, needed)
-                out[chosen_t, k] = part
+            group = _balanced_group(len(slots), max(1, self.max_samples // batch_size), _workers(self.device))
+            passes += [(k, slots[start : start + group]) for start in range(0, len(slots), group)]
+
+        def run_pass(i: int) -> None:
+            k, chosen = passes[i]
+            index = torch.full((len(chosen), batch_size), -1, dtype=torch.int64)
+            for row, slot in enumerate(chosen):
+                batch = schedule[slot][k]
+                index[row, : len(batch)] = batch + offsets[slot]
+            chosen_t = torch.tensor(chosen, dtype=torch.int64, device=self.device)
+            x, y, w = self._gather(x_cat, y_cat, index.to(self.device), None)
+            p = work.index_select(0, chosen_t)
+            logits, tape = self.program.forward(p, x, keep=True)
+            _, grad_logits = _weighted_cross_entropy(logits, y, w, want_grad=True)
+            part = torch.empty_like(p)
+            self.program.backward(p, tape, grad_logits, part, needed)
+            out[chosen_t, k] = part  # every pass writes its own (slot, k) rows
+
+        _run_groups(run_pass, range(len(passes)), self.device)
         return out
