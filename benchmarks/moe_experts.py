@@ -4,7 +4,9 @@ Loads a run's final FedMoE checkpoint and, for every client on its test split,
 prints the accuracy of the gated mixture (what the trace reports), of the
 client's chosen cluster model (IFCA's prediction), of its local expert, of the
 best single expert picked per client with hindsight (an upper bound for any
-gate that picks one expert), and the gate's mean weight per expert kind.
+gate that picks one expert), and the gate's mean weight per expert kind. The
+checkpoint is read through the safe loader (wirelessfl.checkpoint) and holds the
+models only when the run was made with ``wirelessfl simulate --keep-models``.
 
     python benchmarks/moe_experts.py RUN_DIR [--curve fedmoe]
 """
@@ -12,14 +14,14 @@ gate that picks one expert), and the gate's mean weight per expert kind.
 from __future__ import annotations
 
 import argparse
-import io
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from wirelessfl import checkpoint
 from wirelessfl.config import load_scenario
-from wirelessfl.simulate import build_units
+from wirelessfl.simulate import CHECKPOINT_TYPES, build_units
 
 
 def main() -> None:
@@ -30,7 +32,10 @@ def main() -> None:
     scenario = load_scenario(args.run_dir / "scenario.yaml")
     unit = next(u for u in build_units(scenario, scenario.seeds[0], torch.device("cpu"), False) if u.curve.curve == args.curve)
     key = f"seed{scenario.seeds[0]}__{args.curve}"
-    state = torch.load(io.BytesIO((args.run_dir / "checkpoints" / f"{key}.done.pt").read_bytes()), weights_only=False)
+    path = args.run_dir / "checkpoints" / f"{key}.done{checkpoint.SUFFIX}"
+    state = checkpoint.load_checkpoint(path, CHECKPOINT_TYPES)
+    if "algorithm" not in state:
+        raise SystemExit(f"{path}: no models in it; re-run the scenario with `wirelessfl simulate --keep-models`")
     unit.restore(state)
     algo = unit.algorithm
     clients = np.arange(algo.ctx.num_clients)

@@ -1,9 +1,11 @@
 """What did UCFL's k-means streams look like in a finished run? (docs/reproduction-notes.md §6)
 
-Reads a run directory's finished UCFL checkpoints and its clients table and
-prints, per UCFL curve and seed: the stream sizes, the adjusted Rand index of
-the streams against the true groups, the mean self-weight w_ii, and the mean
-weight a user puts on its own group's other members. Trains nothing.
+Reads a run directory's finished UCFL checkpoints (through the safe loader,
+wirelessfl.checkpoint) and its clients table and prints, per UCFL curve and
+seed: the stream sizes, the adjusted Rand index of the streams against the true
+groups, the mean self-weight w_ii, and the mean weight a user puts on its own
+group's other members. Trains nothing. Finished checkpoints hold the algorithm
+state only when the run was made with ``wirelessfl simulate --keep-models``.
 
     python benchmarks/ucfl_streams.py RUN_DIR
 """
@@ -15,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
 from sklearn.metrics import adjusted_rand_score
+
+from wirelessfl import checkpoint
+from wirelessfl.simulate import CHECKPOINT_TYPES
 
 
 def stream_report(weights: np.ndarray, assignment: np.ndarray, groups: np.ndarray) -> dict[str, object]:
@@ -36,14 +40,18 @@ def main() -> None:
     parser.add_argument("run_dir", type=Path)
     args = parser.parse_args()
     clients = pd.read_csv(args.run_dir / "clients.csv")
-    for path in sorted((args.run_dir / "checkpoints").glob("seed*__ucfl*.done.pt")):
+    suffix = f".done{checkpoint.SUFFIX}"
+    for path in sorted((args.run_dir / "checkpoints").glob(f"seed*__ucfl*{suffix}")):
         seed = int(path.name.split("__")[0].removeprefix("seed"))
         groups = clients[clients.seed == seed].drop_duplicates("client").sort_values("client").group.to_numpy()
-        state = torch.load(path, weights_only=False)["algorithm"]
+        saved = checkpoint.load_checkpoint(path, CHECKPOINT_TYPES)
+        if "algorithm" not in saved:
+            raise SystemExit(f"{path}: no UCFL state in it; re-run the scenario with `wirelessfl simulate --keep-models`")
+        state = saved["algorithm"]
         report = stream_report(np.asarray(state["weights"]), np.asarray(state["assignment"]), groups)
         sizes = report.pop("stream sizes")
         shown = sizes if len(sizes) <= 10 else sizes[:10] + ["..."]
-        print(f"{path.name.removesuffix('.done.pt')}: streams {shown}, " + ", ".join(f"{k} {v:.3f}" for k, v in report.items()))
+        print(f"{path.name.removesuffix(suffix)}: streams {shown}, " + ", ".join(f"{k} {v:.3f}" for k, v in report.items()))
 
 
 if __name__ == "__main__":

@@ -177,7 +177,9 @@ def test_an_interrupted_run_says_how_to_resume(tmp_path, monkeypatch):
     out = tmp_path / "run"
     result = runner.invoke(app, ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--quiet"])
     assert result.exit_code == 130
-    assert result.output.strip() == f"error: interrupted; `wirelessfl simulate --resume {out}` continues from the last checkpoint"
+    cost, error = result.output.strip().splitlines()
+    assert cost.startswith("note: estimated memory for the run ")
+    assert error == f"error: interrupted; `wirelessfl simulate --resume {out}` continues from the last checkpoint"
     assert (out / "scenario.yaml").is_file()
 
 
@@ -196,7 +198,9 @@ def test_out_must_be_new_or_empty(tmp_path, run):
 def test_validate_and_list(tmp_path):
     result = runner.invoke(app, ["validate", str(_write(tmp_path, SCENARIO))])
     assert result.exit_code == 0
-    assert result.output.strip() == "ok e2e: digits, 4 clients, 2 rounds, 2 curves (fedavg, local), profiles: slow-ul-unreliable, wired, seeds [0]"
+    first, cost = result.output.strip().splitlines()
+    assert first == "ok e2e: digits, 4 clients, 2 rounds, 2 curves (fedavg, local), profiles: slow-ul-unreliable, wired, seeds [0]"
+    assert re.fullmatch(r"estimated memory for the run \S+ [kMG]?B \(beyond the loaded libraries\) of \S+ GB available; training .* on this machine", cost)
     listing = runner.invoke(app, ["list"])
     assert listing.exit_code == 0
     for name in ("fedavg", "dirichlet", "digits", "lenet5", "slow-ul-unreliable"):
@@ -206,34 +210,36 @@ def test_validate_and_list(tmp_path):
 @pytest.mark.parametrize(
     ("algorithm", "model", "message"),
     [
-        ({"name": "fedem", "params": {"components": 0}}, None, "fedem: components must be an int >= 1, got 0"),
-        ({"name": "ifca", "params": {"clusters": 5}}, None, "ifca: clusters must be an int in [1, 4] (the number of clients), got 5"),
-        ({"name": "fedmoe", "params": {"epsilon": -0.1}}, None, "fedmoe: epsilon must be a number in [0, 1], got -0.1"),
-        ({"name": "pflego", "params": {"tau": 0}}, None, "pflego: tau must be an int >= 1, got 0"),
+        ({"name": "fedem", "params": {"components": 0}}, None, "algorithms[0].params.components: fedem: components must be an int >= 1, got 0"),
+        ({"name": "ifca", "params": {"clusters": 5}}, None, "algorithms[0].params.clusters: ifca: clusters must be an int in [1, 4] (the number of clients), got 5"),
+        ({"name": "fedmoe", "params": {"epsilon": -0.1}}, None, "algorithms[0].params.epsilon: fedmoe: epsilon must be a number in [0, 1], got -0.1"),
+        ({"name": "pflego", "params": {"tau": 0}}, None, "algorithms[0].params.tau: pflego: tau must be an int >= 1, got 0"),
         (
             {"name": "pflego"},
             {"name": "mlp", "options": {"hidden": []}},
-            "pflego: model 'mlp' has no shared body (its only layer with parameters is the personal head); it needs at least one hidden layer",
+            "algorithms[0]: pflego: model 'mlp' has no shared body (its only layer with parameters is the personal head); it needs at least one hidden layer",
         ),
         (
             {"name": "fedper"},
             {"name": "mlp", "options": {"hidden": []}},
-            "fedper: model 'mlp' has no shared body (its only layer with parameters is the personal head); it needs at least one hidden layer",
+            "algorithms[0]: fedper: model 'mlp' has no shared body (its only layer with parameters is the personal head); it needs at least one hidden layer",
         ),
     ],
 )
 def test_validate_rejects_bad_seed_system_parameters_in_one_line(tmp_path, algorithm, model, message):
     doc = {**SCENARIO, "algorithms": [algorithm], **({"model": model} if model else {})}
-    result = runner.invoke(app, ["validate", str(_write(tmp_path, doc))])
+    path = _write(tmp_path, doc)
+    result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 2
-    assert result.output.strip() == f"error: {message}"
+    assert result.output.strip() == f"error: {path}: {message}"
 
 
 def test_validate_builds_the_data_too(tmp_path):
     doc = {**SCENARIO, "data": {**SCENARIO["data"], "partition": [{"name": "dirichlet", "alpha": -1}]}}
-    result = runner.invoke(app, ["validate", str(_write(tmp_path, doc))])
+    path = _write(tmp_path, doc)
+    result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 2
-    assert result.output.strip() == "error: data.partition[0] (dirichlet): alpha must be a positive finite number; got -1"
+    assert result.output.strip() == f"error: {path}: data.partition[0] (dirichlet): alpha must be a positive finite number; got -1"
 
 
 def _doc(**changes):
@@ -255,8 +261,8 @@ BAD_INPUTS = [
     ("not UTF-8", b"name: caf\xe9\n", [], r"s.yaml: not a UTF-8 text file \(byte 9: invalid continuation byte\)"),
     ("boolean rounds", _doc(rounds=True), [], r"s.yaml: rounds: Input should be a valid integer \(got True\)"),
     ("repeated seed", _doc(seeds=[1, 1]), [], r"s.yaml: seeds: must list each seed once; repeated: 1"),
-    ("unknown model option", _doc(model={"name": "mlp", "options": {"width": 3}}), [], r"^error: model\.options for model 'mlp': unknown option 'width'; allowed: hidden$"),
-    ("bad model option", _doc(model={"name": "mlp", "options": {"hidden": [0]}}), [], r"^error: model\.options for model 'mlp': hidden must be a sequence of positive ints, got \(0,\)$"),
+    ("unknown model option", _doc(model={"name": "mlp", "options": {"width": 3}}), [], r"s\.yaml: model\.options for model 'mlp': unknown option 'width'; allowed: hidden$"),
+    ("bad model option", _doc(model={"name": "mlp", "options": {"hidden": [0]}}), [], r"s\.yaml: model\.options for model 'mlp': hidden must be a sequence of positive ints, got \(0,\)$"),
     ("brackets kept", _doc(algorithms=[{"name": "fedavg", "label": "[bold]x"}, {"name": "local", "label": "[bold]x"}]), [], r"repeated: \[bold\]x \(set `label:`\)$"),
 ]
 
@@ -308,3 +314,22 @@ def test_the_console_entry_point_exits_0_on_success_and_2_without_a_command(monk
     with pytest.raises(SystemExit) as done:
         run()
     assert done.value.code == 2 and "Usage: wirelessfl [OPTIONS] COMMAND" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (_doc(training={"lr": float("inf")}), r"^error: .*s\.yaml: training\.lr: Input should be a finite number \(got inf\)$"),
+        (_doc(algorithms=[{"name": "ucfl", "params": {"streams": 5}}]), r"^error: .*s\.yaml: algorithms\[0\]\.params\.streams: 5 is more than one stream per user \(data\.clients = 4\); at most 4$"),
+        (_doc(seeds=list(range(1001))), r"^error: .*s\.yaml: seeds: List should have at most 1000 items after validation, not 1001$"),
+        (_doc(description="x" * 1_000_001), r"^error: .*s\.yaml: the file is over 1,000,000 bytes; a scenario is a short file of settings$"),
+    ],
+    ids=["inf lr", "streams above users", "too many seeds", "oversized file"],
+)
+def test_hostile_scenarios_are_one_line_with_the_file_and_exit_2(tmp_path, content, message):
+    path = tmp_path / "s.yaml"
+    path.write_bytes(content)
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2, result.output
+    assert re.search(message, result.output.strip()) and len(result.output.strip().splitlines()) == 1, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]

@@ -270,3 +270,112 @@ def test_optimizer_fields_reach_the_engine_and_yaml_reads_exponent_floats(tmp_pa
     assert training.keep_optimizer_state is True
     nesterov = parse_scenario(with_change("training.nesterov", True)).training.train_config()
     assert nesterov.nesterov and nesterov.momentum == 0.9
+
+
+# Hostile inputs (issue 14): each refused in one line that names the field and the allowed range.
+HOSTILE = [
+    ("training.lr", float("inf"), r"^s.yaml: training.lr: Input should be a finite number \(got inf\)$"),
+    ("training.weight_decay", float("nan"), r"^s.yaml: training.weight_decay: Input should be a finite number \(got nan\)$"),
+    ("seeds", list(range(1001)), r"^s.yaml: seeds: List should have at most 1000 items after validation, not 1001$"),
+    ("seeds", [2**63], r"^s.yaml: seeds\[0\]: Input should be less than or equal to 9223372036854775807 \(got 9223372036854775808\)$"),
+    ("data.clients", 100_001, r"^s.yaml: data.clients: Input should be less than or equal to 100000 \(got 100001\)$"),
+    ("description", "x" * 10_001, r"^s.yaml: description: String should have at most 10000 characters \(got 'xxx[x]*\.\.\.\)$"),
+    ("name", "n" * 101, r"^s.yaml: name: String should have at most 100 characters \(got 'nnn[n]*\.\.\.\)$"),
+    ("networks", [{"preset": "wired", "name": f"w{i}"} for i in range(101)], r"^s.yaml: networks: List should have at most 100 items"),
+    ("networks[0]", {"preset": []}, r"^s.yaml: networks\[0\]: a value of the wrong type in \{'preset': \[\]\} \(unhashable type: 'list'\)$"),
+    ("data.partition", [{"name": ["iid"]}], r"^s.yaml: data.partition: a value of the wrong type in \[\{'name': \['iid'\]\}\] \(unhashable type: 'list'\)$"),
+    ("algorithms[0].params", {1: 2}, r"^s.yaml: algorithms\[0\].params: keys must be strings, got 1$"),
+    ("algorithms[0].label", "x" * 101, r"^s.yaml: algorithms\[0\]: curve name 'xxx[x]*\.\.\. is 101 bytes \(UTF-8\), at most 100 \(it names files; "),
+    (
+        "algorithms",
+        [{"name": "ucfl", "variants": {"streams": list(range(1, 33)), "sigma_batches": list(range(1, 33))}}],
+        r"^s.yaml: algorithms\[0\]: variants: the grid has 1024 curves \(32 x 32\); at most 1000 allowed$",
+    ),
+    (
+        "algorithms",
+        [{"name": "fedavg", "label": f"a{i}"} for i in range(999)] + [{"name": "ucfl", "variants": {"streams": [1, 2]}}],
+        r"^s.yaml: algorithms: 1001 curves in all \(algorithms x variants\); at most 1000 allowed$",
+    ),
+    ("sweep", {"rho": list(range(40)), "mu": list(range(40))}, r"^s.yaml: sweep: the grid has 1600 points \(40 x 40\); at most 1000 allowed$"),
+    (
+        "algorithms",
+        [{"name": "ucfl", "params": {"streams": 5}}],
+        r"^s.yaml: algorithms\[0\].params.streams: 5 is more than one stream per user \(data.clients = 4\); at most 4$",
+    ),
+    (
+        "algorithms",
+        [{"name": "ucfl", "variants": {"streams": [2, 9]}}],
+        r"^s.yaml: algorithms\[0\].variants.streams: 9 is more than one stream per user \(data.clients = 4\); at most 4$",
+    ),
+    (
+        "algorithms",
+        [{"name": "fedfomo", "params": {"models_per_client": 4}}],
+        r"^s.yaml: algorithms\[0\].params.models_per_client: 4 is more than the other users a client can download from "
+        r"\(data.clients = 4\); at most 3$",
+    ),
+    ("algorithms", [{"name": "fedavg"}, {"name": "fedavg"}], r"^s.yaml: algorithms: curve names must be unique, repeated: fedavg \(set `label:`\)$"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "message"), HOSTILE, ids=[f"{p}={v!r}"[:50] for p, v, _ in HOSTILE])
+def test_hostile_values_are_refused_in_one_line_naming_the_field(path, value, message):
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(with_change(path, value), source="s.yaml")
+    assert re.search(message, str(info.value)), str(info.value)
+    assert "\n" not in str(info.value) and len(str(info.value)) < 400
+
+
+def test_streams_equal_to_the_number_of_users_is_allowed():
+    assert parse_scenario(with_change("algorithms", [{"name": "ucfl", "params": {"streams": 4}}])).algorithms[0].params == {"streams": 4}
+
+
+ALIAS_BOMB = "".join(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9) if i else ', '.join(['lol'] * 9)}]\n" for i in range(9))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("big.yaml", b"name: t\nalgorithms: [{name: fedavg}]\ndescription: " + b"x" * 1_000_000 + b"\n", r"big.yaml: the file is over 1,000,000 bytes; a scenario is a short file of settings$"),
+        ("bomb.yaml", ("name: t\n" + ALIAS_BOMB + "algorithms: [{name: ucfl, variants: {streams: [*l8]}}]\n").encode(), r"bomb.yaml: more than 100,000 values \(each use of a YAML alias counts\); a scenario is a short file of settings$"),
+        ("deep.yaml", b"name: t\nalgorithms: [{name: fedavg}]\nx: " + b"[" * 40 + b"]" * 40 + b"\n", r"deep.yaml: x(\[0\]){32}: nested more than 32 levels deep$"),
+        ("deeper.yaml", b"name: t\nalgorithms: [{name: fedavg}]\nx: " + b"[" * 100_000 + b"]" * 100_000 + b"\n", r"deeper.yaml: not valid YAML: nested too deeply \(at most 32 levels\)$"),
+        ("digits.yaml", b"name: t\nalgorithms: [{name: fedavg}]\nrounds: " + b"9" * 5000 + b"\n", r"digits.yaml: not valid YAML: Exceeds the limit \(4300 digits\) for integer string conversion"),
+        ("key.yaml", b"name: t\nalgorithms: [{name: fedavg}]\n1: 3\n", r"key.yaml: \(top level\): keys must be strings, got 1$"),
+        ("inf.yaml", b"name: t\nalgorithms: [{name: fedavg}]\ntraining: {lr: .inf}\n", r"inf.yaml: training.lr: Input should be a finite number \(got inf\)$"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and v.endswith(".yaml") else "",
+)
+def test_oversized_or_malformed_files_are_refused_before_validation(tmp_path, name, content, message):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ScenarioError, match=message):
+        load_scenario(path)
+
+
+def test_a_bad_set_is_reported_with_the_file(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(VALID))
+    with pytest.raises(ScenarioError, match=r"^" + re.escape(f"{path}: --set rounds.value=3: rounds is a value, not a mapping or list") + "$"):
+        load_scenario(path, settings=["rounds.value=3"])
+
+
+@pytest.mark.parametrize(
+    ("algorithms", "data", "message"),
+    [
+        ([{"name": "ucfl", "variants": {"streams": [2, 0]}}], {}, "s.yaml: algorithms[0].variants.streams: ucfl streams must be a positive int, 'm', 'all' or 'auto', got 0"),
+        (
+            [{"name": "ifca", "label": "a", "params": {"clusters": 2}}, {"name": "ifca", "params": {"clusters": 0}}],
+            {},
+            "s.yaml: algorithms[1].params.clusters: ifca: clusters must be an int in [1, 4] (the number of clients), got 0",
+        ),
+        ([{"name": "ifca"}], {"clients": 2}, "s.yaml: algorithms[0].params.clusters: ifca: clusters must be an int in [1, 2] (the number of clients), got 3"),
+        ([{"name": "fedavg"}], {"partition": [{"name": "dirichlet", "alpha": -1}]}, "s.yaml: data.partition[0] (dirichlet): alpha must be a positive finite number; got -1"),
+    ],
+)
+def test_preflight_names_the_file_and_the_parameter(algorithms, data, message):
+    from wirelessfl.config import preflight
+
+    doc = {**VALID, "model": {"name": "mlp", "options": {"hidden": [4]}}, "algorithms": algorithms, "data": {**VALID["data"], **data}}
+    with pytest.raises(ScenarioError) as info:
+        preflight(parse_scenario(doc), "s.yaml")
+    assert str(info.value) == message

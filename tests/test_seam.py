@@ -46,7 +46,9 @@ def test_bad_plans_are_rejected(build, message):
     ("module", "forbidden"),
     [("wirelessfl.seam", "torch"), ("wirelessfl.seam", "simpy"), ("wirelessfl.network", "torch"),
      ("wirelessfl.learning.lockstep", "simpy"), ("wirelessfl.algorithms", "simpy"), ("wirelessfl.results.tables", "torch"),
-     ("wirelessfl.learning.gating", "simpy"), ("wirelessfl.results.papers", "torch")],
+     ("wirelessfl.learning.gating", "simpy"), ("wirelessfl.results.papers", "torch"),
+     ("wirelessfl.learning.memory", "simpy"), ("wirelessfl.results.tradeoff", "torch"), ("wirelessfl.results.streams", "torch"),
+     ("wirelessfl.algorithms.streams", "simpy")],
 )
 def test_layering(module, forbidden):
     code = f"import sys, {module}; sys.exit(1 if {forbidden!r} in sys.modules else 0)"

@@ -86,7 +86,7 @@ def test_interrupted_run_resumes_to_the_identical_trace(tmp_path, replayed):
     scenario = parse_scenario({**TINY, "checkpoint_every": 1})
     with pytest.raises(KeyboardInterrupt):
         simulate(scenario, run_dir=tmp_path, stop_after_rounds=5)
-    assert list((tmp_path / "checkpoints").glob("*.pt"))
+    assert list((tmp_path / "checkpoints").glob("*.safetensors"))
     resumed = simulate(scenario, run_dir=tmp_path)
     assert resumed.trained_units == 2
     pd.testing.assert_frame_equal(resumed.trace, replayed.trace)

@@ -17,6 +17,7 @@ import copy
 import itertools
 import math
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -28,10 +29,29 @@ class ScenarioError(ValueError):
     """A scenario the tool cannot run; the message says where and why."""
 
 
-class _Strict(BaseModel):
-    """No unknown keys, no coercion (``rounds: true`` or ``lr: "0.1"`` is an error, not 1 or 0.1)."""
+# A scenario is a short file of settings. These bounds refuse, in one line and
+# before any work, inputs that would otherwise run out of time or memory while
+# being read or validated (a 50 MB file, millions of seeds, an alias bomb) or
+# make names no file system accepts. The cost of a valid run is another check's.
+MAX_FILE_BYTES = 1_000_000
+MAX_VALUES = 100_000
+MAX_DEPTH = 32
+MAX_DESCRIPTION = 10_000
+MAX_NAME = 100
+MAX_CURVE_BYTES = 100
+MAX_SEEDS = 1_000
+MAX_SEED = 2**63 - 1
+MAX_CLIENTS = 100_000
+MAX_CURVES = 1_000
+MAX_NETWORKS = 100
+MAX_SWEEP_POINTS = 1_000
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+class _Strict(BaseModel):
+    """No unknown keys, no coercion (``rounds: true`` or ``lr: "0.1"`` is an error, not 1 or 0.1),
+    no NaN or infinity in a number field (``lr: .inf`` is refused here, named by its field)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -49,7 +69,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 continue
             if duplicate:
                 raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
+                    "while constructing a mapping", node.start_mark, f"duplicate key {_shown(key)}", key_node.start_mark
                 )
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
@@ -75,7 +95,7 @@ class DataConfig(_Strict):
     root: str | None = Field(None, description="folder holding torchvision-format datasets")
     download: bool = Field(False, description="let torchvision download a missing dataset")
     options: dict[str, Any] = Field(default_factory=dict, description="dataset options, e.g. {split: byclass}")
-    clients: int = Field(20, ge=1, description="number of users m")
+    clients: int = Field(20, ge=1, le=MAX_CLIENTS, description="number of users m")
     samples: dict[str, Any] = Field(
         default_factory=lambda: {"total": "all"}, description="{per_client: n} | {total: N|all} | {total: N, distribution: lognormal, sigma: s}"
     )
@@ -90,7 +110,7 @@ class DataConfig(_Strict):
         from wirelessfl.learning.datasets import DATASETS
 
         if value not in DATASETS:
-            raise ValueError(f"unknown dataset {value!r}; allowed: {', '.join(sorted(DATASETS))}")
+            raise ValueError(f"unknown dataset {_shown(value)}; allowed: {', '.join(sorted(DATASETS))}")
         return value
 
     @field_validator("split")
@@ -107,7 +127,10 @@ class DataConfig(_Strict):
     def _known_partitioners(cls, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from wirelessfl.learning.partition import parse_steps
 
-        parse_steps(steps)
+        try:
+            parse_steps(steps)
+        except TypeError as err:  # e.g. a list as a name, which the partition registry cannot look up
+            raise ValueError(f"a value of the wrong type in {_shown(steps)} ({err})") from None
         return steps
 
 
@@ -121,7 +144,7 @@ class ModelConfig(_Strict):
         from wirelessfl.learning.models import ARCHITECTURES
 
         if value not in ARCHITECTURES:
-            raise ValueError(f"unknown model {value!r}; allowed: {', '.join(sorted(ARCHITECTURES))}")
+            raise ValueError(f"unknown model {_shown(value)}; allowed: {', '.join(sorted(ARCHITECTURES))}")
         return value
 
 
@@ -183,15 +206,19 @@ class AlgorithmConfig(_Strict):
         from wirelessfl.algorithms import ALGORITHMS
 
         if self.name not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {self.name!r}; allowed: {', '.join(sorted(ALGORITHMS))}")
+            raise ValueError(f"unknown algorithm {_shown(self.name)}; allowed: {', '.join(sorted(ALGORITHMS))}")
         allowed = ALGORITHMS[self.name].hparams
         for key in [*self.params, *self.variants]:
             if key not in allowed:
                 names = ", ".join(sorted(allowed)) or "none"
-                raise ValueError(f"{self.name} has no parameter {key!r}; allowed: {names}")
+                raise ValueError(f"{self.name} has no parameter {_shown(key)}; allowed: {names}")
         for key, values in self.variants.items():
             if not values:
                 raise ValueError(f"variants.{key} must list at least one value")
+        points = math.prod(len(values) for values in self.variants.values())
+        if points > MAX_CURVES:
+            sizes = " x ".join(str(len(values)) for values in self.variants.values())
+            raise ValueError(f"variants: the grid has {points} curves ({sizes}); at most {MAX_CURVES} allowed")
         return self
 
     def expand(self) -> list[tuple[str, str, dict[str, Any]]]:
@@ -207,9 +234,13 @@ class AlgorithmConfig(_Strict):
 
 
 class Scenario(_Strict):
-    name: str = Field(..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="run name (letters, digits, _ . -)")
-    description: str = ""
-    seeds: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0], min_length=1)
+    name: str = Field(
+        ..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME, description="run name (letters, digits, _ . -)"
+    )
+    description: str = Field("", max_length=MAX_DESCRIPTION)
+    seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] = Field(
+        default_factory=lambda: [0], min_length=1, max_length=MAX_SEEDS
+    )
     rounds: int = Field(30, ge=1)
     eval_every: int = Field(1, ge=1)
     target_accuracy: float = Field(0.8, gt=0, le=1)
@@ -219,13 +250,19 @@ class Scenario(_Strict):
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
-    algorithms: list[AlgorithmConfig] = Field(..., min_length=1)
-    networks: list[dict[str, Any]] = Field(default_factory=lambda: [{"preset": "wired"}], min_length=1)
+    algorithms: list[AlgorithmConfig] = Field(..., min_length=1, max_length=MAX_CURVES)
+    networks: list[dict[str, Any]] = Field(
+        default_factory=lambda: [{"preset": "wired"}], min_length=1, max_length=MAX_NETWORKS
+    )
+    sweep: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="grid for `wirelessfl sweep`: axis -> values (checked by wirelessfl.sweep; `simulate` ignores it)",
+    )
 
     @field_validator("seeds")
     @classmethod
     def _unique_seeds(cls, seeds: list[int]) -> list[int]:
-        repeated = sorted({s for s in seeds if seeds.count(s) > 1})
+        repeated = sorted(s for s, n in Counter(seeds).items() if n > 1)
         if repeated:
             raise ValueError(f"must list each seed once; repeated: {', '.join(map(str, repeated))}")
         return seeds
@@ -241,18 +278,59 @@ class Scenario(_Strict):
                 profile = SystemProfile.from_dict(dict(raw))
             except ValueError as err:
                 raise ValueError(f"networks[{index}]: {err}") from None
+            except TypeError as err:  # e.g. a list as a preset name, which the preset registry cannot look up
+                raise ValueError(f"networks[{index}]: a value of the wrong type in {_shown(raw)} ({err})") from None
             names.append(profile.name)
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"profile names must be unique, repeated: {', '.join(duplicates)} (set `name:`)")
         return profiles
 
+    @field_validator("sweep")
+    @classmethod
+    def _bounded_sweep(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        """Only the size: what the axes and values mean is ``wirelessfl.sweep``'s to check."""
+        points = math.prod(len(values) for values in grid.values())
+        if points > MAX_SWEEP_POINTS:
+            sizes = " x ".join(str(len(values)) for values in grid.values())
+            raise ValueError(f"the grid has {points} points ({sizes}); at most {MAX_SWEEP_POINTS} allowed")
+        return grid
+
     @model_validator(mode="after")
     def _unique_curves(self) -> Scenario:
-        curves = [curve for algo in self.algorithms for _, curve, _ in algo.expand()]
-        repeated = sorted({c for c in curves if curves.count(c) > 1})
+        total = sum(math.prod(len(v) for v in algo.variants.values()) for algo in self.algorithms)
+        if total > MAX_CURVES:
+            raise ValueError(f"algorithms: {total} curves in all (algorithms x variants); at most {MAX_CURVES} allowed")
+        curves = [(index, curve) for index, algo in enumerate(self.algorithms) for _, curve, _ in algo.expand()]
+        for index, curve in curves:
+            if len(curve.encode()) > MAX_CURVE_BYTES:
+                raise ValueError(
+                    f"algorithms[{index}]: curve name {_shown(curve, 40)} is {len(curve.encode())} bytes (UTF-8), "
+                    f"at most {MAX_CURVE_BYTES} (it names files; set a shorter `label:` or shorter variant values)"
+                )
+        counts = Counter(curve for _, curve in curves)
+        repeated = sorted(c for c, n in counts.items() if n > 1)
         if repeated:
             raise ValueError(f"algorithms: curve names must be unique, repeated: {', '.join(repeated)} (set `label:`)")
+        return self
+
+    @model_validator(mode="after")
+    def _counts_within_clients(self) -> Scenario:
+        """Per-client counts that cannot exceed the number of users m: asking for more is asking for
+        something that cannot exist (ucfl would silently run per-user aggregation instead)."""
+        m = self.data.clients
+        for index, algo in enumerate(self.algorithms):
+            for key, bound, what in _CLIENT_BOUNDED.get(algo.name, ()):
+                limit = bound(m)
+                places = [("params", [algo.params[key]])] if key in algo.params else []
+                places += [("variants", algo.variants[key])] if key in algo.variants else []
+                for place, values in places:
+                    for value in values:
+                        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+                            raise ValueError(
+                                f"algorithms[{index}].{place}.{key}: {value} is more than {what} "
+                                f"(data.clients = {m}); at most {limit}"
+                            )
         return self
 
     def profiles(self):
@@ -276,6 +354,13 @@ class Scenario(_Strict):
         )
 
 
+#: algorithm -> (parameter, its largest value for m clients, what a larger one asks for).
+_CLIENT_BOUNDED: dict[str, tuple[tuple[str, Any, str], ...]] = {
+    "ucfl": (("streams", lambda m: m, "one stream per user"),),
+    "fedfomo": (("models_per_client", lambda m: m - 1, "the other users a client can download from"),),
+}
+
+
 def _location(loc: tuple[Any, ...]) -> str:
     path = ""
     for part in loc:
@@ -295,9 +380,20 @@ def _yaml_type(value: Any) -> str:
     return "null" if value is None else _YAML_TYPES.get(type(value), type(value).__name__)
 
 
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters: a refused 10,000-character string is not echoed whole."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def _describe(error: dict[str, Any]) -> str:
     kind = error["type"]
-    where = _location(error["loc"])
+    loc = error["loc"]
+    if loc and loc[-1] == "[key]":
+        return f"{_location(loc[:-2])}: keys must be strings, got {_shown(error.get('input'))}"
+    if kind == "invalid_key":
+        return f"{_location(loc[:-1])}: keys must be strings, got {_shown(error.get('input'))}"
+    where = _location(loc)
     if kind == "extra_forbidden":
         return f"{where}: unknown key (check the spelling; see README 'Scenario file')"
     if kind == "missing":
@@ -307,11 +403,35 @@ def _describe(error: dict[str, Any]) -> str:
     message = error["msg"]
     if message.startswith("Value error, "):
         message = message[len("Value error, ") :]
-    if message.startswith(where):
+    if message.startswith(where) or (not loc and kind == "value_error"):
         return message
     if "input" in error and kind not in ("value_error",) and not isinstance(error["input"], (dict, list)):
-        message += f" (got {error['input']!r})"
+        message += f" (got {_shown(error['input'])})"
     return f"{where}: {message}"
+
+
+def _check_size(raw: Any, source: str) -> None:
+    """Refuse a document with more than ``MAX_VALUES`` values or nested deeper than ``MAX_DEPTH``.
+
+    Counted as the schema would walk it, each use of a YAML alias again, so an
+    alias bomb (a few lines, billions of values) stops here after ``MAX_VALUES``
+    steps instead of expanding in validation or in a curve name.
+    """
+    stack: list[tuple[Any, int, str]] = [(raw, 0, "")]
+    count = 0
+    while stack:
+        value, depth, where = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            raise ScenarioError(
+                f"{source}: more than {MAX_VALUES:,} values (each use of a YAML alias counts); a scenario is a short file of settings"
+            )
+        if depth > MAX_DEPTH:
+            raise ScenarioError(f"{source}: {where}: nested more than {MAX_DEPTH} levels deep")
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1, f"{where}.{k}" if where else str(k)) for k, v in value.items())
+        elif isinstance(value, (list, tuple, set)):
+            stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(value))
 
 
 def parse_scenario(raw: Any, source: str = "scenario") -> Scenario:
@@ -320,6 +440,7 @@ def parse_scenario(raw: Any, source: str = "scenario") -> Scenario:
         raise ScenarioError(f"{source}: the file is empty; a scenario needs at least name: and algorithms:")
     if not isinstance(raw, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of fields (name:, algorithms:, ...), got {type(raw).__name__}")
+    _check_size(raw, source)
     try:
         return Scenario.model_validate(raw)
     except ValidationError as err:
@@ -370,7 +491,13 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, set
     if not path.is_file():
         raise ScenarioError(f"{path}: not a file (give the path of a scenario YAML file)")
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
+        with path.open("rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
+            raise ScenarioError(
+                f"{path}: the file is over {MAX_FILE_BYTES:,} bytes; a scenario is a short file of settings"
+            )
+        raw = yaml.load(data.decode("utf-8"), Loader=_UniqueKeyLoader)
     except UnicodeDecodeError as err:
         raise ScenarioError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason})") from None
     except OSError as err:
@@ -380,11 +507,69 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, set
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise ScenarioError(f"{path}: not valid YAML{where}: {problem}") from None
+    except RecursionError:
+        raise ScenarioError(f"{path}: not valid YAML: nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ScenarioError:
+        raise
+    except ValueError as err:  # e.g. an integer of more than 4300 digits
+        raise ScenarioError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
     if isinstance(raw, dict) and overrides:
         raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
     if isinstance(raw, dict) and settings:
-        raw = apply_settings(raw, settings)
+        try:
+            raw = apply_settings(raw, settings)
+        except ScenarioError as err:
+            raise ScenarioError(f"{path}: {err}") from None
     return parse_scenario(raw, source=str(path))
+
+
+def preflight(scenario: Scenario, source: str = "scenario") -> None:
+    """Build the data, the model and every curve's algorithm once (first seed), as a run starts.
+
+    Raises every configuration error the schema cannot see (a missing dataset,
+    a parameter out of range for this data) as one ``ScenarioError`` line
+    prefixed with ``source``; an algorithm's error also with the YAML path of
+    the parameter it names (see ``_algorithm_path``).
+    """
+    from wirelessfl.simulate import build_units
+
+    try:
+        build_units(scenario, scenario.seeds[0])
+    except ValueError as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        where = _algorithm_path(scenario, message)
+        raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
+
+
+def _algorithm_path(scenario: Scenario, message: str) -> str:
+    """``algorithms[i].params.key`` (or ``.variants.key``, or ``algorithms[i]``) for an algorithm's error.
+
+    Algorithms report a bad parameter as ``"<name>[:] <key> ..."``: the message
+    starts with the algorithm's name and the first of its parameters it names is
+    the one at fault. Among configs of that algorithm, the one whose value of
+    that key the message quotes (``got 5``) is chosen, else the first. Data and
+    model errors name their own field and get no path ("").
+    """
+    names = sorted({algo.name for algo in scenario.algorithms}, key=len, reverse=True)
+    name = next((n for n in names if re.match(rf"{re.escape(n)}\b", message)), None)
+    if name is None:
+        return ""
+    rest = message[len(name) :]
+    from wirelessfl.algorithms import ALGORITHMS
+
+    found = [(m.start(), key) for key in ALGORITHMS[name].hparams if (m := re.search(rf"\b{re.escape(key)}\b", rest))]
+    candidates = [(i, algo) for i, algo in enumerate(scenario.algorithms) if algo.name == name]
+    if not found:
+        return f"algorithms[{candidates[0][0]}]"
+    key = min(found)[1]
+    places = []
+    for index, algo in candidates:
+        if key in algo.variants:
+            places.append((f"algorithms[{index}].variants.{key}", algo.variants[key]))
+        if key in algo.params:
+            places.append((f"algorithms[{index}].params.{key}", [algo.params[key]]))
+    quoted = [path for path, values in places if any(re.search(rf"(?<!\w){re.escape(repr(v))}(?!\w)", rest) for v in values)]
+    return (quoted or [path for path, _ in places] or [f"algorithms[{candidates[0][0]}].params.{key}"])[0]
 
 
 def dump_scenario(scenario: Scenario) -> str:

@@ -23,7 +23,6 @@ continues with exactly the draws an uninterrupted run would have made.
 
 from __future__ import annotations
 
-import io
 import math
 import time
 from collections.abc import Callable
@@ -42,7 +41,8 @@ from wirelessfl.learning.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.models import get_architecture
 from wirelessfl.network import NetworkModel, SystemProfile
-from wirelessfl.results.io import atomic_write_bytes
+from wirelessfl.checkpoint import SEAM_TYPES, SUFFIX, load_checkpoint, save_checkpoint
+from wirelessfl.results.io import resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -70,9 +70,16 @@ def curves_of(scenario: Scenario) -> list[Curve]:
     return [Curve(a.name, v, c, p) for a in scenario.algorithms for v, c, p in a.expand()]
 
 
-def profiles_can_change_training(profiles: list[SystemProfile]) -> bool:
-    """Only a deadline lets the network decide who is aggregated."""
-    return any(p.deadline is not None for p in profiles)
+def profiles_can_change_training(profiles: list[SystemProfile], curve: Curve | None = None) -> bool:
+    """A deadline lets the network decide who is aggregated; and ``curve``, when its algorithm reads the
+    channel (``uses_channel``, e.g. channel-aware ucfl streams), trains differently under each physical cell."""
+    if any(p.deadline is not None for p in profiles):
+        return True
+    return (
+        curve is not None
+        and get_algorithm(curve.algorithm).uses_channel(curve.params)
+        and any(p.physical is not None for p in profiles)
+    )
 
 
 @dataclass
@@ -124,6 +131,8 @@ class Unit:
         self.seed = seed
         self.profile = profile
         t = scenario.training
+        self.network = NetworkModel(profile, data.num_clients, static_rng(seed, profile)) if profile is not None else None
+        channel_aware = self.network is not None and get_algorithm(curve.algorithm).uses_channel(curve.params)
         ctx = Context(
             data=data,
             arch=engine.arch,
@@ -133,10 +142,10 @@ class Unit:
             held_out=draw_held_out(data.num_clients, t.unseen_fraction, seed),
             seed=derive_seed(seed, curve.algorithm),
             participation=t.participation,
+            downlink_rates=self.network.nominal_downlink_rates() if channel_aware else None,
         )
         self.algorithm = get_algorithm(curve.algorithm)(ctx, **curve.params)
         self.data = data
-        self.network = NetworkModel(profile, data.num_clients, static_rng(seed, profile)) if profile is not None else None
         self.records: list[RoundRecord] = []
         self.timings: list[RoundTiming] = []
         shown = profile or scenario.profiles()[0]
@@ -144,6 +153,7 @@ class Unit:
         self.clock_network = self.network or NetworkModel(shown, data.num_clients, static_rng(seed, shown))
         self.clock = 0.0
         self.wall_s = 0.0
+        self.phases: dict[str, float] = {}
 
     @property
     def key(self) -> str:
@@ -151,57 +161,89 @@ class Unit:
         return f"seed{self.seed}__{_slug(self.curve.curve)}{profile}"
 
     def run(self, rounds: int, eval_every: int, on_round: ProgressFn | None = None, checkpoint=None) -> None:
-        if not self.records:
-            metrics, acc = evaluate_round(self.algorithm, 0)
-            self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
-        start = self.records[-1].round + 1
-        for r in range(start, rounds + 1):
-            began = time.perf_counter()
-            plan = self.algorithm.plan(r)
-            timing = self.clock_network.time_round(plan, network_rng(self.seed, self.clock_profile.name, r))
-            self.clock += timing.t_end
-            if self.network is not None:
-                arrived = timing.arrived
-                self.timings.append(timing)
-            else:
-                arrived = plan.participants
-            info = self.algorithm.step(r, frozenset(arrived))
-            if r % eval_every == 0 or r == rounds:
-                metrics, acc = evaluate_round(self.algorithm, r)
-            else:
-                metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
-            metrics["train_loss"] = info.train_loss
-            streams = len(plan.streams)
-            self.records.append(
-                RoundRecord(r, plan, metrics, streams, info.aggregated, len(plan.participants), acc, dict(info.extra))
-            )
-            self.wall_s += time.perf_counter() - began
-            if on_round is not None:
-                on_round(
-                    {"unit": self.key, "round": r, "avg_acc": metrics["avg_acc"], "time": self.clock,
-                     "time_unit": timing.time_unit, "profile": self.clock_profile.name}
+        """Train rounds up to ``rounds``, adding the wall time of each phase to ``phases`` (see :meth:`runtime`)."""
+        engine = self.algorithm.ctx.engine
+        before, began_run = engine.phase_times(), time.perf_counter()
+        try:
+            if not self.records:
+                with engine.phase("evaluation"):
+                    metrics, acc = evaluate_round(self.algorithm, 0)
+                self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
+            start = self.records[-1].round + 1
+            for r in range(start, rounds + 1):
+                began = time.perf_counter()
+                plan = self.algorithm.plan(r)
+                with engine.phase("network"):
+                    timing = self.clock_network.time_round(plan, network_rng(self.seed, self.clock_profile.name, r))
+                self.clock += timing.t_end
+                if self.network is not None:
+                    arrived = timing.arrived
+                    self.timings.append(timing)
+                else:
+                    arrived = plan.participants
+                info = self.algorithm.step(r, frozenset(arrived))
+                if r % eval_every == 0 or r == rounds:
+                    with engine.phase("evaluation"):
+                        metrics, acc = evaluate_round(self.algorithm, r)
+                else:
+                    metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
+                metrics["train_loss"] = info.train_loss
+                streams = len(plan.streams)
+                self.records.append(
+                    RoundRecord(r, plan, metrics, streams, info.aggregated, len(plan.participants), acc, dict(info.extra))
                 )
-            if checkpoint is not None and (r % self.scenario.checkpoint_every == 0) and r < rounds:
-                checkpoint(self)
+                self.wall_s += time.perf_counter() - began
+                if on_round is not None:
+                    on_round(
+                        {"unit": self.key, "round": r, "avg_acc": metrics["avg_acc"], "time": self.clock,
+                         "time_unit": timing.time_unit, "profile": self.clock_profile.name}
+                    )
+                if checkpoint is not None and (r % self.scenario.checkpoint_every == 0) and r < rounds:
+                    with engine.phase("checkpointing"):
+                        checkpoint(self)
+        finally:
+            # the engine is shared by a seed's units: count only what this call added
+            phases = dict(self.phases)
+            phases["other"] = phases.get("other", 0.0) + time.perf_counter() - began_run
+            for label, seconds in engine.phase_times().items():
+                added = seconds - before.get(label, 0.0)
+                if added:
+                    phases[label] = phases.get(label, 0.0) + added
+                    phases["other"] -= added
+            self.phases = phases
 
-    def state(self) -> dict[str, Any]:
-        return {
-            "algorithm": self.algorithm.state_dict(),
+    def state(self, models: bool = True) -> dict[str, Any]:
+        """What a checkpoint holds; without ``models`` only what rows, diagnostics and runtime need."""
+        state = {
             "records": self.records,
             "timings": self.timings,
             "clock": self.clock,
             "wall_s": self.wall_s,
+            "phases": dict(self.phases),
         }
+        if models:
+            state["algorithm"] = self.algorithm.state_dict()
+        return state
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.algorithm.load_state_dict(state["algorithm"])
+        """Continue from ``state``; a finished unit's lean state leaves the algorithm untouched (it is not run again)."""
+        if "algorithm" in state:
+            self.algorithm.load_state_dict(state["algorithm"])
         self.records = state["records"]
         self.timings = state["timings"]
         self.clock = state["clock"]
         self.wall_s = state.get("wall_s", math.nan)
+        self.phases = dict(state.get("phases", {}))
 
-    def runtime(self) -> dict[str, float]:
-        """Wall seconds of training (summed over resumptions) and nominal local-training samples per second."""
+    def runtime(self) -> dict[str, Any]:
+        """Wall seconds of training (summed over resumptions), nominal local-training samples per second, and phases.
+
+        ``phases`` splits the wall time of :meth:`run` by label: "local training"
+        and the other engine entry points by name ("full_gradient", "logits", ...)
+        unless an algorithm labelled them, "evaluation", "network",
+        "checkpointing", and "other" (aggregation and bookkeeping outside any
+        label). Unlike ``wall_s`` it includes round 0's evaluation and the checkpoints.
+        """
         rounds = self.records[-1].round
         per_round = float(self.data.train_sizes.sum()) * self.scenario.training.local_epochs
         return {
@@ -209,6 +251,7 @@ class Unit:
             "rounds": rounds,
             "train_samples_per_round": per_round,
             "samples_per_s": rounds * per_round / self.wall_s if self.wall_s > 0 else math.nan,
+            "phases": dict(sorted(self.phases.items(), key=lambda item: -item[1])),
         }
 
 
@@ -306,8 +349,14 @@ def simulate(
     on_round: ProgressFn | None = None,
     force_per_profile: bool = False,
     stop_after_rounds: int | None = None,
+    keep_models: bool = False,
 ) -> SimulationResult:
     """Run every (seed, curve) of ``scenario``; resume from ``run_dir`` checkpoints.
+
+    A finished unit's ``done`` checkpoint holds only what re-reporting needs
+    (records, timings, clock, wall time) unless ``keep_models`` also keeps its
+    algorithm state (models, optimizer state) for analysis scripts; ``partial``
+    checkpoints always hold everything, to resume.
 
     ``stop_after_rounds`` interrupts the run after that many trained rounds in
     total (used to test resumption); it raises ``KeyboardInterrupt`` as a kill
@@ -345,8 +394,8 @@ def simulate(
                 unit.run(scenario.rounds, scenario.eval_every, counting, save)
                 trained += 1
                 if ckpt_dir is not None:
-                    _save(ckpt_dir, unit.key, "done", unit.state())
-                    (ckpt_dir / f"{unit.key}.partial.pt").unlink(missing_ok=True)
+                    _save(ckpt_dir, unit.key, "done", unit.state(models=keep_models))
+                    _checkpoint_path(ckpt_dir, unit.key, "partial").unlink(missing_ok=True)
             runtime[unit.key] = unit.runtime()
             extras = {rec.round: rec.diagnostics for rec in unit.records if rec.diagnostics}
             if extras:
@@ -360,7 +409,8 @@ def simulate(
                 r, c = rows_for(scenario, unit.curve, seed, prof, unit.records, timings, network, unit.data.groups)
                 rows.extend(r)
                 clients.extend(c)
-    return SimulationResult(pd.DataFrame(rows), pd.DataFrame(clients), trained, not per_profile, diagnostics, runtime)
+    replayed = not per_profile and not any(profiles_can_change_training(profiles, c) for c in curves_of(scenario))
+    return SimulationResult(pd.DataFrame(rows), pd.DataFrame(clients), trained, replayed, diagnostics, runtime)
 
 
 def build_units(
@@ -378,8 +428,11 @@ def build_units(
     data = build_federated_data(scenario.data_spec(), seed).to(dev)
     arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, **scenario.model.options)
     engine = LockstepEngine(arch, dev)
-    targets = profiles if per_profile else [None]
-    return [Unit(scenario, curve, seed, data, engine, profile) for curve in curves_of(scenario) for profile in targets]
+    return [
+        Unit(scenario, curve, seed, data, engine, profile)
+        for curve in curves_of(scenario)
+        for profile in (profiles if per_profile or profiles_can_change_training(profiles, curve) else [None])
+    ]
 
 
 def static_rng(seed: int, profile: SystemProfile) -> np.random.Generator:
@@ -387,17 +440,26 @@ def static_rng(seed: int, profile: SystemProfile) -> np.random.Generator:
     return np.random.default_rng(derive_seed(seed, "static", profile.name))
 
 
+CHECKPOINT_TYPES = (*SEAM_TYPES, RoundRecord)
+"""The dataclasses a checkpoint may rebuild (wirelessfl.checkpoint refuses every other object)."""
+
+
+def _checkpoint_path(ckpt_dir: Path, key: str, kind: str) -> Path:
+    return ckpt_dir / f"{key}.{kind}{SUFFIX}"
+
+
 def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any]) -> None:
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    atomic_write_bytes(ckpt_dir / f"{key}.{kind}.pt", buffer.getvalue())
+    """Atomically; a full disk is one line saying to free space and resume (the last checkpoint is intact)."""
+    with resumable_writes(ckpt_dir.parent):
+        ckpt_dir.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(_checkpoint_path(ckpt_dir, key, kind), state, CHECKPOINT_TYPES)
 
 
 def _load(ckpt_dir: Path | None, key: str, kind: str) -> dict[str, Any] | None:
+    """The unit's checkpoint; a pickle ``.pt`` left by an older wirelessfl is refused, never unpickled."""
     if ckpt_dir is None:
         return None
-    path = ckpt_dir / f"{key}.{kind}.pt"
-    if not path.exists():
-        return None
-    return torch.load(path, weights_only=False)
+    for path in (_checkpoint_path(ckpt_dir, key, kind), ckpt_dir / f"{key}.{kind}.pt"):
+        if path.exists():
+            return load_checkpoint(path, CHECKPOINT_TYPES)
+    return None

@@ -95,11 +95,13 @@ def test_worst_client_figure_one_box_or_one_per_profile(clients):
 def test_write_figures_html_without_png(tmp_path, trace, clients):
     notes = write_figures(tmp_path, trace, clients, png=False)
     assert notes == ["PNG export skipped: disabled"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig2.html", "fig3.html", "worst_clients.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig2.html", "fig3.html", "plotly.min.js", "worst_clients.html"]
+    assert "plotly.js v" in (tmp_path / "plotly.min.js").read_text(encoding="utf-8")
     for name in ("fig3.html", "fig2.html", "worst_clients.html"):
         html = (tmp_path / name).read_text(encoding="utf-8")
-        # self-contained for offline machines: plotly.js embedded, nothing fetched by <script src=...>
-        assert "plotly.js v" in html and re.search(r"<script[^>]*\ssrc=", html) is None
+        # offline: the only script fetched is the plotly.min.js beside the file, and plotly.js is not embedded
+        assert re.findall(r"<script[^>]*\ssrc=[^>]*>", html) == ['<script charset="utf-8" src="plotly.min.js">']
+        assert "plotly.js v" not in html
         for label in ("fedavg", "ucfl k=4", "wired", "slow"):
             assert label in html, (name, label)
 
@@ -134,7 +136,7 @@ def test_png_failure_becomes_a_note_that_says_how_to_get_pngs(tmp_path, trace, c
     assert write_figures(run_dir, trace, clients) == [
         f"PNG export skipped: {reason}. The HTML figures are complete; for PNGs {fix}, then run `wirelessfl plot {run_dir}`."
     ]
-    assert sorted(p.name for p in run_dir.iterdir()) == ["fig2.html", "fig3.html", "worst_clients.html"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["fig2.html", "fig3.html", "plotly.min.js", "worst_clients.html"]
 
 
 def test_png_export_that_hangs_is_cut_off(tmp_path, monkeypatch):
@@ -170,7 +172,7 @@ def _run_dir(tmp_path: Path, trace, clients, scenario: dict | None) -> Path:
 def test_plot_run_remakes_figures_from_the_run_directory(tmp_path, trace, clients):
     run_dir = _run_dir(tmp_path, trace, clients, None)
     written = plot_run(run_dir, png=False)
-    assert [p.name for p in written.paths] == ["fig3.html", "fig2.html", "worst_clients.html"]
+    assert [p.name for p in written.paths] == ["plotly.min.js", "fig3.html", "fig2.html", "worst_clients.html"]
     assert written.notes == ["PNG export skipped: disabled"]
     assert "ucfl k=4" in (run_dir / "fig3.html").read_text(encoding="utf-8")
 

@@ -3,16 +3,21 @@
 A run directory is ``<results_root>/<scenario>-<YYYYmmdd-HHMMSS>/``. Every file
 in it is written to a temporary file in the same directory, fsynced, then moved
 over the target with ``os.replace``, so a reader (or a run killed mid-write)
-never sees a half-written file: it sees the old file or the new one.
+never sees a half-written file: it sees the old file or the new one. A write
+that fails (a full disk) removes its temporary file, leaves the old file as it
+was and raises :class:`WriteFailed`, an ``OSError`` whose text is one line
+naming the file, the reason and what to do.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import os
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -101,26 +106,81 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
+_FULL = tuple(getattr(errno, name) for name in ("ENOSPC", "EDQUOT") if hasattr(errno, name))
+
+
+class WriteFailed(OSError):
+    """An ``OSError`` from writing ``filename``, told in one line; ``strerror`` keeps the system's reason."""
+
+    def __init__(self, err: OSError, path: Path, advice: str) -> None:
+        super().__init__(err.errno, err.strerror or str(err), str(path))
+        self.advice = advice
+
+    @property
+    def reason(self) -> str:
+        if self.errno in _FULL:
+            return "no space left on device" if self.errno == errno.ENOSPC else "disk quota exceeded"
+        return (self.strerror or "write failed").lower()
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.reason}; the previous version (if any) is unchanged; {self.advice}"
+
+
+def _advice(err: OSError, then: str) -> str:
+    return f"{'free space' if err.errno in _FULL else 'fix that'} and {then}"
+
+
+def _write_fully(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is out (it may write fewer than asked)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def atomic_write_bytes(path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that ``path`` is always either old or complete."""
+    """Write ``data`` to ``path`` so that ``path`` is always either old or complete.
+
+    An ``OSError`` while writing (ENOSPC, EIO, ...) removes the temporary file
+    and is raised as :class:`WriteFailed`.
+    """
     target = Path(path)
     if not target.parent.is_dir():
         raise ValueError(f"cannot write {target}: directory {target.parent} does not exist")
-    fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        fd, temp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as err:
+        raise WriteFailed(err, target, _advice(err, "write it again")) from err
+    try:
+        try:
+            _write_fully(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(temp_name, 0o644)
         os.replace(temp_name, target)
-    except BaseException:
+    except BaseException as err:
         try:
             os.unlink(temp_name)
         except FileNotFoundError:
             pass
+        if isinstance(err, OSError) and not isinstance(err, WriteFailed):
+            raise WriteFailed(err, target, _advice(err, "write it again")) from err
         raise
     _fsync_directory(target.parent)
+
+
+@contextmanager
+def resumable_writes(run_dir) -> Iterator[None]:
+    """Inside, a failed write says how to continue the run: ``wirelessfl simulate --resume RUN_DIR``.
+
+    Every checkpoint and result file is written atomically, so after freeing
+    space a resumed run reads the last checkpoints and writes the rest.
+    """
+    try:
+        yield
+    except WriteFailed as err:
+        err.advice = _advice(err, f"run `wirelessfl simulate --resume {run_dir}`")
+        raise
 
 
 def atomic_write_text(path, text: str) -> None:

@@ -234,7 +234,10 @@ def _time_to_target_cell(row: pd.Series) -> str:
     return f"{row['time']:.1f} (round {row['round']:.1f})"
 
 
-def summary_markdown(trace: pd.DataFrame, clients: pd.DataFrame, scenario_name: str, target: float, notes: list[str]) -> str:
+def summary_markdown(
+    trace: pd.DataFrame, clients: pd.DataFrame, scenario_name: str, target: float, notes: list[str],
+    sections: list[str] = (),
+) -> str:
     """The text of summary.md (see docs/results.md for how to read it)."""
     summary = summary_table(trace, clients, target)
     ttt = time_to_target(trace, target)
@@ -321,15 +324,17 @@ def summary_markdown(trace: pd.DataFrame, clients: pd.DataFrame, scenario_name: 
             [False, False, True, True, True, True],
         ),
         "",
-        "## Notes",
-        "",
     ]
+    lines.extend(sections)
+    lines.extend(["## Notes", ""])
     lines.extend(f"- {note}" for note in notes or ["none"])
     return "\n".join(lines) + "\n"
 
 
-def write_summary_md(run_dir, trace, clients, scenario_name: str, target: float, notes: list[str]) -> Path:
-    """Write ``run_dir/summary.md`` atomically and return its path."""
+def write_summary_md(
+    run_dir, trace, clients, scenario_name: str, target: float, notes: list[str], sections: list[str] = ()
+) -> Path:
+    """Write ``run_dir/summary.md`` atomically and return its path; ``sections`` are markdown lines before the notes."""
     path = Path(run_dir) / "summary.md"
-    atomic_write_text(path, summary_markdown(trace, clients, scenario_name, target, list(notes)))
+    atomic_write_text(path, summary_markdown(trace, clients, scenario_name, target, list(notes), list(sections)))
     return path

@@ -1,0 +1,147 @@
+"""The memory estimate (wirelessfl.learning.memory): hand-counted pieces, and whole runs against measured peak RSS."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from wirelessfl.algorithms.ucfl import UserCentricFL
+from wirelessfl.learning.lockstep import TrainConfig
+from wirelessfl.learning.memory import (
+    KNOWN_ALGORITHMS,
+    SplitSizes,
+    _sigma_groups,
+    activations,
+    estimate_memory,
+    format_bytes,
+    optimizer_rows,
+)
+from wirelessfl.learning.models import get_architecture
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_memory  # noqa: E402
+
+MLP = get_architecture("mlp", (1, 8, 8), 10, hidden=(32,))  # P = 64*32 + 32 + 32*10 + 10 = 2,410
+SIZES = SplitSizes(train=(20, 20, 20, 20), val=(5, 5, 5, 5), test=(5, 5, 5, 5))
+
+
+def test_lenet5_activations_counted_by_hand():
+    act = activations(get_architecture("lenet5", (1, 8, 8), 10))
+    # input 64, resized 1x32x32 = 1,024, conv1 6x28x28 = 4,704, pool1 6x14x14 = 1,176 plus int64 indices
+    # (2 floats each), conv2 16x10x10 = 1,600, pool2 16x5x5 = 400 plus indices, flattened copy 400,
+    # fc 120, 84, 10, log-probabilities and their gradient 2 x 10
+    assert act.tape == 64 + 1024 + 4704 + 3 * 1176 + 1600 + 3 * 400 + 400 + 120 + 84 + 10 + 20 == 12754
+    assert act.largest == 4704
+    assert act.transient == 6 * 32 * 32  # the 1-channel input repeated for conv1's 6 output channels
+    # conv weight copies 6*1*25 + 16*6*25, the largest layer's weight gradient (fc1: 400*120 + 120)
+    assert act.slot_temporaries == 150 + 2400 + 48120
+    assert act.weight_copies == 150 + 2400
+
+
+@pytest.mark.parametrize("hidden", [16, 200])
+def test_mlp_activations_closed_form(hidden):
+    act = activations(get_architecture("mlp", (1, 8, 8), 10, hidden=(hidden,)))
+    assert act.tape == 64 + hidden + 10 + 2 * 10
+    assert act.largest == max(64, hidden)
+    assert act.transient == 0
+    assert act.slot_temporaries == 64 * hidden + hidden
+    assert act.weight_copies == 0
+
+
+def test_optimizer_rows():
+    assert optimizer_rows(TrainConfig(momentum=0.9)) == 1
+    assert optimizer_rows(TrainConfig(momentum=0.0)) == 0
+    assert optimizer_rows(TrainConfig(optimizer="adam", momentum=0.0)) == 2
+    assert optimizer_rows(TrainConfig(optimizer="adamw", momentum=0.0)) == 2
+
+
+def _train_parts(cfg: TrainConfig, **kwargs) -> dict[str, int]:
+    est = estimate_memory(MLP, SIZES, cfg, [("fedavg", {})], workers=1, **kwargs)
+    assert est.phase == "fedavg train"
+    return est.parts
+
+
+def test_train_phase_parameters_and_optimizer_state():
+    row = 2410 * 4
+    momentum = _train_parts(TrainConfig(batch_size=10, momentum=0.9))
+    assert momentum["parameters"] == 2 * 4 * row  # the gathered starts and the engine's working copy
+    assert momentum["optimizer state"] == 4 * row  # one momentum row per slot
+    assert momentum["gradients"] == 4 * row  # one group of 4 slots, one gradient buffer
+    assert momentum["models kept"] == row  # FedAvg's one global model
+    assert momentum["data"] == 120 * (64 * 4 + 8)
+    adam = _train_parts(TrainConfig(batch_size=10, optimizer="adam", momentum=0.0))
+    assert adam["optimizer state"] == 2 * 4 * row
+    assert adam["gradients"] == 2 * 4 * row  # the buffer and Adam's denominator
+    kept = _train_parts(TrainConfig(batch_size=10, momentum=0.9), keep_optimizer_state=True)
+    assert kept["optimizer state"] == 3 * 4 * row  # fresh init, the rows taken from the store, their device copy
+
+
+def test_models_kept_per_algorithm():
+    cfg = TrainConfig(batch_size=10)
+    row, m = 2410 * 4, 4
+
+    def kept(name, params=None):
+        return estimate_memory(MLP, SIZES, cfg, [(name, params or {})], workers=1).parts["models kept"]
+
+    assert kept("local") == m * row
+    assert kept("fedem", {"components": 3}) == 3 * row
+    assert kept("fedfomo") == 3 * m * row + m * m * 8  # base, current, server and the affinity matrix
+    assert kept("ucfl", {"streams": 2}) == 2 * row + m * m * 8
+    assert kept("ifca", {"clusters": 2}) == 2 * row
+    both = estimate_memory(MLP, SIZES, cfg, [("local", {}), ("fedavg", {})], workers=1).parts["models kept"]
+    assert both == (m + 1) * row  # every curve of a seed is built before the first trains
+
+
+@pytest.mark.parametrize("params", [{}, {"sigma_batch_size": 4, "sigma_batches": 3}, {"sigma_batch_size": 0.25, "sigma_batches": 10}])
+def test_sigma_groups_follow_ucfl(params):
+    sizes = np.array([7, 10, 10, 23, 40, 3])
+    full = {**UserCentricFL.hparams, **params}
+    batch, count = UserCentricFL.sigma_batches_for(SimpleNamespace(params=full), sizes.astype(np.float64))
+    expected: dict[tuple[int, int], int] = {}
+    for b, k in zip(batch.tolist(), count.tolist()):
+        expected[(b, k)] = expected.get((b, k), 0) + 1
+    assert sorted(_sigma_groups(full, sizes.tolist())) == sorted((rows, k) for (_, k), rows in expected.items())
+
+
+@pytest.mark.parametrize("name", KNOWN_ALGORITHMS)
+def test_every_known_algorithm_has_every_phase(name):
+    """Each table entry is registered, keeps at least one model, and its peak is at least its largest phase."""
+    import wirelessfl.algorithms  # noqa: F401  (registers them all)
+    from wirelessfl.algorithms.base import ALGORITHMS
+
+    assert name in ALGORITHMS
+    est = estimate_memory(MLP, SIZES, TrainConfig(batch_size=10), [(name, {})], workers=2)
+    assert est.parts["models kept"] >= 2410 * 4
+    assert est.total == sum(est.parts.values()) >= max(est.phases.values()) + est.parts["data"]
+    assert est.phases[f"{name} evaluate"] > 0 and est.phases[f"{name} checkpoint"] > 0
+    assert est.phases[f"{name} train"] > 0 or est.phases[f"{name} algorithm"] > 0  # pflego trains through its own passes
+
+
+def test_format_bytes():
+    assert format_bytes(1.2e9) == "1.2 GB"
+    assert format_bytes(340e6) == "340 MB"
+    assert format_bytes(999) == "999 B"
+
+
+# Big enough that the growth is 50-200 MB (well above allocator noise), small enough for seconds.
+MEASURED = [
+    bench_memory.scenario("mlp-fedavg", 100, 17, {"name": "mlp", "options": {"hidden": [1000]}}, [{"name": "fedavg"}], rounds=1),
+    bench_memory.scenario("lenet5-fedem", 40, 16, {"name": "lenet5"}, [{"name": "fedem", "params": {"components": 2}}], rounds=1),
+    bench_memory.scenario(
+        "mlp-ucfl", 24, 50, {"name": "mlp", "options": {"hidden": [800]}}, [{"name": "ucfl", "params": {"streams": 3, "sigma_batches": 5}}], rounds=1
+    ),
+]
+
+
+def test_estimate_within_factor_two_of_measured_peak():
+    """Peak RSS growth of whole runs (warm-up first, peak mark reset) against ``check_run``'s estimate: 0.5x to 2x."""
+    results = bench_memory.measure(MEASURED)
+    for result in results:
+        ratio = result["estimate"] / result["measured"]
+        assert result["measured"] > 40e6, result
+        assert 0.5 <= ratio <= 2.0, result

@@ -1,0 +1,350 @@
+"""Checkpoints cannot carry code, survive damage and full disks with one line, and round-trip exactly."""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import os
+import pickle
+import struct
+from types import MappingProxyType
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from plotly.offline import get_plotlyjs
+from typer.testing import CliRunner
+
+import wirelessfl.results.io as io_module
+from wirelessfl import checkpoint
+from wirelessfl.algorithms import ALGORITHMS
+from wirelessfl.cli import app
+from wirelessfl.config import dump_scenario, parse_scenario
+from wirelessfl.results.figures import write_figures
+from wirelessfl.results.io import WriteFailed, atomic_write_bytes, resumable_writes
+from wirelessfl.seam import CommPlan, RoundTiming, Stream
+from wirelessfl.simulate import CHECKPOINT_TYPES, build_units, simulate
+
+runner = CliRunner()
+
+SMALL = {
+    "name": "ckpt",
+    "rounds": 3,
+    "checkpoint_every": 1,
+    "device": "cpu",
+    "data": {
+        "dataset": "digits",
+        "clients": 4,
+        "samples": {"per_client": 20},
+        "partition": [{"name": "iid"}, {"name": "rotation", "groups": 2}],
+    },
+    "model": {"name": "mlp", "options": {"hidden": [16]}},
+    "training": {"batch_size": 10, "lr": 0.05},
+    "algorithms": [{"name": "fedavg"}],
+    "networks": [{"preset": "wired"}],
+}
+
+# the tiny federation of tests/test_simulate.py (a smaller MLP), with Adam moments kept so every state_dict has optimizer state
+TINY = {
+    "name": "tiny",
+    "rounds": 3,
+    "device": "cpu",
+    "data": {
+        "dataset": "digits",
+        "clients": 6,
+        "samples": {"per_client": 30},
+        "partition": [{"name": "iid"}, {"name": "rotation", "groups": 2}],
+    },
+    "model": {"name": "mlp", "options": {"hidden": [16]}},
+    "training": {"batch_size": 10, "optimizer": "adam", "lr": 0.01, "keep_optimizer_state": True},
+    "algorithms": [{"name": "fedavg"}],
+    "networks": [{"preset": "slow-ul-unreliable"}],
+}
+
+
+def assert_same(a, b, where="state"):
+    """Equal down to types, dtypes, shapes, bytes (NaN and -0.0 included) and dict order."""
+    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
+    if isinstance(a, torch.Tensor):
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), where
+        assert a.contiguous().reshape(-1).view(torch.uint8).tolist() == b.contiguous().reshape(-1).view(torch.uint8).tolist(), where
+    elif isinstance(a, (np.ndarray, np.generic)):
+        assert (a.dtype, a.shape) == (b.dtype, b.shape) and a.tobytes() == b.tobytes(), where
+    elif isinstance(a, float):
+        assert struct.pack("<d", a) == struct.pack("<d", b), where
+    elif isinstance(a, (dict, MappingProxyType)):
+        assert list(a) == list(b), where
+        for key in a:
+            assert_same(a[key], b[key], f"{where}[{key!r}]")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            assert_same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
+    else:
+        assert a == b, where
+
+
+def roundtrip(state, types=CHECKPOINT_TYPES):
+    return checkpoint.loads(checkpoint.dumps(state, types), "x.safetensors", types)
+
+
+def test_every_kind_of_value_round_trips_exactly():
+    base = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+    plan = CommPlan((Stream(1.0, frozenset({3, 1}), "s"),), {1: 0.5, 3: 1.0}, {3: 1.0, 1: 2.0}, 7, "p")
+    timing = RoundTiming({1: 0.1}, {1: 0.2}, {1: 0.3}, frozenset({1}), 0.3, ((0.1, "rx 1"),), "s")
+    state = {
+        "floats": [0.1, -0.0, float("nan"), float("inf"), -float("inf"), 1e-310],
+        "ints": [0, -1, 2**70, True, False, None, "text", "$not a tag"],
+        "int keys": {3: "c", 1: "a"},
+        "tag-like keys": {"$tensor": 1, "plain": 2},
+        "containers": ((1, (2,)), {5, 4}, frozenset({9, 8}), [], {}, ()),
+        "numpy": [np.float64(0.1), np.float32(1 / 3), np.int64(-5), np.bool_(True), np.uint8(200)],
+        "arrays": [np.arange(5), np.array([[True, False]]), np.zeros((0, 3), np.float32), np.arange(6.0)[::2]],
+        "tensors": [base, base[1], base.T, base, torch.zeros(0), torch.tensor(True), torch.ones(2, dtype=torch.bfloat16)],
+        "proxy": MappingProxyType({2: 1.5}),
+        "seam": [plan, timing],
+    }
+    back = roundtrip(state)
+    assert_same(state, back)
+    assert list(back["containers"][1]) == list(state["containers"][1])  # set iteration order kept, as pickle keeps it
+    assert back["seam"][0].participants == frozenset({1, 3}) and back["seam"][0].downlink_payload == 1.0
+
+
+def test_a_value_a_checkpoint_cannot_hold_is_named():
+    with pytest.raises(TypeError, match=r"^checkpoint: cannot store builtin_function_or_method at state\.hook\[1\] \(not a plain value, tensor, array or allowed dataclass\)$"):
+        checkpoint.dumps({"hook": [1, len]})
+    with pytest.raises(TypeError, match=r"^checkpoint: cannot store a NumPy array of object at state\.a$"):
+        checkpoint.dumps({"a": np.array([object()])})
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_algorithm_state_round_trips_exactly(name):
+    """The whole unit state after training (models, optimizer moments, records, plans) comes back bit for bit."""
+    unit = build_units(parse_scenario({**TINY, "algorithms": [{"name": name}]}), 0)[0]
+    unit.run(TINY["rounds"], 1)
+    state = unit.state()
+    encoded = checkpoint.dumps(state, CHECKPOINT_TYPES)
+    back = checkpoint.loads(encoded, "x.safetensors", CHECKPOINT_TYPES)
+    assert_same(state, back)
+    assert any(isinstance(v, torch.Tensor) for v in back["algorithm"].values())
+
+
+class RunsCode:
+    """A pickle that runs a shell command when loaded."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _error(result) -> str:
+    """The one ``error:`` line of a CLI run (other lines, e.g. the cost note before training, are not errors)."""
+    errors = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    return errors[0]
+
+
+def _run_dir(tmp_path, doc=SMALL):
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    (run_dir / "scenario.yaml").write_text(dump_scenario(parse_scenario(doc)))
+    return run_dir
+
+
+@pytest.mark.parametrize("how", ["pickle", "torch.save"])
+@pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
+def test_a_crafted_pickle_checkpoint_is_refused_and_never_run(tmp_path, how, suffix):
+    run_dir = _run_dir(tmp_path)
+    marker = tmp_path / "pwned"
+    path = run_dir / "checkpoints" / f"seed0__fedavg.partial{suffix}"
+    if how == "pickle":
+        path.write_bytes(pickle.dumps(RunsCode(marker)))
+    else:
+        torch.save({"algorithm": RunsCode(marker)}, path)
+    result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert result.exit_code == 2
+    assert _error(result) == (
+        f"error: {path}: refused: the file is a Python pickle, which could run code when loaded "
+        "(wirelessfl checkpoints are safetensors); delete it to retrain that unit"
+    )
+    assert not marker.exists()
+
+
+def test_a_truncated_checkpoint_is_one_line_and_deleting_it_lets_the_run_finish(tmp_path):
+    run_dir = _run_dir(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(parse_scenario(SMALL), run_dir, stop_after_rounds=2)
+    path = run_dir / "checkpoints" / "seed0__fedavg.partial.safetensors"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert result.exit_code == 2
+    assert _error(result) == (
+        f"error: {path}: damaged checkpoint (truncated: {len(data) // 2} bytes of {len(data)}); "
+        f"delete it and run `wirelessfl simulate --resume {run_dir}` to retrain that unit"
+    )
+    path.unlink()
+    again = simulate(parse_scenario(SMALL), run_dir)
+    assert again.trained_units == 1 and again.trace["round"].tolist() == [0, 1, 2, 3]
+
+
+def _damaged(data: bytes) -> str:
+    with pytest.raises(checkpoint.CheckpointError) as caught:
+        checkpoint.loads(data, "run/checkpoints/k.done.safetensors")
+    return str(caught.value)
+
+
+def test_damaged_files_name_the_damage():
+    good = checkpoint.dumps({"w": torch.ones(4), "n": 1})
+    size = int.from_bytes(good[:8], "little")
+    advice = "delete it and run `wirelessfl simulate --resume run` to retrain that unit"
+    prefix = "run/checkpoints/k.done.safetensors: damaged checkpoint"
+    assert _damaged(good[:5]) == f"{prefix} (only 5 bytes); {advice}"
+    assert _damaged(good[:20]) == f"{prefix} (truncated: the header alone needs {8 + size} bytes, the file has 20); {advice}"
+    assert _damaged(b"\0" * 64) == f"{prefix} (not a safetensors file); {advice}"
+    other = checkpoint._save_tensors({"w": torch.ones(2)})
+    assert _damaged(other) == f"{prefix} (a safetensors file, but not a wirelessfl checkpoint); {advice}"
+    assert _damaged(good + b"xy") == f"{prefix} (2 bytes after the end of the data); {advice}"
+    assert _damaged(good[:-1]) == f"{prefix} (truncated: {len(good) - 1} bytes of {len(good)}); {advice}"
+    assert checkpoint.loads(good, "k")["n"] == 1
+
+
+def test_an_object_type_outside_the_allow_list_is_not_built():
+    @dataclasses.dataclass
+    class Foreign:
+        command: str
+
+    data = checkpoint.dumps({"x": Foreign("rm -rf /")}, (Foreign,))
+    assert _damaged(data) == (
+        "run/checkpoints/k.done.safetensors: damaged checkpoint (object type 'Foreign' is not one a checkpoint may hold); "
+        "delete it and run `wirelessfl simulate --resume run` to retrain that unit"
+    )
+
+
+def _full_disk_on(monkeypatch, call: int):
+    """From the ``call``-th write on, write half the bytes and then fail with ENOSPC, as a filling disk does."""
+    calls = [0]
+    real = io_module._write_fully
+
+    def filling(fd, data):
+        calls[0] += 1
+        if calls[0] < call:
+            return real(fd, data)
+        os.write(fd, bytes(data[: len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(io_module, "_write_fully", filling)
+
+
+def test_a_full_disk_keeps_the_previous_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    target = tmp_path / "trace.csv"
+    target.write_bytes(b"old")
+    _full_disk_on(monkeypatch, 1)
+    with pytest.raises(WriteFailed) as caught:
+        atomic_write_bytes(target, b"new contents")
+    assert str(caught.value) == (
+        f"cannot write {target}: no space left on device; the previous version (if any) is unchanged; free space and write it again"
+    )
+    assert caught.value.errno == errno.ENOSPC and caught.value.strerror == "No space left on device"
+    with pytest.raises(WriteFailed) as caught, resumable_writes(tmp_path):
+        atomic_write_bytes(target, b"new contents")
+    assert str(caught.value).endswith(f"; free space and run `wirelessfl simulate --resume {tmp_path}`")
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.csv"]
+
+
+def test_a_full_disk_during_a_checkpoint_is_one_line_and_the_run_resumes_to_the_identical_trace(tmp_path, monkeypatch):
+    scenario = parse_scenario(SMALL)
+    whole = simulate(scenario)
+    run_dir = _run_dir(tmp_path)
+    _full_disk_on(monkeypatch, 2)  # the round-1 checkpoint is written, the round-2 one fills the disk
+    with pytest.raises(WriteFailed) as caught:
+        simulate(scenario, run_dir)
+    path = run_dir / "checkpoints" / "seed0__fedavg.partial.safetensors"
+    assert str(caught.value) == (
+        f"cannot write {path}: no space left on device; the previous version (if any) is unchanged; "
+        f"free space and run `wirelessfl simulate --resume {run_dir}`"
+    )
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert checkpoint.load_checkpoint(path, CHECKPOINT_TYPES)["records"][-1].round == 1
+    monkeypatch.undo()
+    resumed = simulate(scenario, run_dir)
+    assert resumed.trained_units == 1
+    pd.testing.assert_frame_equal(resumed.trace, whole.trace)
+
+
+def test_done_checkpoints_keep_models_only_on_request(tmp_path):
+    doc = {**SMALL, "algorithms": [{"name": "local"}]}
+    scenario = parse_scenario(doc)
+    lean_dir, full_dir = _run_dir(tmp_path / "lean", doc), _run_dir(tmp_path / "full", doc)
+    lean = simulate(scenario, lean_dir)
+    full = simulate(scenario, full_dir, keep_models=True)
+    pd.testing.assert_frame_equal(lean.trace, full.trace)
+    name = "checkpoints/seed0__local.done.safetensors"
+    lean_state = checkpoint.load_checkpoint(lean_dir / name, CHECKPOINT_TYPES)
+    full_state = checkpoint.load_checkpoint(full_dir / name, CHECKPOINT_TYPES)
+    assert set(lean_state) == {"records", "timings", "clock", "wall_s", "phases"}
+    assert set(full_state) == set(lean_state) | {"algorithm"}
+    assert (lean_dir / name).stat().st_size * 5 < (full_dir / name).stat().st_size
+    # the kept models are the final ones: restored into a fresh unit they give the last round's accuracies
+    unit = build_units(scenario, 0)[0]
+    unit.restore(full_state)
+    acc = unit.algorithm.evaluate("test").accuracy.double().numpy()
+    np.testing.assert_array_equal(acc, full_state["records"][-1].client_acc)
+    # a finished run re-reports from lean checkpoints alone, without training
+    again = simulate(scenario, lean_dir)
+    assert again.trained_units == 0
+    pd.testing.assert_frame_equal(again.trace, lean.trace)
+    assert not list((lean_dir / "checkpoints").glob("*.partial.*"))
+
+
+def test_html_figures_share_one_plotly_js_beside_them(tmp_path):
+    result = simulate(parse_scenario({**SMALL, "rounds": 1}))
+    written = write_figures(tmp_path, result.trace, result.clients, png=False)
+    assert written == ["PNG export skipped: disabled"]
+    assert (tmp_path / "plotly.min.js").read_text(encoding="utf-8") == get_plotlyjs()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig2.html", "fig3.html", "plotly.min.js", "worst_clients.html"]
+    for name in ("fig3.html", "fig2.html", "worst_clients.html"):
+        html = (tmp_path / name).read_text(encoding="utf-8")
+        assert '<script charset="utf-8" src="plotly.min.js"></script>' in html
+        assert "fedavg" in html and len(html) < 200_000  # plotly.js (4.7 MB) is not embedded
+
+
+def test_keep_models_and_a_full_disk_while_writing_results_through_the_cli(tmp_path, monkeypatch):
+    """--keep-models through the CLI, and result writes that fail on a full disk say to resume."""
+    import wirelessfl.results.figures as figures
+
+    def no_png(*args, **kwargs):
+        raise figures.PngExportError("kaleido is not installed")
+
+    monkeypatch.setattr(figures, "export_png", no_png)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(dump_scenario(parse_scenario({**SMALL, "rounds": 1})))
+    run_dir = tmp_path / "run"
+    calls = [0]
+    real = io_module._write_fully
+
+    def full_on_third_write(fd, data):  # scenario.yaml, the done checkpoint, then trace.parquet
+        calls[0] += 1
+        if calls[0] == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data)
+
+    monkeypatch.setattr(io_module, "_write_fully", full_on_third_write)
+    result = runner.invoke(app, ["simulate", str(scenario), "--out", str(run_dir), "--quiet", "--keep-models"])
+    assert result.exit_code == 2
+    assert _error(result) == (
+        f"error: cannot write {run_dir / 'trace.parquet'}: no space left on device; the previous version (if any) is unchanged; "
+        f"free space and run `wirelessfl simulate --resume {run_dir}`"
+    )
+    assert not [p.name for p in run_dir.iterdir() if p.name.startswith(".")]
+    assert "algorithm" in checkpoint.load_checkpoint(run_dir / "checkpoints" / "seed0__fedavg.done.safetensors", CHECKPOINT_TYPES)
+    resumed = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert resumed.exit_code == 0, resumed.output
+    assert pd.read_parquet(run_dir / "trace.parquet")["round"].tolist() == [0, 1]

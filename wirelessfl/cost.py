@@ -1,0 +1,247 @@
+"""What a run will cost on this machine, said (and refused when it cannot fit) before anything big is allocated.
+
+``check_run(scenario)`` builds the first seed's data (sizes, input shape,
+classes), estimates the peak memory with
+:func:`wirelessfl.learning.memory.estimate_memory`, compares it with the memory
+available (``psutil.virtual_memory().available``, capped by a cgroup limit; on
+CUDA ``torch.cuda.mem_get_info``) and raises ``ValueError`` with one line when
+the estimate exceeds ``MEMORY_FRACTION`` of it: the rest is the safety margin
+for what the estimate leaves out (allocator fragmentation, library workspaces,
+other processes growing meanwhile). A run that fits gets an order-of-magnitude
+time: tiny timed ``LockstepEngine.train`` calls of this model, with the run's
+optimizer, batch size and slot-group size, give this machine's training
+throughput (and one ``evaluate`` call the floor of an evaluation's time), which
+is multiplied by the run's work (seeds x trainings per seed
+x rounds x training samples x local epochs x the algorithm's work factor, plus
+the evaluation passes at a third of a training pass each).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+
+from wirelessfl.algorithms.base import FORWARD_COST
+from wirelessfl.config import Scenario
+from wirelessfl.learning.federated import FederatedData, build_federated_data
+from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, _balanced_group
+from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
+from wirelessfl.learning.models import Architecture, get_architecture
+from wirelessfl.simulate import resolve_device
+
+#: A run may use this fraction of the available memory; the rest is the safety margin.
+MEMORY_FRACTION = 0.8
+
+
+@dataclass(frozen=True)
+class RunCost:
+    """The memory estimate, the memory available, and the training time expected here (NaN: not measured)."""
+
+    memory: MemoryEstimate
+    available: int
+    device: str
+    seconds: float
+    probe_s: float = 0.0
+
+    def line(self) -> str:
+        """``estimated memory for the run 1.2 GB (beyond the loaded libraries) of 21.0 GB available; training about 40 min on this machine``."""
+        where = "on this machine" if self.device == "cpu" else f"on this machine's {self.device}"
+        memory = f"estimated memory for the run {format_bytes(self.memory.total)} (beyond the loaded libraries) of {format_bytes(self.available)} available"
+        if math.isnan(self.seconds):
+            return f"{memory}; training time not measured"
+        return f"{memory}; training {format_duration(self.seconds)} {where}"
+
+
+def format_duration(seconds: float) -> str:
+    """An order of magnitude in words: ``about 40 min``, ``about 3 h``, ``about 2.5e+04 years``."""
+    if not math.isfinite(seconds):
+        return "without end"
+    if seconds < 1:
+        return "under a second"
+    for unit, size, limit in (("s", 1, 90), ("min", 60, 90), ("h", 3600, 48), ("days", 86400, 730)):
+        if seconds < size * limit:
+            return f"about {seconds / size:.0f} {unit}"
+    years = seconds / (365.25 * 86400)
+    return f"about {years:.0f} years" if years < 1e4 else f"about {years:.1e} years"
+
+
+def available_memory(device: torch.device) -> int:
+    """Bytes this run can still allocate: free GPU memory, or available RAM capped by a cgroup v2 limit."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    import psutil
+
+    available = int(psutil.virtual_memory().available)
+    limit, current = Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current")
+    try:
+        text = limit.read_text().strip()
+        if text != "max":
+            available = min(available, int(text) - int(current.read_text().strip()))
+    except (OSError, ValueError):
+        pass
+    return max(available, 0)
+
+
+def _workers(device: torch.device) -> int:
+    return torch.get_num_threads() if device.type == "cpu" else 1
+
+
+def _split_sizes(data: FederatedData) -> SplitSizes:
+    return SplitSizes(
+        train=tuple(len(c.y_train) for c in data.clients),
+        val=tuple(len(c.y_val) for c in data.clients),
+        test=tuple(len(c.y_test) for c in data.clients),
+    )
+
+
+def _curves(scenario: Scenario) -> list[tuple[str, dict]]:
+    return [(a.name, params) for a in scenario.algorithms for _, _, params in a.expand()]
+
+
+def _units_per_curve(scenario: Scenario) -> int:
+    """Trainings of one curve a seed holds at once: one per profile when a deadline decides who arrives."""
+    profiles = scenario.profiles()
+    return len(profiles) if any(p.deadline is not None for p in profiles) else 1
+
+
+def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.device) -> tuple[MemoryEstimate, Architecture]:
+    """The memory estimate of ``scenario`` on ``data`` (no model is allocated)."""
+    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, **scenario.model.options)
+    t = scenario.training
+    estimate = estimate_memory(
+        arch,
+        _split_sizes(data),
+        t.train_config(),
+        _curves(scenario),
+        participation=t.participation,
+        unseen_fraction=t.unseen_fraction,
+        keep_optimizer_state=t.keep_optimizer_state,
+        groups=data.num_groups,
+        rounds=scenario.rounds,
+        units_per_curve=_units_per_curve(scenario),
+        profiles=len(scenario.networks),
+        seeds=len(scenario.seeds),
+        workers=_workers(device),
+    )
+    return estimate, arch
+
+
+def refusal(estimate: MemoryEstimate, available: int) -> str:
+    """The one line that refuses a run that does not fit; fewer rounds are advised when the round records weigh."""
+    advice = ["fewer clients (data.clients)", "a smaller training.batch_size", "a smaller model (model)", "fewer algorithms per run"]
+    if estimate.parts.get("round records", 0) >= 0.05 * estimate.total:
+        advice.insert(0, "fewer rounds (rounds)")
+    return (
+        f"memory: this run needs about {format_bytes(estimate.total)} at its peak ({estimate.describe(min_share=0.05)}) "
+        f"but {format_bytes(available)} is available and a run may use {MEMORY_FRACTION:.0%} of it; "
+        f"use {', '.join(advice[:-1])} or {advice[-1]}"
+    )
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """This machine's training speed for one model, and the least time an evaluation call takes."""
+
+    samples_per_s: float
+    eval_call_s: float
+
+
+def measure_throughput(arch: Architecture, cfg: TrainConfig, device: torch.device, slots: int, budget_s: float = 0.25) -> tuple[Throughput, float]:
+    """(:class:`Throughput`, seconds spent): tiny timed ``engine.train`` calls of ``slots`` slots, one ``evaluate``.
+
+    Each slot gets one batch of random inputs (one step per call). The first call
+    (kernel warm-up included) counts alone when it used half of ``budget_s``;
+    otherwise a second call is timed and the faster one counts. The evaluation
+    call's time is the floor of every evaluation of the run (call overhead).
+    """
+    began = time.perf_counter()
+    generator = torch.Generator().manual_seed(0)
+    cfg = replace(cfg, epochs=1)
+    batch = cfg.batch_size
+    engine = LockstepEngine(arch, device)
+    params = arch.init_flat(slots, generator).to(device)
+    x = torch.randn((slots, batch, *arch.input_shape), generator=generator).to(device)
+    y = torch.randint(0, arch.num_classes, (slots, batch), generator=generator).to(device)
+    datasets = [(x[s], y[s]) for s in range(slots)]
+    best = math.inf
+    for _ in range(2):
+        start = time.perf_counter()
+        engine.train(params, datasets, cfg, generator)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        best = min(best, time.perf_counter() - start)
+        if time.perf_counter() - began > budget_s / 2:
+            break
+    start = time.perf_counter()
+    engine.evaluate(params, datasets)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return Throughput(slots * batch / best, time.perf_counter() - start), time.perf_counter() - began
+
+
+def estimate_seconds(scenario: Scenario, data: FederatedData, arch: Architecture, speed: Throughput) -> float:
+    """Training wall seconds of the whole run at ``speed``.
+
+    Per training of a curve: ``rounds`` x participants x training samples x
+    local epochs x the algorithm's work factor, at ``speed.samples_per_s``; plus
+    every evaluation round's two passes (test and val splits, times the
+    algorithm's slot copies, a third of a training pass a sample), each at
+    least one measured evaluation call. Trainings: curves x seeds (x profiles
+    when a deadline makes each profile train its own).
+    """
+    t = scenario.training
+    sizes = _split_sizes(data)
+    m = sizes.clients
+    held_out = min(m - 1, math.floor(t.unseen_fraction * m + 0.5)) if t.unseen_fraction > 0 else 0
+    pool = m - held_out
+    participants = pool if t.participation >= 1.0 else max(1, math.floor(t.participation * pool + 0.5))
+    per_client = sum(sizes.train) / m
+    evaluations = math.ceil(scenario.rounds / scenario.eval_every) + 1
+    cfg = t.train_config()
+    rate = speed.samples_per_s
+    total = 0.0
+    for name, params in _curves(scenario):
+        fp = footprint(name, params, arch, sizes, participants, cfg, data.num_groups)
+        train = scenario.rounds * participants * per_client * t.local_epochs * fp.work / rate
+        passes = [fp.eval_copies * sum(split) * FORWARD_COST / rate for split in (sizes.val, sizes.test)]
+        total += train + evaluations * sum(max(speed.eval_call_s, p) for p in passes)
+    return total * len(scenario.seeds) * _units_per_curve(scenario)
+
+
+def check_run(
+    scenario: Scenario,
+    data: FederatedData | None = None,
+    device: str | None = None,
+    available: int | None = None,
+    probe: bool = True,
+) -> RunCost:
+    """Estimate the run's memory and time here; ``ValueError`` (one line) when it cannot fit.
+
+    ``data`` is the first seed's data when the caller has it (else it is built);
+    ``available`` overrides the measured free memory (tests); ``probe=False``
+    skips the timed step (the time is then not measured).
+    """
+    dev = resolve_device(device or scenario.device)
+    if data is None:
+        data = build_federated_data(scenario.data_spec(), scenario.seeds[0])
+    estimate, arch = estimate_scenario(scenario, data, dev)
+    free = available_memory(dev) if available is None else int(available)
+    if estimate.total > MEMORY_FRACTION * free:
+        raise ValueError(refusal(estimate, free))
+    seconds, spent = math.nan, 0.0
+    if probe:
+        cfg = scenario.training.train_config()
+        participants = max(1, min(data.num_clients, math.ceil(scenario.training.participation * data.num_clients)))
+        workers = _workers(dev)
+        group = _balanced_group(participants, max(1, 512 // cfg.batch_size), workers)
+        speed, spent = measure_throughput(arch, cfg, dev, max(1, min(participants, group * workers)))
+        seconds = estimate_seconds(scenario, data, arch, speed)
+    return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent)
+
+
+__all__ = ["MEMORY_FRACTION", "RunCost", "Throughput", "available_memory", "check_run", "estimate_seconds", "format_duration", "measure_throughput", "refusal"]
