@@ -159,6 +159,7 @@ def test_splits_two_label_permutation_groups(make_ctx):
     record = infos[split_round].extra["splits"][0]
     assert record["split"] and record["mean_norm"] < 0.4 and record["max_norm"] > 0.9
     assert same_partition(infos[split_round].extra["assignment"], ctx.data.groups)
+    assert infos[split_round].extra["cluster_sizes"] == [4, 4]
     assert ["assignment" in info.extra for info in infos] == [r == split_round for r in range(len(infos))]
 
 

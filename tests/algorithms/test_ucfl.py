@@ -380,8 +380,86 @@ def test_same_seed_same_weights_and_state_round_trip(ctx):
         ({"recompute_every": 0.5}, "ucfl recompute_every must be an int >= 0, got 0.5"),
         ({"temperature": -2.0}, "ucfl temperature must be a positive finite number, got -2.0"),
         ({"gradient_layers": "conv"}, "ucfl gradient_layers must be 'all' or 'body'"),
+        ({"stream_formation": "kmedoids"}, "ucfl stream_formation must be one of kmeans_rows, kmeans_offdiag, spectral, agglomerative, got 'kmedoids'"),
+        ({"min_stream_size": 0}, "ucfl min_stream_size must be an int >= 1, got 0"),
+        ({"channel_tiers": 1.5}, "ucfl channel_tiers must be an int >= 1, got 1.5"),
+        ({"streams": 2, "channel_tiers": 3}, r"ucfl channel_tiers must be <= streams \(streams // channel_tiers data clusters\), got channel_tiers=3 with streams=2"),
     ],
 )
 def test_bad_hparams(ctx, kwargs, message):
     with pytest.raises(ValueError, match=message):
         UserCentricFL(ctx, **kwargs)
+
+
+# -- stream formation choices and diagnostics ----------------------------------------
+
+
+@pytest.mark.parametrize("formation", ["kmeans_rows", "kmeans_offdiag", "spectral", "agglomerative"])
+def test_estimation_round_reports_stream_sizes_and_assignment(ctx, formation):
+    algo = UserCentricFL(ctx, streams=2, stream_formation=formation)
+    algo.gradient_statistics = hand_gradients([0, 0, 0, 1, 1, 1])
+    algo.plan(1)
+    info = algo.step(1, EVERYONE)
+    assert info.extra["stream_sizes"] == [3, 3] and info.extra["assignment"] == [0, 0, 0, 1, 1, 1]
+    assert "note" not in info.extra
+
+
+def test_min_stream_size_reaches_the_algorithm(ctx):
+    # Blocks {0, 1, 2}, {3, 4}, {5}; k = 3 finds them. Client 5 relies on nobody else (exp(-10^4 / 2) = 0),
+    # so the tie between the other two streams goes to the lowest label: {0, 1, 2, 5}, {3, 4}.
+    algo = UserCentricFL(ctx, streams=3, min_stream_size=2)
+    algo.gradient_statistics = hand_gradients([0, 0, 0, 1, 1, 2])
+    algo.plan(1)
+    info = algo.step(1, EVERYONE)
+    assert info.extra["assignment"] == [0, 0, 0, 1, 1, 0] and info.extra["stream_sizes"] == [4, 2]
+
+
+def test_channel_tiers_split_each_data_stream_by_rate(ctx):
+    # Two gradient blocks; clients 1, 2 and 4 have the three lowest rates (tier 0 of 2 tiers: 3 of 6 clients).
+    rates = np.array([5e6, 1e6, 2e6, 6e6, 3e6, 7e6])
+    algo = UserCentricFL(replace(ctx, downlink_rates=rates), streams=4, channel_tiers=2)
+    algo.gradient_statistics = hand_gradients([0, 0, 0, 1, 1, 1])
+    algo.plan(1)
+    info = algo.step(1, EVERYONE)
+    assert info.extra["assignment"] == [0, 1, 1, 2, 3, 2] and info.extra["stream_sizes"] == [2, 2, 1, 1]
+    # Each tier stream mixes with the mean of its members' rows: the block's FedAvg row.
+    block = [15 / 65, 30 / 65, 20 / 65, 0, 0, 0]
+    np.testing.assert_allclose(algo.mixing.numpy()[0], block, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(algo.mixing.numpy()[1], block, rtol=1e-12, atol=1e-300)
+
+
+def test_channel_tiers_without_a_physical_channel_fall_back_to_data_streams(ctx):
+    algo = UserCentricFL(ctx, streams=2, channel_tiers=2)
+    algo.gradient_statistics = hand_gradients([0, 0, 0, 1, 1, 1])
+    algo.plan(1)
+    info = algo.step(1, EVERYONE)
+    assert info.extra["assignment"] == [0, 0, 0, 1, 1, 1]
+    assert info.extra["note"] == "channel_tiers ignored: no physical channel in this profile, data-only streams"
+
+
+def test_only_channel_tiers_make_ucfl_channel_aware():
+    assert UserCentricFL.uses_channel({"channel_tiers": 2, "streams": 4})
+    assert not UserCentricFL.uses_channel({"streams": 4})
+    assert not UserCentricFL.uses_channel({"channel_tiers": 1})
+
+
+def test_a_channel_aware_curve_trains_per_profile_with_the_cells_rates():
+    from wirelessfl.config import parse_scenario
+    from wirelessfl.network import NetworkModel
+    from wirelessfl.simulate import build_units, static_rng
+
+    scenario = parse_scenario({
+        "name": "tiny", "rounds": 1, "device": "cpu", "model": {"name": "mlp"},
+        "data": {"dataset": "digits", "clients": 6, "samples": {"per_client": 30},
+                 "partition": [{"name": "iid"}, {"name": "rotation", "groups": 2}]},
+        "algorithms": [{"name": "ucfl", "params": {"streams": 2}, "variants": {"channel_tiers": [1, 2]}}],
+        "networks": [{"preset": "wired"}, {"name": "cell", "rho": 1.0, "physical": {"fading": "none"}}],
+    })
+    units = build_units(scenario, 0, torch.device("cpu"))
+    keys = sorted(u.key for u in units)
+    assert keys == ["seed0__ucfl_channel_tiers_1", "seed0__ucfl_channel_tiers_2__cell", "seed0__ucfl_channel_tiers_2__wired"]
+    rates = {u.key: u.algorithm.ctx.downlink_rates for u in units}
+    assert rates["seed0__ucfl_channel_tiers_1"] is None and rates["seed0__ucfl_channel_tiers_2__wired"] is None
+    cell = next(p for p in scenario.profiles() if p.name == "cell")
+    expected = NetworkModel(cell, 6, static_rng(0, cell)).nominal_downlink_rates()
+    np.testing.assert_array_equal(rates["seed0__ucfl_channel_tiers_2__cell"], expected)

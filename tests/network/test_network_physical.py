@@ -93,3 +93,12 @@ def test_physical_mode_needs_the_model_size():
     model = NetworkModel(physical_profile(), 2, np.random.default_rng(0))
     with pytest.raises(ValueError, match=r"^plan.model_params must be > 0 with a physical channel .* got 0$"):
         model.time_round(CommPlan.broadcast([0, 1]), np.random.default_rng(0))
+
+
+def test_nominal_downlink_rates_by_hand():
+    # 43 dBm, loss 38.5 + 35 log10(d), noise -174 dBm/Hz over 10 MHz = -104 dBm: SNR(dB) = 108.5 - 35 log10(d).
+    net = NetworkModel(physical_profile(PhysicalChannel()), 3, np.random.default_rng(0))
+    snr_db = 43.0 - net.path_loss_db + 104.0
+    np.testing.assert_allclose(net.nominal_downlink_rates(), 10e6 * np.log2(1 + 10 ** (snr_db / 10)), rtol=1e-12)
+    np.testing.assert_allclose(snr_db, 108.5 - 35.0 * np.log10(net.distances_m), rtol=1e-12)
+    assert NetworkModel(SystemProfile(name="plain", rho=1.0), 3, np.random.default_rng(0)).nominal_downlink_rates() is None

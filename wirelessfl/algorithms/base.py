@@ -56,6 +56,9 @@ class Context:
     keep_optimizer_state: bool = False
     #: sorted ids of clients held out of training (FedEM Table 3's unseen clients); never participants
     held_out: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: each client's nominal downlink rate (bit/s) under the unit's physical channel; None without one
+    #: (given only to curves whose ``uses_channel`` is true, which then train per profile)
+    downlink_rates: np.ndarray | None = None
 
     def training_clients(self) -> np.ndarray:
         """The clients that may take part in training (all but the held-out ones), sorted."""
@@ -128,6 +131,13 @@ class Algorithm(ABC):
         self.ctx = ctx
         self.params = {**self.hparams, **hparams}
         self.optimizer_state = ClientOptimizerState(ctx)
+
+    @classmethod
+    def uses_channel(cls, params: Mapping[str, Any]) -> bool:
+        """True when these parameters make training depend on the profile's channel (then the
+        simulation trains this curve per profile and fills ``Context.downlink_rates``)."""
+        del params
+        return False
 
     # -- the two round questions -------------------------------------------
     @abstractmethod

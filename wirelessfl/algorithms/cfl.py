@@ -122,6 +122,7 @@ class ClusteredFL(MixingAlgorithm):
         extra = {"clusters": int(self.models.shape[0]), "splits": diagnostics}
         if any(split["split"] for split in diagnostics):
             extra["assignment"] = self.assignment.tolist()  # the new partition, so reports can compare it with groups
+            extra["cluster_sizes"] = sorted(np.bincount(self.assignment).tolist(), reverse=True)
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra=extra)
 
     def split_clusters(

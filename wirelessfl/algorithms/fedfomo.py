@@ -178,7 +178,8 @@ class FedFomo(Algorithm):
             evaluated += [self.base[i], self.current[i]] + [self.server[j] for j in peers]
             owners += [i] * (2 + len(peers))
         stacked = torch.stack(evaluated)
-        losses = self.ctx.engine.evaluate(stacked, self.ctx.val_sets(owners)).loss.double().cpu().numpy()
+        with self.ctx.engine.phase("fedfomo validation"):
+            losses = self.ctx.engine.evaluate(stacked, self.ctx.val_sets(owners)).loss.double().cpu().numpy()
         moved = 0
         row = 0
         for i, peers in chosen.items():

@@ -16,7 +16,9 @@ and from then on client i's model is the user-centric aggregate
 ``sum_j w_ij theta_j`` of the uploads (eq. 5). To bound the downlink cost the
 rows w_i are clustered by k-means into k groups; group c receives the model
 mixed with the centroid row (one multicast stream per group). ``streams: auto``
-picks k by the silhouette score (§III-B, [16]).
+picks k by the silhouette score (§III-B, [16]). ``stream_formation`` names
+the clustering (k-means on the rows is the default; alternatives, a minimum
+stream size and channel-aware rate tiers are in ``streams.py``).
 
 Right after an estimation round every stream model is still theta_hat, which
 every participant of that round has just received: the next round sends the
@@ -45,13 +47,10 @@ from typing import Any
 import numpy as np
 import torch
 from scipy.special import logsumexp
-from sklearn.cluster import KMeans
-from sklearn.metrics import silhouette_score
 
+from wirelessfl.algorithms import streams as formations
 from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, register, torch_generator
 from wirelessfl.seam import CommPlan, Stream
-
-KMEANS_RESTARTS = 10
 
 
 def _as_float64(values: Any) -> np.ndarray:
@@ -103,52 +102,33 @@ def squared_distances(g: np.ndarray) -> np.ndarray:
     return np.maximum(delta, 0.0)
 
 
-def stream_mixing(weights: Any, k: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """k-means on the rows of ``W`` (§III-B): ``(mixing [k, m], assignment [m])``.
+def stream_mixing(weights: Any, k: int, seed: int, formation: str = "kmeans_rows", **options: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(mixing [k, m], assignment [m])`` by ``formation`` (default: k-means on the rows of W, §III-B).
 
     Stream c's mixing row is the centroid of its members' rows, renormalised to
     sum 1. Clusters are numbered in order of first appearance. ``k >= m`` keeps
     every row as it is (per-user aggregation, eq. 5, exactly; rows of eq. 6
-already sum to 1).
+    already sum to 1). ``options``: see ``streams.stream_mixing``.
     """
     w = _as_float64(weights)
     m = w.shape[0]
     if w.ndim != 2 or w.shape[1] != m:
         raise ValueError(f"stream_mixing weights must be a square [m, m] matrix, got shape {w.shape}")
-    if not (isinstance(k, numbers.Integral) and not isinstance(k, bool) and k >= 1):
+    if not _positive_int(k):
         raise ValueError(f"ucfl streams must be a positive int, 'm', 'all' or 'auto', got {k!r}")
-    if k >= m:
-        return w.copy(), np.arange(m, dtype=np.int64)
-    labels = KMeans(n_clusters=int(k), n_init=KMEANS_RESTARTS, random_state=_sklearn_seed(seed)).fit_predict(w)
-    _, first, assignment = np.unique(labels, return_index=True, return_inverse=True)
-    assignment = np.argsort(np.argsort(first))[assignment].astype(np.int64)
-    count = int(assignment.max()) + 1
-    mixing = np.stack([w[assignment == c].mean(axis=0) for c in range(count)])
-    return mixing / mixing.sum(axis=1, keepdims=True), assignment
+    return formations.stream_mixing(w, int(k), seed, formation, **options)
 
 
 def choose_streams_by_silhouette(
-    weights: Any, k_range: Iterable[int], seed: int
+    weights: Any, k_range: Iterable[int], seed: int, formation: str = "kmeans_rows", min_stream_size: int = 1
 ) -> tuple[int, dict[int, float]]:
-    """The k in ``k_range`` whose k-means clustering of the rows has the best silhouette.
+    """The k in ``k_range`` whose clustering by ``formation`` has the best silhouette.
 
     Silhouette is defined for ``2 <= k <= m - 1``; ties go to the smaller k.
     """
-    w = _as_float64(weights)
-    m = w.shape[0]
-    candidates = sorted({int(k) for k in k_range})
-    if not candidates or candidates[0] < 2 or candidates[-1] > m - 1:
-        raise ValueError(f"ucfl auto_range must lie within [2, {m - 1}] (m = {m} clients), got {candidates}")
-    scores: dict[int, float] = {}
-    for k in candidates:
-        labels = KMeans(n_clusters=k, n_init=KMEANS_RESTARTS, random_state=_sklearn_seed(seed)).fit_predict(w)
-        scores[k] = float(silhouette_score(w, labels)) if len(np.unique(labels)) > 1 else -1.0
-    best = max(candidates, key=lambda k: (scores[k], -k))
-    return best, scores
-
-
-def _sklearn_seed(seed: int) -> int:
-    return int(seed) % (2**32)
+    return formations.choose_streams_by_silhouette(
+        _as_float64(weights), k_range, seed, formation, min_stream_size=min_stream_size
+    )
 
 
 @register
@@ -167,7 +147,16 @@ class UserCentricFL(MixingAlgorithm):
         "recompute_every": 0,
         "temperature": 1.0,
         "gradient_layers": "all",
+        "stream_formation": "kmeans_rows",
+        "min_stream_size": 1,
+        "channel_tiers": 1,
     }
+
+    @classmethod
+    def uses_channel(cls, params: Mapping[str, Any]) -> bool:
+        """Channel-aware streams (``channel_tiers`` > 1) need the profile's downlink rates."""
+        tiers = params.get("channel_tiers", 1)
+        return _positive_int(tiers) and tiers > 1
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
@@ -208,6 +197,14 @@ class UserCentricFL(MixingAlgorithm):
         temperature = p["temperature"]
         if not (isinstance(temperature, numbers.Real) and temperature > 0 and np.isfinite(temperature)):
             raise ValueError(f"ucfl temperature must be a positive finite number, got {temperature!r}")
+        formations.check_formation(p["stream_formation"], "ucfl")
+        for key in ("min_stream_size", "channel_tiers"):
+            if not _positive_int(p[key]):
+                raise ValueError(f"ucfl {key} must be an int >= 1, got {p[key]!r}")
+        if _positive_int(streams) and p["channel_tiers"] > streams:
+            raise ValueError(
+                f"ucfl channel_tiers must be <= streams (streams // channel_tiers data clusters), got channel_tiers={p['channel_tiers']} with streams={streams}"
+            )
 
     def is_estimation_round(self, round: int) -> bool:
         """The weight-estimation rounds (rounds count from 1): right after the
@@ -269,7 +266,8 @@ class UserCentricFL(MixingAlgorithm):
         theta_hat, common = self.population_model()
         if len(members) < 2:
             return StepInfo(train_loss=float("nan"), aggregated=len(members), extra={"estimated": False})
-        grads, sigma2 = self.gradient_statistics(theta_hat, members, round)
+        with self.ctx.engine.phase("ucfl estimation"):
+            grads, sigma2 = self.gradient_statistics(theta_hat, members, round)
         reported = np.asarray(members)
         local = collaboration_weights(grads, sigma2, sizes[reported], self.params["temperature"])
         weights = np.zeros((m, m))
@@ -295,6 +293,10 @@ class UserCentricFL(MixingAlgorithm):
         }
         if self.silhouette:
             extra["silhouette"] = dict(self.silhouette)
+        extra["stream_sizes"] = formations.stream_sizes(assignment)
+        extra["assignment"] = assignment.tolist()
+        if self.params["channel_tiers"] > 1 and self.ctx.downlink_rates is None:
+            extra["note"] = "channel_tiers ignored: no physical channel in this profile, data-only streams"
         return StepInfo(train_loss=float("nan"), aggregated=len(members), extra=extra)
 
     def population_model(self) -> tuple[torch.Tensor, bool]:
@@ -335,16 +337,24 @@ class UserCentricFL(MixingAlgorithm):
         return mask.to(self.ctx.device)
 
     def choose_streams(self, weights: np.ndarray, round: int) -> tuple[np.ndarray, np.ndarray]:
-        streams = self.params["streams"]
+        """``(mixing, assignment)`` by ``stream_formation``; with ``channel_tiers`` T > 1 and the
+        profile's rates, k // T data clusters split by rate tier (``streams: auto`` picks the data
+        clusters by silhouette, then tiers multiply them)."""
+        p = self.params
+        streams = p["streams"]
         m = self.ctx.num_clients
         seed = int(self.ctx.seed) + 1000003 * int(round)
+        formation, min_size = p["stream_formation"], p["min_stream_size"]
+        rates = self.ctx.downlink_rates if p["channel_tiers"] > 1 else None
+        tiers = p["channel_tiers"] if rates is not None else 1
+        options = {"min_stream_size": min_size, "rates": rates, "channel_tiers": tiers}
         if streams in ("m", "all"):
-            return stream_mixing(weights, m, seed)
+            return stream_mixing(weights, m, seed, formation, min_stream_size=min_size)
         if streams == "auto":
-            low, high = _pair(self.params["auto_range"])
-            k, self.silhouette = choose_streams_by_silhouette(weights, range(low, high + 1), seed)
-            return stream_mixing(weights, k, seed)
-        return stream_mixing(weights, int(streams), seed)
+            low, high = _pair(p["auto_range"])
+            k, self.silhouette = choose_streams_by_silhouette(weights, range(low, high + 1), seed, formation, min_size)
+            return stream_mixing(weights, k * tiers, seed, formation, **options)
+        return stream_mixing(weights, int(streams), seed, formation, **options)
 
     def stream_starts(self, old_models: torch.Tensor, old_assignment: np.ndarray, assignment: np.ndarray) -> torch.Tensor:
         """Each new stream starts at the size-weighted average of its members' current models."""

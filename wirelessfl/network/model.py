@@ -122,6 +122,13 @@ class NetworkModel:
             upload=upload,
         )
 
+    def nominal_downlink_rates(self) -> np.ndarray | None:
+        """Each client's downlink Shannon rate (bit/s) at unit fading gain, from its static path loss;
+        None without a physical channel. What channel-aware stream formation knows before a round."""
+        if self.profile.physical is None:
+            return None
+        return phy.downlink_rates(self.profile.physical, self.path_loss_db, np.ones(self.num_clients))
+
     def bits(self, plan: CommPlan) -> tuple[float, float]:
         """(downlink, uplink) bits: payload x model_params x bits_per_parameter; a multicast counts once."""
         per_model = plan.model_params * self.profile.bits_per_parameter
