@@ -3,7 +3,50 @@
 ``wirelessfl.network`` (SimPy, no torch) times rounds; ``wirelessfl.learning``
 and ``wirelessfl.algorithms`` (torch, no simpy) train; ``wirelessfl.seam``
 holds the only two types that cross between them; ``wirelessfl.simulate``
-runs the loop; ``wirelessfl.results`` writes traces, tables and figures.
+runs the loop; ``wirelessfl.sweep`` runs grids of it; ``wirelessfl.results``
+writes traces, tables and figures.
+
+``wirelessfl.simulate(scenario, ...)`` and ``wirelessfl.sweep(scenario, grid)``
+are also the Python API (``wirelessfl.api``): those two submodules are
+callable, so ``import wirelessfl.simulate`` still gives the module. Nothing
+heavy is imported until one is used (the network side stays torch-free).
 """
 
+import importlib
+import sys
+import types
+
 __version__ = "0.1.0"
+__all__ = ["simulate", "sweep"]
+
+
+class _CallableModule(types.ModuleType):
+    """A submodule that is also its API function: ``wirelessfl.sweep(...)`` is ``wirelessfl.api.sweep(...)``."""
+
+    def __call__(self, *args, **kwargs):
+        from wirelessfl import api
+
+        return getattr(api, self.__name__.rsplit(".", 1)[1])(*args, **kwargs)
+
+
+def _callable_submodule(name: str) -> property:
+    def get(package):
+        module = package.__dict__.get(name)
+        if module is None:
+            module = importlib.import_module(f"{package.__name__}.{name}")
+        if type(module) is types.ModuleType:
+            module.__class__ = _CallableModule
+        return module
+
+    def set_(package, value) -> None:
+        package.__dict__[name] = value
+
+    return property(get, set_, doc=f"the {name} submodule, callable as wirelessfl.api.{name}")
+
+
+class _Package(types.ModuleType):
+    simulate = _callable_submodule("simulate")
+    sweep = _callable_submodule("sweep")
+
+
+sys.modules[__name__].__class__ = _Package

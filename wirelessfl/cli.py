@@ -1,4 +1,4 @@
-"""``wirelessfl`` command line: simulate, validate, list, plot, report.
+"""``wirelessfl`` command line: simulate, sweep, validate, list, plot, report.
 
 User errors (bad scenario, missing dataset, impossible value, an output folder
 that cannot be made) end with exit code 2 and one line on stderr naming the
@@ -79,7 +79,7 @@ def validate(
     from wirelessfl.simulate import curves_of
 
     sc = _guard(load_scenario, scenario, None, settings)
-    _guard(_preflight, sc)
+    run_cost = _guard(_preflight, sc, scenario)
     curves = curves_of(sc)
     profiles = [p.name for p in sc.profiles()]
     console.print(
@@ -90,6 +90,7 @@ def validate(
         highlight=False,
         soft_wrap=True,
     )
+    console.print(escape(run_cost.line()), highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -104,6 +105,9 @@ def simulate(
         None, "--set", help="override a field: PATH=VALUE, e.g. --set training.lr=0.01 (repeatable)"
     ),
     quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+    keep_models: bool = typer.Option(
+        False, "--keep-models", help="keep each finished unit's models and optimizer state in checkpoints/ (for analysis scripts)"
+    ),
 ) -> None:
     """Run a scenario: train every algorithm, time every round, write results."""
     from wirelessfl.config import dump_scenario, load_scenario
@@ -114,6 +118,7 @@ def simulate(
         if clashing:
             _fail(f"--resume continues {resume} with the settings in its scenario.yaml; leave out {', '.join(clashing)}")
         sc = _guard(_resumable, resume, scenario)
+        _note(_guard(_check_cost, sc).line())
         run_dir = resume
     else:
         if scenario is None:
@@ -122,11 +127,12 @@ def simulate(
         if seed is not None:
             overrides["seeds"] = [seed]
         sc = _guard(load_scenario, scenario, overrides, settings)
-        _guard(_preflight, sc)
+        run_cost = _guard(_preflight, sc, scenario)
         run_dir = _guard(_new_run_dir, sc, out, dump_scenario(sc))
+        _note(run_cost.line())
     started = time.perf_counter()
     try:
-        result = _guard(_run_with_progress, sc, run_dir, quiet)
+        result = _guard(_run_with_progress, sc, run_dir, quiet, keep_models)
     except KeyboardInterrupt:
         _fail(f"interrupted; `wirelessfl simulate --resume {run_dir}` continues from the last checkpoint", code=130)
     elapsed = time.perf_counter() - started
@@ -177,21 +183,27 @@ def _new_run_dir(sc, out: Path | None, resolved: str) -> Path:
     return run_dir
 
 
-def _preflight(sc) -> None:
-    """Fail before anything is written: build the data, the model and every curve's algorithm once."""
-    from wirelessfl.simulate import build_units
+def _preflight(sc, source: Path):
+    """Fail before anything is written: the memory guard (nothing big allocated yet), then the data, the
+    model and every curve's algorithm built once. Returns the run's cost estimate."""
+    from wirelessfl.config import preflight
 
-    build_units(sc, sc.seeds[0])
+    run_cost = _check_cost(sc, source)
+    preflight(sc, str(source))
+    return run_cost
 
 
-def _run_with_progress(sc, run_dir: Path, quiet: bool):
-    from wirelessfl.simulate import curves_of, profiles_can_change_training, simulate
+def _check_cost(sc, source: Path | None = None):
+    from wirelessfl.cost import check_run
 
-    profiles = sc.profiles()
-    units = len(sc.seeds) * len(curves_of(sc)) * (len(profiles) if profiles_can_change_training(profiles) else 1)
-    total = units * sc.rounds
-    if quiet or not sys.stderr.isatty():
-        return simulate(sc, run_dir)
+    try:
+        return check_run(sc)
+    except ValueError as err:
+        raise UserError(f"{source}: {err}" if source is not None else str(err)) from None
+
+
+def _progress() -> Progress:
+    """The progress bar of simulate and sweep: what runs, how far, the current status line."""
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -199,7 +211,18 @@ def _run_with_progress(sc, run_dir: Path, quiet: bool):
         TextColumn("{task.fields[status]}"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=err_console, transient=False) as progress:
+    return Progress(*columns, console=err_console, transient=False)
+
+
+def _run_with_progress(sc, run_dir: Path, quiet: bool, keep_models: bool = False):
+    from wirelessfl.simulate import curves_of, profiles_can_change_training, simulate
+
+    profiles = sc.profiles()
+    units = len(sc.seeds) * sum(len(profiles) if profiles_can_change_training(profiles, c) else 1 for c in curves_of(sc))
+    total = units * sc.rounds
+    if quiet or not sys.stderr.isatty():
+        return simulate(sc, run_dir, keep_models=keep_models)
+    with _progress() as progress:
         task = progress.add_task(sc.name, total=total, status="")
 
         def on_round(info: dict[str, Any]) -> None:
@@ -208,20 +231,38 @@ def _run_with_progress(sc, run_dir: Path, quiet: bool):
                 status += f" acc={info['avg_acc']:.3f}"
             progress.update(task, advance=1, status=escape(status))
 
-        return simulate(sc, run_dir, on_round=on_round)
+        return simulate(sc, run_dir, on_round=on_round, keep_models=keep_models)
 
 
 def _write_outputs(sc, run_dir: Path, result, elapsed: float) -> None:
+    """Every result file; a full disk says to free space and resume (the checkpoints re-write them without training)."""
+    from wirelessfl.results.io import resumable_writes
+
+    with resumable_writes(run_dir):
+        _write_results(sc, run_dir, result, elapsed)
+
+
+def _write_results(sc, run_dir: Path, result, elapsed: float) -> None:
     from wirelessfl.results.figures import write_figures
     from wirelessfl.results.io import atomic_write_text, write_trace
+    from wirelessfl.results.streams import write_stream_outputs
     from wirelessfl.results.tables import write_summary_md
 
     write_trace(run_dir, result.trace, result.clients)
     notes = []
+    stream_lines: list[str] = []
     if result.diagnostics:
         atomic_write_text(run_dir / "diagnostics.json", json.dumps(result.diagnostics, indent=1, default=_jsonable))
         notes.append("diagnostics.json: per-round algorithm diagnostics (e.g. ucfl silhouette curve, cfl splits).")
-    mode = "trained once per curve and seed, replayed through every profile" if result.replayed else "trained per profile (a deadline decides who is aggregated)"
+        stream_lines = write_stream_outputs(run_dir, json.loads((run_dir / "diagnostics.json").read_text()), result.clients)
+        if stream_lines:
+            notes.append("streams.html: who is in which stream / cluster against the true groups (ARI above).")
+    mode = (
+        "trained once per curve and seed, replayed through every profile"
+        if result.replayed
+        else "trained per profile where the network changes training (a deadline decides who is aggregated, "
+        "or a channel-aware algorithm reads the cell), replayed elsewhere"
+    )
     notes.append(f"{result.trained_units} training runs ({mode}); wall time {elapsed:.1f} s.")
     if result.runtime:
         atomic_write_text(run_dir / "runtime.json", json.dumps(result.runtime, indent=1))
@@ -232,7 +273,7 @@ def _write_outputs(sc, run_dir: Path, result, elapsed: float) -> None:
             f"{samples / wall:,.0f} local-training samples/s (nominal: train-set sizes x local epochs)."
         )
     figure_notes = write_figures(run_dir, result.trace, result.clients)
-    write_summary_md(run_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes + figure_notes)
+    write_summary_md(run_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes + figure_notes, stream_lines)
     _print_final(result.trace, sc.target_accuracy)
     for note in figure_notes:
         _note(note)
@@ -263,6 +304,111 @@ def _print_final(trace, target: float) -> None:
         when = "not reached" if hit is None or hit["time"] != hit["time"] else f"{hit['time']:.1f}"
         shown.add_row(escape(curve), escape(profile), f"{row.avg_acc:.3f}", f"{row.worst_acc:.3f}", f"{row.time:.1f}", when)
     console.print(shown)
+
+
+class Executor(str, Enum):
+    """Where sweep units run: ``local`` (in process), ``process`` (a pool), ``ray`` (a cluster)."""
+
+    local = "local"
+    process = "process"
+    ray = "ray"
+
+
+@app.command()
+def sweep(
+    scenario: Path | None = typer.Argument(None, help="scenario YAML file (leave out with --resume)"),
+    grids: list[str] | None = typer.Option(
+        None, "--grid", help="an axis and its values KEY=V1,V2,... (repeatable), e.g. rho=1,2,4 or algorithms.ucfl.streams=1,2,m"
+    ),
+    out: Path | None = typer.Option(None, "--out", help="sweep directory: new, empty, or an earlier sweep's (its finished units are reused)"),
+    executor: Executor | None = typer.Option(
+        None, "--executor", help="local, process (the default when more than one unit is to run) or ray"
+    ),
+    address: str | None = typer.Option(None, "--address", help="with --executor ray: join this Ray cluster (default: a local Ray)"),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="units run at once (default: one per CPU, at most the units)"),
+    resume: Path | None = typer.Option(None, "--resume", help="continue a sweep directory with its own sweep.yaml"),
+    settings: list[str] | None = typer.Option(None, "--set", help="override a field of the scenario: PATH=VALUE (repeatable)"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+) -> None:
+    """Run a scenario over a grid of network, algorithm and scenario values; write sweep.csv and trade-off maps."""
+    from wirelessfl.config import load_scenario
+    from wirelessfl.sweep import check_out, make_executor, merge_grids, pending, plan_sweep, preflight, sweep_dir_for
+
+    if resume is not None:
+        given = {"SCENARIO": scenario, "--grid": grids or None, "--out": out, "--set": settings or None}
+        clashing = [flag for flag, value in given.items() if value is not None]
+        if clashing:
+            _fail(f"--resume continues {resume} with the scenario and grid in its sweep.yaml; leave out {', '.join(clashing)}")
+        if not (resume / "sweep.yaml").is_file():
+            _fail(f"--resume {resume}: no sweep.yaml there (not a wirelessfl sweep directory)")
+        sc = _guard(load_scenario, resume / "sweep.yaml")
+        out = resume
+    else:
+        if scenario is None:
+            _fail("give a SCENARIO file to sweep, or --resume SWEEP_DIR to continue an interrupted sweep")
+        sc = _guard(load_scenario, scenario, None, settings)
+    grid = _guard(merge_grids, sc.sweep, grids)
+    if not grid:
+        _fail(f"{scenario or resume}: nothing to sweep; give --grid KEY=V1,V2,... or a sweep: block in the scenario")
+    if executor is Executor.ray:
+        from wirelessfl.sweep.executors import import_ray
+
+        _guard(import_ray)
+    plan = _guard(plan_sweep, sc, grid)
+    _guard(check_out, out)
+    _guard(preflight, plan, out if out is not None and out.exists() else None)
+    todo = len(pending(plan, out)) if out is not None else len(plan.units)
+    kind = executor.value if executor is not None else ("process" if todo > 1 else "local")
+    runner = _guard(make_executor, kind, workers, address, todo)
+    sweep_dir = _guard(sweep_dir_for, sc, out)
+    try:
+        result = _guard(_sweep_with_progress, plan, sweep_dir, runner, quiet or not sys.stderr.isatty())
+    except KeyboardInterrupt:
+        _fail(f"interrupted; `wirelessfl sweep --resume {sweep_dir}` continues (finished units are kept)", code=130)
+    _report_sweep(result)
+
+
+def _sweep_with_progress(plan, sweep_dir: Path, runner, quiet: bool):
+    from wirelessfl.sweep import pending, run_sweep
+
+    if quiet:
+        return run_sweep(plan, sweep_dir, runner)
+    with _progress() as progress:
+        task_id = progress.add_task(f"{plan.base.name} units", total=len(pending(plan, sweep_dir)), status="")
+
+        def on_event(kind: str, unit, payload) -> None:
+            if kind == "start":
+                status = f"running {unit.label}"
+            elif kind == "round":
+                status = f"{unit.label}: {payload['unit']} round {payload['round']}"
+            elif kind == "retry":
+                status = f"retrying {unit.label} ({payload})"
+            else:
+                status = f"{'finished' if kind == 'done' else 'failed'} {unit.label}"
+            progress.update(task_id, advance=1 if kind in ("done", "failed") else 0, status=escape(status))
+
+        return run_sweep(plan, sweep_dir, runner, on_event)
+
+
+def _report_sweep(result) -> None:
+    ok = sum(1 for outcome in result.outcomes.values() if outcome.status == "ok")
+    console.print(
+        escape(
+            f"sweep: {ok} of {len(result.outcomes)} units ok ({len(result.computed)} run now, "
+            f"{result.trained_units} training runs); {len(result.table)} rows in {result.dir / 'sweep.csv'}"
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
+    for note in result.notes:
+        _note(note)
+    console.print(escape(f"results: {result.dir}"), highlight=False, soft_wrap=True)
+    if result.failed:
+        _fail(
+            f"{len(result.failed)} of {len(result.outcomes)} units failed: {', '.join(result.failed)}; "
+            f"see {result.dir / 'summary.md'}",
+            code=1,
+        )
 
 
 @app.command("list")

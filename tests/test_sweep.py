@@ -1,0 +1,239 @@
+"""Sweeps: grid expansion and validation, train once / time many, executors, cache, resume, failures."""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+import wirelessfl
+import wirelessfl.simulate
+from wirelessfl.cli import app
+from wirelessfl.config import parse_scenario
+from wirelessfl.sweep import merge_grids, plan_sweep
+
+runner = CliRunner()
+
+TINY = {
+    "name": "tiny",
+    "rounds": 3,
+    "checkpoint_every": 1,
+    "target_accuracy": 0.1,
+    "device": "cpu",
+    "data": {
+        "dataset": "digits",
+        "clients": 4,
+        "samples": {"per_client": 30},
+        "partition": [{"name": "iid"}, {"name": "rotation", "groups": 2}],
+    },
+    "model": {"name": "mlp", "options": {"hidden": [16]}},
+    "training": {"batch_size": 10, "lr": 0.05},
+    "algorithms": [{"name": "fedavg"}, {"name": "local"}],
+    "networks": [{"preset": "wired"}],
+}
+LR_GRID = {"training.lr": [0.05, 0.1], "rho": [1, 4]}
+
+
+def _write(tmp_path, doc, name="s.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture(scope="module")
+def local_sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "local"
+    return wirelessfl.sweep(TINY, LR_GRID, out=out, executor="local")
+
+
+def test_grid_expansion_network_points_are_profiles_of_one_unit_per_learning_point():
+    base = parse_scenario({**TINY, "algorithms": [{"name": "fedavg"}, {"name": "ucfl", "params": {"streams": 2}}]})
+    plan = plan_sweep(base, {"rho": [1, 2], "mu": [1, "inf"], "algorithms.ucfl.streams": [1, "m"], "training.lr": [0.05, 0.1]})
+    assert [u.label for u in plan.units] == ["training.lr=0.05", "training.lr=0.1"]
+    assert [u.scenario.training.lr for u in plan.units] == [0.05, 0.1]
+    assert [p.name for p in plan.profiles] == ["wired rho=1 mu=1", "wired rho=1 mu=inf", "wired rho=2 mu=1", "wired rho=2 mu=inf"]
+    profiles = plan.units[0].scenario.profiles()
+    assert [(p.rho, p.mu) for p in profiles] == [(1.0, 1.0), (1.0, math.inf), (2.0, 1.0), (2.0, math.inf)]
+    ucfl = plan.units[0].scenario.algorithms[1]
+    assert ucfl.params == {} and ucfl.variants == {"streams": [1, "m"]}
+    assert plan.curve_axes(plan.units[0]) == {
+        "fedavg": (),
+        "ucfl streams=1": (("algorithms.ucfl.streams", 1),),
+        "ucfl streams=m": (("algorithms.ucfl.streams", "m"),),
+    }
+    assert plan.units[0].key != plan.units[1].key and len(plan.units[0].key) == 16
+
+
+def test_physical_axis_turns_on_the_channel_and_cli_grids_override_the_file():
+    plan = plan_sweep(parse_scenario(TINY), {"physical.cell_radius_m": [100, 500]})
+    assert [p.physical.cell_radius_m for p in plan.units[0].scenario.profiles()] == [100.0, 500.0]
+    assert [p.time_unit for p in plan.profiles] == ["s", "s"]
+    grid = merge_grids({"rho": [1, 2], "mu": [1]}, ["rho=4,8", "algorithms.ucfl.streams=1,m,auto", "training.lr=1e-3"])
+    assert grid == {"rho": [4, 8], "mu": [1], "algorithms.ucfl.streams": [1, "m", "auto"], "training.lr": [0.001]}
+
+
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        (["rho=-1"], "--grid rho=-1: rho must be > 0, got -1.0"),
+        (
+            ["foo=1"],
+            "--grid foo: unknown sweep axis; use a network field (rho, mu, ...), physical.<field>, "
+            "or a scenario path such as training.lr or algorithms.ucfl.streams",
+        ),
+        (["rho"], "--grid rho: expected KEY=V1,V2,..., e.g. rho=1,2,4"),
+        (["rho=1,2,1"], "--grid rho: give each value once; repeated: 1"),
+        (["channels=0"], "--grid channels=0: channels must be an integer >= 1, got 0"),
+        (["training.lr=-1"], "--grid training.lr=-1: training.lr: Input should be greater than 0 (got -1)"),
+        (["schedule=fast"], "--grid schedule=fast: schedule must be one of 'phased', 'pipelined', got 'fast'"),
+        (
+            ["physical.cell_radius_m=5"],
+            "--grid physical.cell_radius_m=5: physical.cell_radius_m must be > physical.min_distance_m (10.0), got 5.0",
+        ),
+        (["algorithms.ucfl.streams=1,2"], "--grid algorithms.ucfl.streams: no algorithm entry named 'ucfl' (by label or name); entries: fedavg, local"),
+        (["data.partition.5.alpha=1"], "--grid data.partition.5.alpha=1: data.partition.5 must be a list index from 0 to 1"),
+    ],
+)
+def test_a_bad_grid_is_one_line_naming_key_and_value_exit_2(tmp_path, grid, message):
+    args = ["sweep", str(_write(tmp_path, TINY)), "--out", str(tmp_path / "out"), "--quiet"]
+    result = runner.invoke(app, args + [f"--grid={g}" for g in grid])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == f"error: {message}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_bad_algorithm_value_fails_before_training_naming_the_axis(tmp_path):
+    doc = {**TINY, "algorithms": [{"name": "ucfl"}]}
+    result = runner.invoke(app, ["sweep", str(_write(tmp_path, doc)), "--grid", "algorithms.ucfl.streams=2,-1", "--quiet"])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: --grid algorithms.ucfl.streams=2,-1: ucfl streams must be")
+    assert result.output.strip().endswith("got -1")
+
+
+def test_network_grid_trains_once_and_each_cell_equals_a_plain_simulate(tmp_path):
+    grid = {"rho": [1, 2], "mu": [1, "inf"]}
+    swept = wirelessfl.sweep(TINY, grid, out=tmp_path / "sw")
+    assert swept.trained_units == 2  # fedavg and local, once each, for 4 network points
+    assert len(swept.table) == 4 * 2 and set(swept.table.status) == {"ok"}
+    name = "wired rho=2 mu=1"
+    plain = wirelessfl.simulate({**TINY, "networks": [{"preset": "wired", "rho": 2, "mu": 1, "name": name}]})
+    cell = swept.trace[swept.trace.profile == name][list(plain.trace.columns)].reset_index(drop=True)
+    pd.testing.assert_frame_equal(cell, plain.trace)
+    for curve, rows in plain.trace.groupby("curve"):
+        row = swept.table[(swept.table.profile == name) & (swept.table.curve == curve)].iloc[0]
+        hit = rows[rows.avg_acc >= TINY["target_accuracy"]]
+        assert row.point == "rho=2 mu=1" and row.rho == 2 and row.mu == 1.0 and row.base_profile == "wired"
+        assert row.final_avg_acc == rows.avg_acc.iloc[-1] and row.final_worst_acc == rows.worst_acc.iloc[-1]
+        assert row.total_time == rows.time.iloc[-1] and row.dl_bits == rows.dl_bits.sum()
+        if len(hit):
+            assert (row.time_to_target, row.rounds_to_target) == (hit.time.iloc[0], hit["round"].iloc[0])
+        else:
+            assert math.isnan(row.time_to_target)
+    assert swept.table.time_to_target.notna().any() and swept.table.time_to_target.isna().any()
+    assert swept.table[swept.table.profile == "wired rho=1 mu=inf"].mu.tolist() == [math.inf, math.inf]
+
+
+def test_table_columns_follow_the_contract(local_sweep):
+    table = local_sweep.table
+    assert list(table.columns) == [
+        "point", "training.lr", "rho", "base_profile", "profile", "curve", "algorithm", "variant", "seed", "status",
+        "error", "target", "time_to_target", "time_unit", "rounds_to_target", "final_avg_acc", "final_worst_acc",
+        "final_p10_acc", "dl_bits", "ul_bits", "total_time",
+    ]
+    assert len(table) == 2 * 2 * 2
+    assert table.point.tolist()[:2] == ["training.lr=0.05 rho=1"] * 2
+    on_disk = pd.read_parquet(local_sweep.dir / "sweep.parquet")
+    pd.testing.assert_frame_equal(on_disk, table, check_dtype=False)
+    assert (local_sweep.dir / "sweep.csv").is_file() and (local_sweep.dir / "summary.md").is_file()
+    assert {"point", "training.lr", "rho", "base_profile", "unit"} <= set(pd.read_parquet(local_sweep.dir / "trace.parquet").columns)
+
+
+def test_a_second_run_recomputes_nothing_and_a_grown_grid_only_the_new_unit(local_sweep, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(local_sweep.dir, copy)
+    again = wirelessfl.sweep(TINY, LR_GRID, out=copy)
+    assert again.computed == [] and again.trained_units == 0
+    pd.testing.assert_frame_equal(again.table, local_sweep.table)
+    grown = wirelessfl.sweep(TINY, {**LR_GRID, "training.lr": [0.05, 0.1, 0.2]}, out=copy)
+    assert len(grown.computed) == 1 and grown.trained_units == 2
+    assert len(grown.table) == 3 * 2 * 2
+
+
+def test_process_executor_gives_the_local_table(local_sweep, tmp_path):
+    pooled = wirelessfl.sweep(TINY, LR_GRID, out=tmp_path / "pool", executor="process", workers=2)
+    assert len(pooled.computed) == 2
+    pd.testing.assert_frame_equal(pooled.table, local_sweep.table)
+
+
+def test_ray_executor_gives_the_local_table(local_sweep, tmp_path):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    try:
+        remote = wirelessfl.sweep(TINY, LR_GRID, out=tmp_path / "ray", executor="ray")
+    finally:
+        ray.shutdown()
+    assert len(remote.computed) == 2
+    pd.testing.assert_frame_equal(remote.table, local_sweep.table)
+
+
+def test_ray_missing_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)
+    result = runner.invoke(app, ["sweep", str(_write(tmp_path, TINY)), "--grid", "rho=1,2", "--executor", "ray", "--quiet"])
+    assert result.exit_code == 2
+    assert result.output.strip() == 'error: --executor ray: Ray is not installed; pip install -e ".[ray]"'
+
+
+def test_an_interrupted_sweep_resumes_to_the_same_table(local_sweep, tmp_path, monkeypatch):
+    original = wirelessfl.simulate.simulate
+
+    def killed_mid_unit(scenario, run_dir=None, **kwargs):
+        return original(scenario, run_dir, stop_after_rounds=5, **kwargs)
+
+    monkeypatch.setattr(wirelessfl.simulate, "simulate", killed_mid_unit)
+    out = tmp_path / "sw"
+    args = ["sweep", str(_write(tmp_path, TINY)), "--out", str(out), "--executor", "local", "--quiet"]
+    first = runner.invoke(app, args + ["--grid", "training.lr=0.05,0.1", "--grid", "rho=1,4"])
+    assert first.exit_code == 130
+    assert first.output.strip() == f"error: interrupted; `wirelessfl sweep --resume {out}` continues (finished units are kept)"
+    unit = next((out / "units").iterdir())
+    assert not (unit / "trace.parquet").exists() and list((unit / "checkpoints").glob("*.partial.*"))
+    monkeypatch.setattr(wirelessfl.simulate, "simulate", original)
+    resumed = runner.invoke(app, ["sweep", "--resume", str(out), "--executor", "local", "--quiet"])
+    assert resumed.exit_code == 0, resumed.output
+    table = pd.read_parquet(out / "sweep.parquet")
+    pd.testing.assert_frame_equal(table, pd.read_parquet(local_sweep.dir / "sweep.parquet"))
+
+
+def test_a_failing_unit_is_retried_once_then_reported(tmp_path, monkeypatch):
+    original = wirelessfl.simulate.simulate
+    calls = {0.05: 0, 0.1: 0}
+
+    def flaky(scenario, run_dir=None, **kwargs):
+        lr = scenario.training.lr
+        calls[lr] += 1
+        if lr == 0.1 or calls[lr] == 1:
+            raise RuntimeError(f"boom {calls[lr]}")
+        return original(scenario, run_dir, **kwargs)
+
+    monkeypatch.setattr(wirelessfl.simulate, "simulate", flaky)
+    out = tmp_path / "sw"
+    result = runner.invoke(
+        app, ["sweep", str(_write(tmp_path, TINY)), "--grid", "training.lr=0.05,0.1", "--out", str(out), "--executor", "local", "--quiet"]
+    )
+    assert result.exit_code == 1
+    assert calls == {0.05: 2, 0.1: 2}
+    key = plan_sweep(parse_scenario(TINY), {"training.lr": [0.05, 0.1]}).units[1].key
+    assert result.output.strip().splitlines()[-1] == (
+        f"error: 1 of 2 units failed: training.lr=0.1 (units/{key}); see {out / 'summary.md'}"
+    )
+    table = pd.read_csv(out / "sweep.csv", keep_default_na=False, na_values={"time_to_target": [""], "final_avg_acc": [""]})
+    failed = table[table["training.lr"] == 0.1]
+    assert len(failed) == 2 and set(failed.status) == {"failed"} and set(failed.error) == {"RuntimeError: boom 2"}
+    assert failed.final_avg_acc.isna().all()
+    assert set(table[table["training.lr"] == 0.05].status) == {"ok"}
+    assert f"- training.lr=0.1 (units/{key}), after 2 attempts: RuntimeError: boom 2" in (out / "summary.md").read_text()

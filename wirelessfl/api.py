@@ -1,0 +1,125 @@
+"""The Python API a notebook user expects: ``wirelessfl.simulate(...)`` and ``wirelessfl.sweep(...)``.
+
+Both take a scenario as a YAML path, a dict or a ``Scenario``; keyword
+overrides set top-level fields (``rounds=5``, ``seeds=[0, 1]``) and
+``settings`` dotted paths (``{"training.lr": 0.01}`` or ``["training.lr=0.01"]``),
+exactly as ``--set`` does. They return pandas frames and plotly figures rather
+than printing; errors are the CLI's one-line ``ValueError`` messages.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from wirelessfl.config import Scenario, apply_settings, dump_scenario, load_scenario, parse_scenario
+from wirelessfl.simulate import SimulationResult
+from wirelessfl.simulate import simulate as _simulate
+from wirelessfl.sweep import SweepResult, check_out, make_executor, merge_grids, pending, plan_sweep, preflight, run_sweep, sweep_dir_for
+
+
+def _settings_list(settings: dict[str, Any] | list[str] | None) -> list[str]:
+    if settings is None:
+        return []
+    if isinstance(settings, dict):
+        return [f"{path}={json.dumps(value) if not isinstance(value, str) else value}" for path, value in settings.items()]
+    return list(settings)
+
+
+def load(scenario: str | Path | dict[str, Any] | Scenario, settings=None, **overrides: Any) -> Scenario:
+    """A validated ``Scenario`` from a path, a dict or a ``Scenario``, with overrides and settings applied."""
+    given = {key: value for key, value in overrides.items() if value is not None}
+    if isinstance(scenario, (str, Path)):
+        return load_scenario(scenario, given, _settings_list(settings))
+    if isinstance(scenario, Scenario):
+        raw = scenario.model_dump()
+    elif isinstance(scenario, dict):
+        raw = dict(scenario)
+    else:
+        raise ValueError(f"scenario must be a YAML path, a dict or a Scenario, got {type(scenario).__name__}")
+    raw = {**raw, **given}
+    if settings:
+        raw = apply_settings(raw, _settings_list(settings))
+    return parse_scenario(raw)
+
+
+@dataclass
+class RunResult(SimulationResult):
+    """``simulate``'s result plus where it was written and its figures."""
+
+    dir: Path | None = None
+
+    def figures(self) -> dict[str, Any]:
+        """The run figures as plotly figures: ``fig3`` (accuracy vs time), ``fig2`` (vs round), ``worst_clients``."""
+        from wirelessfl.results.figures import fig_accuracy_vs_round, fig_accuracy_vs_time, fig_worst_client
+
+        return {
+            "fig3": fig_accuracy_vs_time(self.trace),
+            "fig2": fig_accuracy_vs_round(self.trace),
+            "worst_clients": fig_worst_client(self.clients),
+        }
+
+
+def simulate(scenario, out: str | Path | None = None, *, settings=None, **overrides: Any) -> RunResult:
+    """Run every curve and seed of ``scenario``; with ``out``, write a run directory (resumed if it holds this run).
+
+    The directory gets what ``wirelessfl simulate`` writes, with HTML figures
+    only (``wirelessfl plot DIR`` adds the PNGs).
+    """
+    from wirelessfl.results.figures import write_figures
+    from wirelessfl.results.io import atomic_write_text, write_trace
+    from wirelessfl.results.tables import write_summary_md
+
+    sc = load(scenario, settings, **overrides)
+    run_dir = Path(out) if out is not None else None
+    if run_dir is not None:
+        resolved = dump_scenario(sc)
+        saved = run_dir / "scenario.yaml"
+        if saved.is_file() and saved.read_text(encoding="utf-8") != resolved:
+            raise ValueError(f"out {run_dir}: holds a different scenario; choose a new directory")
+        if run_dir.exists() and not saved.is_file() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+            raise ValueError(f"out {run_dir}: already exists and is not an empty directory; choose a new one")
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(saved, resolved)
+    result = _simulate(sc, run_dir)
+    if run_dir is not None:
+        write_trace(run_dir, result.trace, result.clients)
+        atomic_write_text(run_dir / "runtime.json", json.dumps(result.runtime, indent=1, default=str))
+        notes = write_figures(run_dir, result.trace, result.clients, png=False)
+        write_summary_md(run_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes)
+    return RunResult(**{f.name: getattr(result, f.name) for f in fields(SimulationResult)}, dir=run_dir)
+
+
+def sweep(
+    scenario,
+    grid: dict[str, Any] | list[str] | None = None,
+    out: str | Path | None = None,
+    executor: str = "local",
+    address: str | None = None,
+    workers: int | None = None,
+    *,
+    settings=None,
+    png: bool = False,
+    **overrides: Any,
+) -> SweepResult:
+    """Run ``scenario`` over ``grid`` (added to its ``sweep:`` block): ``{"rho": [1, 2], "algorithms.ucfl.streams": [1, "m"]}``.
+
+    ``out``: the sweep directory (an earlier sweep's reuses its finished
+    units); default ``<output>/<name>-sweep-<time>``. Returns ``.table`` (the
+    sweep.csv frame), ``.trace``, ``.dir`` and ``.figures()``.
+    """
+    sc = load(scenario, settings, **overrides)
+    if isinstance(grid, dict):
+        axes = {**sc.sweep, **{key: list(v) if isinstance(v, (list, tuple)) else [v] for key, v in grid.items()}}
+    else:
+        axes = merge_grids(sc.sweep, grid)
+    plan = plan_sweep(sc, axes)
+    target = Path(out) if out is not None else None
+    check_out(target)
+    preflight(plan, target if target is not None and target.exists() else None)
+    todo = len(pending(plan, target)) if target is not None else len(plan.units)
+    runner = make_executor(executor, workers, address, todo)
+    return run_sweep(plan, sweep_dir_for(sc, target), runner, png=png)
+

@@ -1,0 +1,605 @@
+"""Trade-off maps of a sweep: which method and which k reach the target first, and what the worst user gets.
+
+The question behind a sweep (issue 12) is the one of M. Mestoukirdi et al.,
+"User-Centric Federated Learning: Trading off Wireless Resources for
+Personalization" (../shared/papers/user-centric-fl.txt, Fig. 3 and §IV-C):
+more downlink streams k personalize better but cost downlink time, and whether
+that pays depends on the network (rho, mu, T_min, channels, cell size). A sweep
+times every curve under every grid point; these figures read its table
+(``sweep.csv``, one row per grid point x curve x seed):
+
+* ``time_to_target``: per cell of two axes, the time of the curve that reaches
+  the target first, annotated with its name; one panel per value of the other axes.
+* ``best_k``: per cell of the network axes, the number of streams that reaches
+  the target first; ``streams=auto`` is not a candidate but its time is printed
+  beside the winner, so the map shows whether automatic k lands on the best k.
+* ``best_method``: per cell, the method that reaches the target first (all
+  stream counts of one method are one method; its best k is named in the text).
+* ``pareto``: time to target against final worst-user accuracy, one marker per
+  (grid point, curve), the Pareto front (faster and fairer) highlighted.
+
+Seeds are aggregated per (grid point, curve): the time is the mean over the
+seeds that reached the target (a cell reached by only some seeds is marked
+``*``); accuracies are means over all seeds. A curve reached by every seed
+ranks before one reached by only some, whatever their means, since a mean over
+the lucky seeds flatters. Failed units (``status`` "failed") are left out and
+a cell where every unit failed says so.
+
+Axis values are categories in numeric order (strings such as ``m``, ``auto``
+after the numbers), not a numeric scale: grids are usually geometric.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.colors import qualitative
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from wirelessfl.results.figures import PNG_TIMEOUT_S, PngExportError, export_png
+from wirelessfl.results.io import atomic_write_bytes, atomic_write_text
+
+TABLE_COLUMNS = (
+    "point",
+    "base_profile",
+    "profile",
+    "curve",
+    "algorithm",
+    "variant",
+    "seed",
+    "status",
+    "target",
+    "time_to_target",
+    "time_unit",
+    "final_avg_acc",
+    "final_worst_acc",
+)
+FIGURES = ("time_to_target", "best_k", "best_method", "pareto")
+NOT_REACHED_COLOR = "#bdbdbd"
+FAILED_COLOR = "#616161"
+_PALETTE = qualitative.Plotly + qualitative.D3
+_LEARNING_PREFIXES = ("training.", "data.", "model.", "algorithms.")
+_LEARNING_FIELDS = ("seeds", "rounds", "eval_every", "target_accuracy")
+_STREAMS_AXIS = re.compile(r"^algorithms\.[^.]+\.streams$")
+_STREAMS_VARIANT = re.compile(r"(?:^|\s)streams=(\S+)")
+_AXIS_LABELS = {
+    "rho": "ρ = T_ul / T_dl",
+    "mu": "μ (compute-time rate, 1 / {unit})",
+    "t_min": "T_min ({unit})",
+    "t_dl": "T_dl ({unit})",
+    "deadline": "deadline ({unit})",
+    "channels": "uplink channels",
+    "schedule": "schedule",
+    "duplex": "duplex",
+    "stream_order": "stream order",
+    "bits_per_parameter": "bits per parameter",
+    "physical.cell_radius_m": "cell radius (m)",
+    "physical.min_distance_m": "min. distance (m)",
+    "physical.bs_power_dbm": "BS power (dBm)",
+    "physical.ue_power_dbm": "UE power (dBm)",
+    "physical.bandwidth_hz": "bandwidth (Hz)",
+    "physical.ul_bandwidth_hz": "uplink bandwidth (Hz)",
+    "physical.path_loss_exponent": "path-loss exponent",
+    "physical.noise_density_dbm_hz": "noise density (dBm/Hz)",
+    "training.lr": "learning rate",
+    "training.participation": "participation",
+}
+_NA = "\x00NA"
+"""Axis value of a row the axis does not apply to (the k column of a FedAvg row)."""
+
+
+def is_network_axis(axis: str) -> bool:
+    """A network axis changes only the timing (a SystemProfile field or ``physical.<field>``)."""
+    return not (axis.startswith(_LEARNING_PREFIXES) or axis in _LEARNING_FIELDS)
+
+
+def _is_algorithm_axis(axis: str) -> bool:
+    return axis.startswith("algorithms.")
+
+
+def _fmt_value(value) -> str:
+    """One axis value as shown: 1.0 -> "1", 0.25 -> "0.25", inf -> "inf", "m" -> "m"; NA -> the NA marker."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_fmt_value(v) for v in value) + "]"
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return _NA
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):g}"
+    number = _number(str(value))
+    return _fmt_value(number) if number is not None and str(value).strip() not in ("", "nan") else str(value)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _category_order(values) -> list[str]:
+    """Distinct shown values: numbers ascending, then other strings in order of appearance."""
+    distinct = [v for v in dict.fromkeys(values) if v != _NA]
+    numeric = sorted((v for v in distinct if _number(v) is not None), key=lambda v: _number(v))
+    return numeric + [v for v in distinct if _number(v) is None]
+
+
+def _fmt_time(time: float) -> str:
+    if time >= 100:
+        return f"{time:.0f}"
+    return f"{time:.1f}" if time >= 10 else f"{time:.2f}"
+
+
+def _axis_title(axis: str | None, unit: str) -> str:
+    if axis is None:
+        return ""
+    if _STREAMS_AXIS.match(axis):
+        return f"k = downlink streams ({axis.split('.')[1]})"
+    return _AXIS_LABELS.get(axis, axis).format(unit=unit)
+
+
+def _time_title(units: list[str]) -> str:
+    return f"time to target ({' / '.join(units)})"
+
+
+def _check(table: pd.DataFrame, axes: list[str], x, y, facet) -> tuple[str | None, str | None, str | None]:
+    missing = [c for c in (*TABLE_COLUMNS, *axes) if c not in table.columns]
+    if missing:
+        raise ValueError(f"tradeoff: the sweep table has no column {missing[0]!r} (needs {list(TABLE_COLUMNS)} and one per axis)")
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"tradeoff: axes must be distinct, got {list(axes)}")
+    for name, value in (("x", x), ("y", y), ("facet", facet)):
+        if value is not None and value not in axes:
+            raise ValueError(f"tradeoff: {name} must be one of the sweep axes {list(axes)}, got {value!r}")
+    chosen = [v for v in (x, y, facet) if v is not None]
+    if len(set(chosen)) != len(chosen):
+        raise ValueError(f"tradeoff: x, y and facet must be different axes, got x={x!r}, y={y!r}, facet={facet!r}")
+    if x is None or y is None:
+        # Default: the first two network axes, then whatever axes are left.
+        free = [a for a in sorted(axes, key=lambda a: not is_network_axis(a)) if a not in chosen]
+        if x is None and free:
+            x = free.pop(0)
+        if y is None and free:
+            y = free.pop(0)
+    return x, y, facet
+
+
+def _k_value(row: pd.Series, k_axes: list[str]) -> str:
+    for axis in k_axes:
+        if row[axis] != _NA:
+            return row[axis]
+    found = _STREAMS_VARIANT.search(str(row["variant"]) if not pd.isna(row["variant"]) else "")
+    return found.group(1) if found else _NA
+
+
+def _label(row: pd.Series, axes: list[str]) -> str:
+    """The curve name, plus any swept algorithm parameter the name does not already carry."""
+    label = str(row["curve"])
+    for axis in axes:
+        param = axis.split(".")[-1]
+        if _is_algorithm_axis(axis) and row[axis] != _NA and f"{param}=" not in label:
+            label += f" {param}={row[axis]}"
+    return label
+
+
+def _method(label: str) -> str:
+    """All fixed stream counts of one method are one method; ``streams=auto`` stays a method of its own."""
+    return " ".join(_STREAMS_VARIANT.sub(lambda m: m.group(0) if m.group(1) == "auto" else "", label).split())
+
+
+def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
+    """One row per (grid point, base profile, curve): the seeds aggregated as the figures show them.
+
+    ``time`` is the mean time to target over the seeds that reached it (NaN if
+    none), ``reached`` / ``seeds`` count them; ``worst_acc``, ``avg_acc`` are
+    means over the seeds that ran; ``failed`` counts failed seeds. Axis columns
+    hold the shown value, ``label`` the curve name (with any swept algorithm
+    parameter the curve name lacks), ``method`` the label without its stream
+    count, ``k`` the number of streams (or NA).
+    """
+    _check(table, list(axes), None, None, None)
+    rows = table.copy()
+    for axis in axes:
+        rows[axis] = rows[axis].map(_fmt_value)
+    rows["ok"] = rows["status"].astype(str) == "ok"
+    rows["time_to_target"] = pd.to_numeric(rows["time_to_target"], errors="coerce").where(rows["ok"])
+    rows["label"] = rows.apply(_label, axis=1, axes=list(axes))
+    k_axes = [a for a in axes if _STREAMS_AXIS.match(a)]
+    rows["k"] = rows.apply(_k_value, axis=1, k_axes=k_axes)
+    out = []
+    for _, group in rows.groupby(["point", "base_profile", "label"], sort=False, dropna=False):
+        ok = group[group["ok"]]
+        first = group.iloc[0]
+        reached = ok["time_to_target"].dropna()
+        out.append(
+            {
+                **{axis: first[axis] for axis in axes},
+                "point": first["point"],
+                "base_profile": str(first["base_profile"]),
+                "profile": first["profile"],
+                "label": first["label"],
+                "method": _method(first["label"]),
+                "k": first["k"],
+                "time_unit": first["time_unit"],
+                "target": float(first["target"]),
+                "seeds": len(ok),
+                "failed": len(group) - len(ok),
+                "reached": len(reached),
+                "time": float(reached.mean()) if len(reached) else math.nan,
+                "worst_acc": float(ok["final_worst_acc"].mean()) if len(ok) else math.nan,
+                "avg_acc": float(ok["final_avg_acc"].mean()) if len(ok) else math.nan,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def _rank(entries: pd.DataFrame) -> pd.DataFrame:
+    """Best first: reached by every seed, then by some, then never; each by mean time, then name."""
+    ran = entries[entries["seeds"] > 0]
+    key = ran.assign(
+        _never=ran["reached"] == 0,
+        _partial=ran["reached"] < ran["seeds"],
+        _time=ran["time"].fillna(math.inf),
+    )
+    return key.sort_values(["_never", "_partial", "_time", "label"], kind="stable")
+
+
+def _cell_state(ranked: pd.DataFrame) -> str:
+    if ranked.empty:
+        return "failed"
+    return "not reached" if ranked.iloc[0]["reached"] == 0 else "ok"
+
+
+def _time_text(entry: pd.Series) -> str:
+    mark = "*" if entry["reached"] < entry["seeds"] else ""
+    return f"{_fmt_time(entry['time'])}{mark}"
+
+
+def _seed_note(entries: pd.DataFrame) -> str:
+    if entries["seeds"].max() <= 1 and entries["failed"].max() == 0:
+        return ""
+    note = "mean over the seeds that reached the target; * = reached by only some seeds"
+    return f"<br><sup>{note}</sup>"
+
+
+def _panels(entries: pd.DataFrame, panel_axes: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows) per combination of the panel axes, in axis order."""
+    if not panel_axes:
+        return [("", entries)]
+    orders = [_category_order(entries[a]) for a in panel_axes]
+    keys = entries[panel_axes].apply(tuple, axis=1)
+    out = []
+    for combo in pd.MultiIndex.from_product(orders) if len(orders) > 1 else [(v,) for v in orders[0]]:
+        chosen = entries[keys == tuple(combo)]
+        if len(chosen):
+            name = ", ".join(f"{_short(a)}={v}" for a, v in zip(panel_axes, combo))
+            out.append((name, chosen))
+    return out
+
+
+def _short(axis: str) -> str:
+    return "profile" if axis == "base_profile" else axis
+
+
+def _panel_axes(entries: pd.DataFrame, axes: list[str], shown: list[str], facet: str | None) -> list[str]:
+    """Every axis not on x/y gives panels (never silently averaged over), ``facet`` first.
+
+    Algorithm-parameter axes (``algorithms.ucfl.streams``) are the exception
+    unless chosen as facet: their values are curves that compete in each cell.
+    """
+    rest = [a for a in axes if a not in shown and (not _is_algorithm_axis(a) or a == facet)]
+    rest.sort(key=lambda a: a != facet)
+    if entries["base_profile"].nunique() > 1:
+        rest.append("base_profile")
+    return rest
+
+
+def _heatmap(
+    entries: pd.DataFrame,
+    x: str | None,
+    y: str | None,
+    panel_axes: list[str],
+    cell,
+    title: str,
+    coloraxis: dict,
+) -> go.Figure:
+    """One heatmap panel per panel-axis combination; ``cell(ranked rows) -> (state, z, text, hover)``.
+
+    Cells whose state is not "ok" are painted grey (not reached) or dark grey
+    (every unit failed) by an overlay, with the state as text.
+    """
+    panels = _panels(entries, panel_axes)
+    rows, cols = 1, len(panels)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[name for name, _ in panels], horizontal_spacing=0.08)
+    units = list(dict.fromkeys(entries["time_unit"]))
+    xs = _category_order(entries[x]) if x else [""]
+    ys = _category_order(entries[y]) if y else [""]
+    for index, (_, rows_) in enumerate(panels):
+        z = np.full((len(ys), len(xs)), np.nan)
+        grey = np.full((len(ys), len(xs)), np.nan)
+        text = np.full((len(ys), len(xs)), "", dtype=object)
+        grey_text = np.full((len(ys), len(xs)), "", dtype=object)
+        hover = np.full((len(ys), len(xs)), "no grid point", dtype=object)
+        for i, yv in enumerate(ys):
+            for j, xv in enumerate(xs):
+                chosen = rows_
+                if x:
+                    chosen = chosen[chosen[x] == xv]
+                if y:
+                    chosen = chosen[chosen[y] == yv]
+                if chosen.empty:
+                    continue
+                state, value, label, hover[i, j] = cell(_rank(chosen), chosen)
+                if state == "ok":
+                    z[i, j], text[i, j] = value, label
+                else:
+                    grey[i, j], grey_text[i, j] = (0.0 if state == "not reached" else 1.0), label
+        row, col = index // cols + 1, index % cols + 1
+        common = {"x": xs, "y": ys, "texttemplate": "%{text}", "hovertext": hover, "hoverinfo": "text", "xgap": 2, "ygap": 2}
+        fig.add_trace(go.Heatmap(z=z, text=text, coloraxis="coloraxis", textfont={"size": 12}, **common), row=row, col=col)
+        fig.add_trace(
+            go.Heatmap(
+                z=grey,
+                text=grey_text,
+                zmin=0,
+                zmax=1,
+                colorscale=[[0, NOT_REACHED_COLOR], [1, FAILED_COLOR]],
+                showscale=False,
+                textfont={"size": 12, "color": "black"},
+                **common,
+            ),
+            row=row,
+            col=col,
+        )
+        fig.update_xaxes(type="category", categoryorder="array", categoryarray=xs, title_text=_axis_title(x, units[0]), row=row, col=col)
+        fig.update_yaxes(type="category", categoryorder="array", categoryarray=ys, row=row, col=col)
+    fig.update_yaxes(title_text=_axis_title(y, units[0]), row=1, col=1)
+    fig.update_layout(title=title, template="plotly_white", coloraxis=coloraxis, margin={"t": 110})
+    return fig
+
+
+def _target_text(entries: pd.DataFrame) -> str:
+    return " / ".join(f"{t:.0%}" for t in dict.fromkeys(entries["target"]))
+
+
+def _hover(chosen: pd.DataFrame, ranked: pd.DataFrame) -> str:
+    head = chosen.iloc[0]
+    lines = [f"point: {head['point']}", f"profile: {head['profile']}"]
+    for _, entry in ranked.iterrows():
+        if entry["reached"]:
+            lines.append(f"{entry['label']}: {_fmt_time(entry['time'])} {entry['time_unit']} ({entry['reached']}/{entry['seeds']} seeds)")
+        else:
+            lines.append(f"{entry['label']}: not reached ({entry['seeds']} seeds)")
+    return "<br>".join(lines)
+
+
+def _state_text(ranked: pd.DataFrame) -> str:
+    return "failed" if ranked.empty else "not reached"
+
+
+def fig_time_to_target(entries: pd.DataFrame, axes: list[str], x, y, facet) -> go.Figure:
+    """Time of the fastest curve per cell, named in the cell; grey "not reached" where no curve reached the target."""
+    shown = [a for a in (x, y) if a]
+    rows = entries
+    for axis in (x, y, facet):
+        if axis and _is_algorithm_axis(axis):  # only the curves of that algorithm have a value on its axis
+            rows = rows[rows[axis] != _NA]
+
+    def cell(ranked, chosen):
+        state = _cell_state(ranked)
+        if state != "ok":
+            return state, math.nan, _state_text(ranked), _hover(chosen, ranked)
+        best = ranked.iloc[0]
+        return state, best["time"], f"{best['label']}<br>{_time_text(best)}", _hover(chosen, ranked)
+
+    units = list(dict.fromkeys(rows["time_unit"]))
+    title = f"Time to reach {_target_text(rows)} average accuracy: fastest curve per cell{_seed_note(rows)}"
+    coloraxis = {"colorscale": "Viridis", "reversescale": True, "colorbar": {"title": {"text": _time_title(units), "side": "right"}}}
+    return _heatmap(rows, x, y, _panel_axes(rows, axes, shown, facet), cell, title, coloraxis)
+
+
+def _categorical_axis(categories: list[str], title: str) -> dict:
+    """A colour axis with one flat colour band per category and the names as colorbar ticks."""
+    n = max(len(categories), 1)
+    scale = []
+    for i in range(n):
+        color = _PALETTE[i % len(_PALETTE)]
+        scale += [[i / n, color], [(i + 1) / n, color]]
+    return {
+        "colorscale": scale,
+        "cmin": -0.5,
+        "cmax": n - 0.5,
+        "colorbar": {"title": {"text": title, "side": "right"}, "tickvals": list(range(n)), "ticktext": categories},
+    }
+
+
+def _best_map_axes(axes: list[str], x, y, facet) -> tuple[str | None, str | None, str | None]:
+    """x, y, facet of the per-cell "best" maps, where the stream counts and methods compete within a cell.
+
+    The chosen x/y that are not algorithm parameters, filled up with other
+    network axes, then other axes; an algorithm-parameter facet is dropped.
+    """
+    facet = None if facet and _is_algorithm_axis(facet) else facet
+    kept = [a for a in (x, y) if a and not _is_algorithm_axis(a)]
+    kept += [a for a in axes if is_network_axis(a) and a not in kept and a != facet]
+    kept += [a for a in axes if not _is_algorithm_axis(a) and a not in kept and a != facet]
+    kept += [None, None]
+    return kept[0], kept[1], facet
+
+
+def fig_best_k(entries: pd.DataFrame, axes: list[str], x, y, facet) -> go.Figure | None:
+    """The number of streams that reaches the target first per cell; ``auto``'s time beside it. None without k."""
+    with_k = entries[entries["k"] != _NA]
+    if with_k.empty:
+        return None
+    fixed = with_k[with_k["k"] != "auto"]
+    candidates = fixed if len(fixed) else with_k
+    ks = _category_order(candidates["k"])
+    bx, by, facet = _best_map_axes(axes, x, y, facet)
+
+    def cell(ranked, chosen):
+        competing = ranked[ranked["k"].isin(ks)]
+        auto = ranked[ranked["k"] == "auto"]
+        extra = ""
+        if len(auto) and len(fixed):
+            best_auto = auto.iloc[0]
+            extra = f"<br>auto: {_time_text(best_auto)}" if best_auto["reached"] else "<br>auto: not reached"
+        state = _cell_state(competing)
+        if state != "ok":
+            return state, math.nan, _state_text(competing) + extra, _hover(chosen, ranked)
+        best = competing.iloc[0]
+        return state, ks.index(best["k"]), f"k={best['k']}<br>{_time_text(best)}{extra}", _hover(chosen, ranked)
+
+    title = f"Number of streams k that reaches {_target_text(with_k)} average accuracy first{_seed_note(with_k)}"
+    shown = [a for a in (bx, by) if a]
+    return _heatmap(with_k, bx, by, _panel_axes(with_k, axes, shown, facet), cell, title, _categorical_axis(ks, "best k"))
+
+
+def fig_best_method(entries: pd.DataFrame, axes: list[str], x, y, facet) -> go.Figure:
+    """The method that reaches the target first per cell (categorical), its curve and time as text."""
+    bx, by, facet = _best_map_axes(axes, x, y, facet)
+    methods = list(dict.fromkeys(entries["method"]))
+
+    def cell(ranked, chosen):
+        state = _cell_state(ranked)
+        if state != "ok":
+            return state, math.nan, _state_text(ranked), _hover(chosen, ranked)
+        best = ranked.iloc[0]
+        return state, methods.index(best["method"]), f"{best['label']}<br>{_time_text(best)}", _hover(chosen, ranked)
+
+    title = f"Method that reaches {_target_text(entries)} average accuracy first{_seed_note(entries)}"
+    shown = [a for a in (bx, by) if a]
+    return _heatmap(entries, bx, by, _panel_axes(entries, axes, shown, facet), cell, title, _categorical_axis(methods, "best method"))
+
+
+def pareto_front(times, worst) -> np.ndarray:
+    """Indices of the points no other point beats on both (time lower or equal, worst accuracy higher or equal).
+
+    A point is dominated when another is at least as fast and at least as fair
+    and strictly better on one of the two; ties on both are all on the front.
+    Returned in increasing time.
+    """
+    times, worst = np.asarray(times, dtype=float), np.asarray(worst, dtype=float)
+    front = []
+    for i in range(len(times)):
+        better_or_equal = (times <= times[i]) & (worst >= worst[i])
+        strictly = (times < times[i]) | (worst > worst[i])
+        if not np.any(better_or_equal & strictly):
+            front.append(i)
+    return np.array(sorted(front, key=lambda i: (times[i], -worst[i])), dtype=int)
+
+
+def fig_pareto(entries: pd.DataFrame) -> go.Figure:
+    """Time to target vs final worst-user accuracy per (grid point, curve); the Pareto front drawn as a line."""
+    ran = entries[entries["seeds"] > 0]
+    placed = ran[ran["reached"] > 0].reset_index(drop=True)
+    units = list(dict.fromkeys(ran["time_unit"]))
+    fig = go.Figure()
+    for index, label in enumerate(dict.fromkeys(placed["label"])):
+        rows = placed[placed["label"] == label]
+        symbols = ["diamond" if r < s else "circle" for r, s in zip(rows["reached"], rows["seeds"])]
+        fig.add_trace(
+            go.Scatter(
+                x=rows["time"],
+                y=rows["worst_acc"],
+                mode="markers",
+                name=label,
+                marker={"color": _PALETTE[index % len(_PALETTE)], "size": 9, "symbol": symbols},
+                customdata=np.stack([rows["point"], rows["profile"], rows["reached"], rows["seeds"]], axis=1),
+                hovertemplate=f"{label}<br>point %{{customdata[0]}}<br>profile %{{customdata[1]}}<br>time %{{x:.3g}}"
+                "<br>worst-user accuracy %{y:.3f}<br>reached by %{customdata[2]}/%{customdata[3]} seeds<extra></extra>",
+            )
+        )
+    front = placed.iloc[pareto_front(placed["time"], placed["worst_acc"])] if len(placed) else placed
+    fig.add_trace(
+        go.Scatter(
+            x=front["time"],
+            y=front["worst_acc"],
+            mode="lines+markers",
+            name="Pareto front",
+            line={"color": "black", "dash": "dot", "shape": "hv"},
+            marker={"symbol": "circle-open", "size": 16, "color": "black", "line": {"width": 2}},
+            customdata=np.stack([front["label"], front["point"]], axis=1) if len(front) else None,
+            hovertemplate="Pareto front: %{customdata[0]}<br>point %{customdata[1]}<extra></extra>",
+        )
+    )
+    notes = []
+    if ran["seeds"].max() > 1:
+        notes.append("mean over seeds (time: over the seeds that reached); ◆ = reached by only some seeds")
+    never = len(ran) - len(placed)
+    if never:
+        notes.append(f"{never} (point, curve) pairs never reached the target and are not shown")
+    subtitle = "".join(f"<br><sup>{note}</sup>" for note in notes)
+    fig.update_layout(
+        title=f"Time to {_target_text(ran)} average accuracy vs worst-user accuracy (up and left is better){subtitle}",
+        template="plotly_white",
+        xaxis={"title": {"text": _time_title(units)}},
+        yaxis={"title": {"text": "final worst-user accuracy"}, "tickformat": ".0%", "range": [0, 1.02]},
+        legend={"title": {"text": "curve"}},
+        margin={"t": 130},
+    )
+    return fig
+
+
+def tradeoff_figures(table: pd.DataFrame, axes, x: str | None = None, y: str | None = None, facet: str | None = None) -> dict[str, go.Figure]:
+    """The trade-off figures of a sweep table: ``time_to_target``, ``best_k`` (when k varies), ``best_method``, ``pareto``.
+
+    ``x``/``y`` default to the first two network axes (then other axes);
+    every axis not on x/y gives one panel per value (``facet`` first, then the
+    others), so nothing is averaged over a grid axis.
+    """
+    axes = list(axes)
+    x, y, facet = _check(table, axes, x, y, facet)
+    entries = seed_summary(table, axes)
+    if entries.empty:
+        raise ValueError("tradeoff: the sweep table has no rows")
+    figures = {"pareto": fig_pareto(entries)}
+    if x is not None:
+        figures["time_to_target"] = fig_time_to_target(entries, axes, x, y, facet)
+        best_k = fig_best_k(entries, axes, x, y, facet)
+        if best_k is not None:
+            figures["best_k"] = best_k
+        figures["best_method"] = fig_best_method(entries, axes, x, y, facet)
+    return {name: figures[name] for name in FIGURES if name in figures}
+
+
+def _write_plotlyjs(directory: Path) -> None:
+    """The plotly.min.js every HTML figure of the directory loads (``include_plotlyjs="directory"``)."""
+    path = directory / "plotly.min.js"
+    if not path.exists():
+        atomic_write_text(path, get_plotlyjs())
+
+
+def write_tradeoff_figures(sweep_dir, table: pd.DataFrame, axes, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S, **choice) -> list[str]:
+    """Write ``<name>.html`` (and ``<name>.png`` when kaleido works) for every trade-off figure into ``sweep_dir``.
+
+    The HTML files share one ``plotly.min.js`` in the directory. ``choice``
+    passes ``x``, ``y``, ``facet`` on. Returns notes for the summary; a PNG
+    failure never raises.
+    """
+    directory = Path(sweep_dir)
+    figures = tradeoff_figures(table, axes, **choice)
+    _write_plotlyjs(directory)
+    for name, fig in figures.items():
+        atomic_write_text(directory / f"{name}.html", fig.to_html(include_plotlyjs="directory", full_html=True))
+    notes = []
+    if "best_k" not in figures:
+        notes.append("no best_k map: no curve in the sweep has a number of streams (e.g. ucfl streams variants)")
+    if not png:
+        return [*notes, "PNG export of the trade-off figures skipped: disabled"]
+    try:
+        images = export_png({f"{name}.png": fig for name, fig in figures.items()}, png_timeout_s)
+    except PngExportError as error:
+        return [*notes, f"PNG export of the trade-off figures skipped: {error}. The HTML figures are complete."]
+    for name, data in images.items():
+        atomic_write_bytes(directory / name, data)
+    return notes

@@ -1,0 +1,247 @@
+"""Run sweep units: in process, in a spawn process pool, or on Ray; a failed unit is retried once.
+
+A unit is ``simulate(scenario, run_dir=unit_dir)``: it resumes from its own
+checkpoints and counts as finished once ``trace.parquet`` and
+``clients.parquet`` exist, so a finished unit is never run again. Every
+executor calls the same :func:`run_unit`, and all randomness derives from
+the seeds, so the three give the same tables.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wirelessfl.config import Scenario, dump_scenario
+
+EXECUTORS = ("local", "process", "ray")
+RAY_MISSING = '--executor ray: Ray is not installed; pip install -e ".[ray]"'
+EventFn = Callable[[str, "UnitTask", Any], None]
+
+
+@dataclass(frozen=True)
+class UnitTask:
+    """What a worker needs: picklable, no torch objects."""
+
+    key: str
+    label: str
+    dir: str
+    scenario: Scenario
+
+
+@dataclass
+class Outcome:
+    status: str
+    error: str = ""
+    attempts: int = 0
+    trained_units: int = 0
+    computed: bool = False
+
+
+def is_done(unit_dir: Path) -> bool:
+    return (unit_dir / "trace.parquet").is_file() and (unit_dir / "clients.parquet").is_file()
+
+
+def run_unit(task: UnitTask, threads: int | None = None, on_round: Callable[[dict], None] | None = None) -> dict[str, Any]:
+    """Train and time one unit into its directory (a normal simulate run directory)."""
+    from wirelessfl.results.io import atomic_write_text, write_trace
+    from wirelessfl.results.tables import write_summary_md
+    from wirelessfl.simulate import simulate
+
+    unit_dir = Path(task.dir)
+    if is_done(unit_dir):
+        return {"trained_units": 0, "computed": False}
+    if threads is not None:
+        import torch
+
+        torch.set_num_threads(threads)
+    unit_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(unit_dir / "scenario.yaml", dump_scenario(task.scenario))
+    began = time.perf_counter()
+    result = simulate(task.scenario, run_dir=unit_dir, on_round=on_round)
+    elapsed = time.perf_counter() - began
+    sc = task.scenario
+    if result.diagnostics:
+        atomic_write_text(unit_dir / "diagnostics.json", json.dumps(result.diagnostics, indent=1, default=_jsonable))
+    atomic_write_text(unit_dir / "runtime.json", json.dumps(result.runtime, indent=1, default=_jsonable))
+    notes = [f"sweep unit {task.label}: {result.trained_units} training runs; wall time {elapsed:.1f} s."]
+    write_summary_md(unit_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes)
+    atomic_write_text(unit_dir / "unit.json", json.dumps({"label": task.label, "trained_units": result.trained_units, "wall_s": elapsed}))
+    write_trace(unit_dir, result.trace, result.clients)
+    return {"trained_units": result.trained_units, "computed": True}
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def error_text(err: BaseException) -> str:
+    """One line: the exception type and the first line of its message (Ray's wrapper unwrapped)."""
+    cause = getattr(err, "cause", None)
+    if isinstance(cause, BaseException) and type(err).__name__.startswith("RayTaskError"):
+        err = cause
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+def torch_threads(workers: int, cpus: int | None = None) -> int:
+    return max(1, (cpus or os.cpu_count() or 1) // max(1, workers))
+
+
+class LocalExecutor:
+    """Sequential, in this process; progress per round."""
+
+    name = "local"
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
+        for task in tasks:
+            on_event("start", task, None)
+            try:
+                info = run_unit(task, None, lambda progress, task=task: on_event("round", task, progress))
+            except Exception as err:
+                yield task, None, error_text(err)
+            else:
+                yield task, info, ""
+
+
+class ProcessExecutor:
+    """A spawn process pool of ``workers`` processes; each sets ``cpu_count // workers`` torch threads."""
+
+    name = "process"
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    def __enter__(self) -> ProcessExecutor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
+        workers = max(1, min(self.workers, len(tasks)))
+        threads = torch_threads(workers)
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        try:
+            futures = {}
+            for task in tasks:
+                futures[pool.submit(run_unit, task, threads)] = task
+                on_event("start", task, None)
+            for future in as_completed(futures):
+                task = futures[future]
+                try:
+                    info = future.result()
+                except Exception as err:
+                    yield task, None, error_text(err)
+                else:
+                    yield task, info, ""
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ValueError(RAY_MISSING) from None
+    return ray
+
+
+class RayExecutor:
+    """Ray tasks running :func:`run_unit`: joins ``address`` or the running Ray, else starts a local one."""
+
+    name = "ray"
+
+    def __init__(self, address: str | None, workers: int | None) -> None:
+        self.ray = import_ray()
+        self.address = address
+        self.workers = workers
+        self.started = False
+
+    def __enter__(self) -> RayExecutor:
+        if not self.ray.is_initialized():
+            self.ray.init(address=self.address, include_dashboard=False, logging_level="ERROR")
+            self.started = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.started:
+            self.ray.shutdown()
+
+    def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
+        ray = self.ray
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        node_cpus = max((int(n["Resources"].get("CPU", 1)) for n in ray.nodes() if n.get("Alive")), default=1)
+        workers = max(1, min(self.workers or cpus, len(tasks)))
+        threads = max(1, min(torch_threads(workers, cpus), node_cpus))
+        remote = ray.remote(num_cpus=threads, max_retries=0)(run_unit)
+        waiting, running = list(tasks), {}
+        while waiting or running:
+            while waiting and len(running) < workers:
+                task = waiting.pop(0)
+                running[remote.remote(task, threads)] = task
+                on_event("start", task, None)
+            ready, _ = ray.wait(list(running), num_returns=1)
+            task = running.pop(ready[0])
+            try:
+                info = ray.get(ready[0])
+            except Exception as err:
+                yield task, None, error_text(err)
+            else:
+                yield task, info, ""
+
+
+def make_executor(kind: str, workers: int | None = None, address: str | None = None, pending: int = 1):
+    if kind not in EXECUTORS:
+        raise ValueError(f"--executor must be one of {', '.join(EXECUTORS)}, got {kind!r}")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"--workers must be an integer >= 1, got {workers!r}")
+    if kind == "ray":
+        return RayExecutor(address, workers)
+    if address is not None:
+        raise ValueError("--address joins a Ray cluster; use it with --executor ray")
+    if kind == "process":
+        return ProcessExecutor(workers or min(max(1, pending), os.cpu_count() or 1))
+    return LocalExecutor()
+
+
+def execute(tasks: list[UnitTask], executor, on_event: EventFn | None = None) -> dict[str, Outcome]:
+    """Run every task; a task that raises runs once more, then is recorded as failed (never dropped)."""
+    emit = on_event or (lambda kind, task, payload: None)
+    outcomes: dict[str, Outcome] = {}
+    pending = list(tasks)
+    with executor:
+        for attempt in (1, 2):
+            failed = []
+            for task, info, error in executor.run(pending, emit):
+                if error:
+                    failed.append(task)
+                    outcomes[task.key] = Outcome("failed", error, attempt)
+                    emit("retry" if attempt == 1 else "failed", task, error)
+                else:
+                    outcomes[task.key] = Outcome("ok", "", attempt, info["trained_units"], info["computed"])
+                    emit("done", task, outcomes[task.key])
+            pending = failed
+            if not pending:
+                break
+    return outcomes
+

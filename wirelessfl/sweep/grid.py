@@ -1,0 +1,268 @@
+"""Grid expansion: a base scenario and ``{axis: values}`` -> training units and generated profiles.
+
+Three kinds of axis (issue 12):
+
+* network axes, a ``SystemProfile`` field (``rho``, ``mu``, ``channels``, ...)
+  or ``physical.<field>``: every base profile of ``networks:`` times every
+  network point becomes one generated profile (``wired rho=2 mu=1``) of the
+  SAME unit, so the network grid is timed by replay and costs no training;
+* algorithm axes, ``algorithms.<name>.<param>``: the entry named (label, else
+  name) gets ``variants: {param: values}``; the values are curves of one unit;
+* scenario axes, any dotted path ``--set`` accepts (``training.lr``,
+  ``data.partition.0.alpha``, ``seeds``): every point is its own unit.
+
+Every generated profile and unit scenario is validated here, before anything
+runs; an error is one line naming the grid key and value. No torch here.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import itertools
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import yaml
+
+from wirelessfl.config import Scenario, ScenarioError, _UniqueKeyLoader, apply_settings, dump_scenario, parse_scenario
+from wirelessfl.network import SystemProfile
+from wirelessfl.network.profile import PhysicalChannel
+
+NETWORK_FIELDS = tuple(f.name for f in fields(SystemProfile) if f.name not in ("name", "description"))
+PHYSICAL_FIELDS = tuple(f.name for f in fields(PhysicalChannel))
+NOT_AXES = ("name", "description", "output", "networks", "sweep")
+UNKNOWN_AXIS = (
+    "unknown sweep axis; use a network field (rho, mu, ...), physical.<field>, "
+    "or a scenario path such as training.lr or algorithms.ucfl.streams"
+)
+
+
+class SweepError(ValueError):
+    """A grid the sweep cannot run; one line naming the key (and value)."""
+
+
+def value_text(value: Any) -> str:
+    """An axis value as the user wrote it: ``0.05``, ``inf``, ``m``, ``[1, 2]``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return "inf" if value == math.inf else "-inf" if value == -math.inf else repr(value)
+    if isinstance(value, (list, tuple, dict)):
+        return yaml.safe_dump(value, default_flow_style=True, width=10**6).strip()
+    return str(value)
+
+
+def assignment_text(assignment: tuple[tuple[str, Any], ...]) -> str:
+    return " ".join(f"{key}={value_text(value)}" for key, value in assignment)
+
+
+def parse_grid_option(text: str) -> tuple[str, list[Any]]:
+    """``KEY=V1,V2,...`` -> (key, values); each value a YAML scalar (``inf``, ``m`` stay strings)."""
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise SweepError(f"--grid {text}: expected KEY=V1,V2,..., e.g. rho=1,2,4")
+    try:
+        parsed = yaml.load(f"[{values}]", Loader=_UniqueKeyLoader)
+    except yaml.YAMLError:
+        raise SweepError(f"--grid {text}: the values are not valid YAML") from None
+    return key, parsed
+
+
+def merge_grids(file_grid: dict[str, list[Any]], options: list[str] | None) -> dict[str, list[Any]]:
+    """The scenario's ``sweep:`` block, then ``--grid`` options (a key given again replaces the file's values)."""
+    grid = {key: list(values) for key, values in file_grid.items()}
+    for option in options or []:
+        key, values = parse_grid_option(option)
+        grid[key] = values
+    return grid
+
+
+@dataclass(frozen=True)
+class Axis:
+    key: str
+    values: tuple[Any, ...]
+    kind: str
+    """``network``, ``algorithm`` or ``scenario``."""
+    entries: tuple[int, ...] = ()
+    """For an algorithm axis: the ``algorithms:`` entries it varies."""
+
+    @property
+    def param(self) -> str:
+        return self.key.split(".", 2)[2]
+
+
+@dataclass(frozen=True)
+class ProfilePoint:
+    """One generated profile: a base profile of ``networks:`` at one network point."""
+
+    base: str
+    name: str
+    assignment: tuple[tuple[str, Any], ...]
+    time_unit: str
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    """One training unit: a resolved scenario holding every generated profile."""
+
+    key: str
+    label: str
+    assignment: tuple[tuple[str, Any], ...]
+    scenario: Scenario
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    base: Scenario
+    grid: dict[str, list[Any]]
+    axes: tuple[Axis, ...]
+    profiles: tuple[ProfilePoint, ...]
+    units: tuple[UnitSpec, ...]
+
+    def curve_axes(self, unit: UnitSpec) -> dict[str, tuple[tuple[str, Any], ...]]:
+        """Per curve of ``unit``: the algorithm-axis values it was run with (none for other entries' curves)."""
+        out: dict[str, tuple[tuple[str, Any], ...]] = {}
+        for index, entry in enumerate(unit.scenario.algorithms):
+            mine = [axis for axis in self.axes if axis.kind == "algorithm" and index in axis.entries]
+            for _, curve, params in entry.expand():
+                out[curve] = tuple((axis.key, params[axis.param]) for axis in mine)
+        return out
+
+
+def classify(key: str, values: list[Any], raw: dict[str, Any]) -> Axis:
+    parts = key.split(".")
+    if not isinstance(values, list) or not values:
+        raise SweepError(f"--grid {key}: give at least one value")
+    repeated = [v for i, v in enumerate(values) if any(_same(v, w) for w in values[:i])]
+    if repeated:
+        raise SweepError(f"--grid {key}: give each value once; repeated: {', '.join(value_text(v) for v in repeated)}")
+    if key in NETWORK_FIELDS or (parts[0] == "physical" and len(parts) == 2 and parts[1]):
+        return Axis(key, tuple(values), "network")
+    if parts[0] == "algorithms" and len(parts) == 3 and not parts[1].isdigit() and all(parts):
+        entries = raw.get("algorithms") or []
+        chosen = tuple(i for i, e in enumerate(entries) if e.get("label") == parts[1])
+        chosen = chosen or tuple(i for i, e in enumerate(entries) if e.get("name") == parts[1])
+        if not chosen:
+            names = ", ".join(str(e.get("label") or e.get("name")) for e in entries)
+            raise SweepError(f"--grid {key}: no algorithm entry named {parts[1]!r} (by label or name); entries: {names}")
+        return Axis(key, tuple(values), "algorithm", chosen)
+    if parts[0] in Scenario.model_fields and parts[0] not in NOT_AXES and all(parts):
+        return Axis(key, tuple(values), "scenario")
+    raise SweepError(f"--grid {key}: {UNKNOWN_AXIS}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Two grid values that would name the same point (``1`` and ``1``, ``inf`` and ``.inf``)."""
+    return value_text(a) == value_text(b)
+
+
+def _profile_raw(base: dict[str, Any], assignment: tuple[tuple[str, Any], ...], name: str) -> dict[str, Any]:
+    raw = dict(base)
+    for key, value in assignment:
+        if key.startswith("physical."):
+            current = raw.get("physical")
+            if current is None:
+                current = SystemProfile.from_dict(dict(base)).physical
+                current = current.to_dict() if current is not None else {}
+            raw["physical"] = {**current, key.split(".", 1)[1]: value}
+        else:
+            raw[key] = value
+    raw["name"] = name
+    return raw
+
+
+def _profiles(raw: dict[str, Any], axes: list[Axis]) -> tuple[list[dict[str, Any]], list[ProfilePoint]]:
+    """Every base profile at every network point, each validated by ``SystemProfile.from_dict``."""
+    bases = [(dict(p), SystemProfile.from_dict(dict(p)).name) for p in raw["networks"]]
+    for axis in axes:
+        for value in axis.values:
+            for base, name in bases:
+                _check_profile(base, ((axis.key, value),), name)
+    out_raw, points = [], []
+    for values in itertools.product(*(axis.values for axis in axes)):
+        assignment = tuple(zip((axis.key for axis in axes), values))
+        for base, name in bases:
+            profile = _check_profile(base, assignment, f"{name} {assignment_text(assignment)}".strip())
+            out_raw.append(_profile_raw(base, assignment, profile.name))
+            points.append(ProfilePoint(name, profile.name, assignment, profile.time_unit))
+    return out_raw, points
+
+
+def _check_profile(base: dict[str, Any], assignment: tuple[tuple[str, Any], ...], name: str) -> SystemProfile:
+    try:
+        return SystemProfile.from_dict(_profile_raw(base, assignment, name))
+    except ValueError as err:
+        raise SweepError(f"--grid {assignment_text(assignment)}: {err}") from None
+
+
+def _yaml_value(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=10**6).removesuffix("...\n").strip()
+
+
+def _apply(raw: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
+    if key == "seeds" and isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    setting = f"{key}={_yaml_value(value)}"
+    try:
+        return apply_settings(raw, [setting])
+    except ScenarioError as err:
+        raise SweepError(f"--grid {key}={value_text(value)}: {str(err)[len(f'--set {setting}: '):]}") from None
+
+
+def _with_variants(raw: dict[str, Any], axes: list[Axis]) -> dict[str, Any]:
+    out = copy.deepcopy(raw)
+    for axis in axes:
+        for index in axis.entries:
+            entry = out["algorithms"][index]
+            entry["params"] = {k: v for k, v in (entry.get("params") or {}).items() if k != axis.param}
+            entry["variants"] = {**(entry.get("variants") or {}), axis.param: list(axis.values)}
+    return out
+
+
+def _parse(raw: dict[str, Any], where: str) -> Scenario:
+    try:
+        return parse_scenario(raw, source=f"--grid {where}")
+    except ScenarioError as err:
+        raise SweepError(str(err)) from None
+
+
+def unit_key(scenario: Scenario) -> str:
+    """The cache key of a unit: 16 hex digits of the SHA-256 of its resolved YAML, keys sorted (file order is no change)."""
+    canonical = yaml.safe_load(dump_scenario(scenario))
+    return hashlib.sha256(yaml.safe_dump(canonical, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
+def plan_sweep(base: Scenario, grid: dict[str, list[Any]] | None = None) -> SweepPlan:
+    """Expand and validate ``grid`` (default: the scenario's ``sweep:`` block) over ``base``."""
+    grid = {key: list(values) for key, values in (base.sweep if grid is None else grid).items()}
+    raw = base.model_dump()
+    raw["sweep"] = {}
+    axes = tuple(classify(key, values, raw) for key, values in grid.items())
+    network = [a for a in axes if a.kind == "network"]
+    algorithm = [a for a in axes if a.kind == "algorithm"]
+    scenario = [a for a in axes if a.kind == "scenario"]
+    networks, profiles = _profiles(raw, network)
+    raw = _with_variants(raw, algorithm)
+    raw["networks"] = networks
+    for axis in algorithm:
+        _parse(_with_variants(base.model_dump() | {"sweep": {}}, [axis]), f"{axis.key}={','.join(map(value_text, axis.values))}")
+    for axis in scenario:
+        for value in axis.values:
+            _parse(_apply(raw, axis.key, value), f"{axis.key}={value_text(value)}")
+    units = []
+    for values in itertools.product(*(axis.values for axis in scenario)):
+        assignment = tuple(zip((axis.key for axis in scenario), values))
+        point = raw
+        for key, value in assignment:
+            point = _apply(point, key, value)
+        resolved = _parse(point, assignment_text(assignment) or "(base point)")
+        units.append(UnitSpec(unit_key(resolved), assignment_text(assignment) or "base", assignment, resolved))
+    resolved_base = _parse(base.model_dump() | {"sweep": grid}, "(sweep block)")
+    return SweepPlan(resolved_base, grid, axes, tuple(profiles), tuple(units))

@@ -1,0 +1,302 @@
+"""A sweep end to end: units -> executor -> the sweep table, the joined trace, summary.md and figures.
+
+The sweep directory holds ``sweep.yaml`` (the base scenario with the resolved
+grid as its ``sweep:`` block, so the file runs the same sweep again),
+``units/<key>/`` (each a normal simulate run directory), ``trace.parquet``
+(every unit's trace with the axis columns), ``sweep.csv``/``sweep.parquet``
+(one row per grid point x curve x seed) and ``summary.md``.
+
+Axis columns hold the values as given; their type is the values' common type:
+integers (nullable ``Int64``), numbers (float, ``inf`` read as infinity), else
+strings (``streams`` 1, 2, m -> "1", "2", "m"). An algorithm axis is NA on the
+rows of other algorithms' curves, and then is not part of the row's ``point``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from wirelessfl.config import Scenario
+from wirelessfl.sweep.executors import Outcome, UnitTask, execute, is_done
+from wirelessfl.sweep.grid import SweepError, SweepPlan, UnitSpec, assignment_text, value_text
+
+TABLE_COLUMNS = (
+    "base_profile", "profile", "curve", "algorithm", "variant", "seed", "status", "error", "target",
+    "time_to_target", "time_unit", "rounds_to_target", "final_avg_acc", "final_worst_acc", "final_p10_acc",
+    "dl_bits", "ul_bits", "total_time",
+)
+"""Columns after ``point`` and the axis columns (one per grid key)."""
+
+
+@dataclass
+class SweepResult:
+    dir: Path
+    table: pd.DataFrame
+    trace: pd.DataFrame
+    axes: list[str]
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def computed(self) -> list[str]:
+        """Keys of the units this call ran (not found finished in the cache)."""
+        return [key for key, outcome in self.outcomes.items() if outcome.computed]
+
+    @property
+    def trained_units(self) -> int:
+        """Training runs this call made (curve x seed, x profile where a deadline needs it)."""
+        return sum(outcome.trained_units for outcome in self.outcomes.values())
+
+    @property
+    def failed(self) -> list[str]:
+        return [f"{self.labels[key]} (units/{key})" for key, o in self.outcomes.items() if o.status == "failed"]
+
+    def figures(self, **choice: Any) -> dict[str, Any]:
+        """The trade-off figures (plotly) of the table; ``x``, ``y``, ``facet`` choose the axes."""
+        from wirelessfl.results.tradeoff import tradeoff_figures
+
+        return tradeoff_figures(self.table, self.axes, **choice)
+
+
+def check_out(out: Path | None) -> None:
+    """``out`` must be new, empty, or an earlier sweep directory (whose finished units are reused)."""
+    if out is not None and Path(out).exists():
+        out = Path(out)
+        if not (out.is_dir() and ((out / "sweep.yaml").is_file() or not any(out.iterdir()))):
+            raise SweepError(f"--out {out}: already exists and is neither empty nor a sweep directory; choose a new one")
+
+
+def sweep_dir_for(base: Scenario, out: Path | None) -> Path:
+    """Create (or reuse, see ``check_out``) ``out``, else ``<output>/<name>-sweep-<time>``."""
+    from wirelessfl.results.io import new_run_dir
+
+    check_out(out)
+    if out is None:
+        return new_run_dir(Path(base.output), f"{base.name}-sweep")
+    out = Path(out)
+    if out.exists():
+        return out
+    try:
+        out.mkdir(parents=True)
+    except OSError as err:
+        raise SweepError(f"--out {out}: cannot create the sweep directory: {err.strerror or err}") from None
+    return out
+
+
+def tasks_of(plan: SweepPlan, sweep_dir: Path) -> list[UnitTask]:
+    seen: dict[str, UnitTask] = {}
+    for unit in plan.units:
+        seen.setdefault(unit.key, UnitTask(unit.key, unit.label, str(sweep_dir / "units" / unit.key), unit.scenario))
+    return list(seen.values())
+
+
+def pending(plan: SweepPlan, sweep_dir: Path) -> list[UnitTask]:
+    return [task for task in tasks_of(plan, sweep_dir) if not is_done(Path(task.dir))]
+
+
+def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
+    """Build data, model and every algorithm of each unit still to run, so a bad value fails before any training.
+
+    ``sweep_dir`` None (not created yet): every unit is still to run.
+    """
+    from wirelessfl.simulate import build_units
+
+    algorithm = [f"{a.key}={','.join(map(value_text, a.values))}" for a in plan.axes if a.kind == "algorithm"]
+    todo = {task.key for task in pending(plan, sweep_dir)} if sweep_dir is not None else {u.key for u in plan.units}
+    checked: set[str] = set()
+    for unit in plan.units:
+        if unit.key not in todo or unit.key in checked:
+            continue
+        checked.add(unit.key)
+        where = " ".join(([assignment_text(unit.assignment)] if unit.assignment else []) + algorithm)
+        try:
+            build_units(unit.scenario, unit.scenario.seeds[0])
+        except ValueError as err:
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise SweepError(f"--grid {where}: {message}" if where else message) from None
+
+
+def run_sweep(
+    plan: SweepPlan,
+    sweep_dir: Path,
+    executor,
+    on_event: Callable[[str, UnitTask, Any], None] | None = None,
+    png: bool = True,
+) -> SweepResult:
+    """Run the units not yet finished, then write the table, trace, summary and figures."""
+    from wirelessfl.config import dump_scenario
+    from wirelessfl.results.io import atomic_write_frame, atomic_write_text
+
+    sweep_dir = Path(sweep_dir)
+    (sweep_dir / "units").mkdir(parents=True, exist_ok=True)
+    atomic_write_text(sweep_dir / "sweep.yaml", dump_scenario(plan.base))
+    todo = pending(plan, sweep_dir)
+    outcomes = execute(todo, executor, on_event) if todo else {}
+    for task in tasks_of(plan, sweep_dir):
+        outcomes.setdefault(task.key, Outcome("ok", "", 0))
+    table, trace, units = collect(plan, sweep_dir, outcomes)
+    atomic_write_frame(sweep_dir / "sweep.csv", table)
+    atomic_write_frame(sweep_dir / "sweep.parquet", table)
+    if not trace.empty:
+        atomic_write_frame(sweep_dir / "trace.parquet", trace)
+    axes = list(plan.grid)
+    result = SweepResult(sweep_dir, table, trace, axes, outcomes, {u.key: u.label for u in plan.units})
+    result.notes = _figures(sweep_dir, table, axes, png)
+    atomic_write_text(sweep_dir / "summary.md", summary_markdown(plan, result, units))
+    return result
+
+
+def _figures(sweep_dir: Path, table: pd.DataFrame, axes: list[str], png: bool) -> list[str]:
+    try:
+        from wirelessfl.results.tradeoff import write_tradeoff_figures
+    except ImportError:
+        return ["trade-off figures skipped: wirelessfl.results.tradeoff is not available."]
+    if not (table["status"] == "ok").any():
+        return ["trade-off figures skipped: no unit finished."]
+    try:
+        return list(write_tradeoff_figures(sweep_dir, table, axes, png=png))
+    except ValueError as err:
+        return [f"trade-off figures skipped: {err}"]
+
+
+def _typed(values: list[Any]) -> pd.Series:
+    """One axis column: Int64 if every value is an int, float if every value is a number or inf, else strings."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pd.Series(values, dtype="Int64")
+    if present and all(_number(v) is not None for v in present):
+        return pd.Series([math.nan if v is None else _number(v) for v in values], dtype="float64")
+    return pd.Series([None if v is None else value_text(v) for v in values], dtype="object")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str) and value.strip().lower() in ("inf", "+inf", "infinity", "-inf", "-infinity"):
+        return -math.inf if value.strip().startswith("-") else math.inf
+    return None
+
+
+def _point_columns(plan: SweepPlan, assignments: list[dict[str, Any]]) -> pd.DataFrame:
+    """``point`` and one typed column per grid key, from each row's axis values."""
+    keys = list(plan.grid)
+    columns = {"point": [" ".join(f"{k}={value_text(a[k])}" for k in keys if k in a) for a in assignments]}
+    for key in keys:
+        columns[key] = _typed([a.get(key) for a in assignments])
+    return pd.DataFrame({name: pd.Series(values).reset_index(drop=True) for name, values in columns.items()})
+
+
+def collect(plan: SweepPlan, sweep_dir: Path, outcomes: dict[str, Outcome]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The sweep table (failed units included, metrics NaN), the joined trace of the finished units, each row's unit."""
+    from wirelessfl.results.io import read_trace
+    from wirelessfl.results.tables import time_to_target
+
+    rows, assignments, traces, units = [], [], [], []
+    for unit in plan.units:
+        outcome = outcomes[unit.key]
+        per_curve = plan.curve_axes(unit)
+        sc = unit.scenario
+        entries = [(a.name, v, c) for a in sc.algorithms for v, c, _ in a.expand()]
+        reached: dict[tuple[str, str, int], tuple[float, float]] = {}
+        final: dict[tuple[str, str, int], dict[str, float]] = {}
+        if outcome.status == "ok":
+            trace = read_trace(sweep_dir / "units" / unit.key)
+            for seed, rows_of_seed in trace.groupby("seed", sort=False):
+                hits = time_to_target(rows_of_seed, sc.target_accuracy)
+                for hit in hits.itertuples():
+                    reached[(hit.profile, hit.curve, int(seed))] = (hit.time, hit.round)
+            for (profile, curve, seed), group in trace.sort_values("round", kind="stable").groupby(["profile", "curve", "seed"], sort=False):
+                last = group.iloc[-1]
+                final[(profile, curve, int(seed))] = {
+                    "time_unit": last["time_unit"], "final_avg_acc": float(last["avg_acc"]),
+                    "final_worst_acc": float(last["worst_acc"]), "final_p10_acc": float(last["p10_acc"]),
+                    "dl_bits": float(group["dl_bits"].sum()), "ul_bits": float(group["ul_bits"].sum()),
+                    "total_time": float(last["time"]),
+                }
+            traces.append(_trace_with_axes(plan, unit, trace))
+        for point in plan.profiles:
+            for algorithm, variant, curve in entries:
+                for seed in sc.seeds:
+                    key = (point.name, curve, seed)
+                    ok = outcome.status == "ok"
+                    time, rounds = reached.get(key, (math.nan, math.nan))
+                    metrics = final.get(key, {})
+                    units.append(unit.key)
+                    assignments.append(dict(point.assignment) | dict(unit.assignment) | dict(per_curve.get(curve, ())))
+                    rows.append({
+                        "base_profile": point.base, "profile": point.name, "curve": curve, "algorithm": algorithm,
+                        "variant": variant, "seed": seed, "status": outcome.status, "error": "" if ok else outcome.error,
+                        "target": float(sc.target_accuracy), "time_to_target": float(time),
+                        "time_unit": metrics.get("time_unit", point.time_unit), "rounds_to_target": float(rounds),
+                        **{c: metrics.get(c, math.nan) for c in TABLE_COLUMNS[12:]},
+                    })
+    table = pd.concat([_point_columns(plan, assignments), pd.DataFrame(rows, columns=list(TABLE_COLUMNS))], axis=1)
+    return table, (pd.concat(traces, ignore_index=True) if traces else pd.DataFrame()), units
+
+
+def _trace_with_axes(plan: SweepPlan, unit: UnitSpec, trace: pd.DataFrame) -> pd.DataFrame:
+    profiles = {p.name: p for p in plan.profiles}
+    per_curve = plan.curve_axes(unit)
+    assignments = [
+        dict(profiles[profile].assignment) | dict(unit.assignment) | dict(per_curve.get(curve, ()))
+        for profile, curve in zip(trace["profile"], trace["curve"])
+    ]
+    extra = _point_columns(plan, assignments)
+    extra.insert(1 + len(plan.grid), "base_profile", [profiles[p].base for p in trace["profile"]])
+    extra["unit"] = unit.key
+    return pd.concat([trace.reset_index(drop=True), extra], axis=1)
+
+
+def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> str:
+    """Per cell (unit x profile) the curve that reaches the target first; the failed units."""
+    from wirelessfl.results.tables import markdown_table
+
+    table = result.table
+    done = sum(1 for o in result.outcomes.values() if o.status == "ok")
+    lines = [
+        f"# Sweep {plan.base.name}",
+        "",
+        f"{len(result.outcomes)} units ({len(result.computed)} run now, {done - len(result.computed)} from the cache, "
+        f"{len(result.failed)} failed); {result.trained_units} training runs now; "
+        f"{len(plan.profiles)} profiles per unit; axes: "
+        + ", ".join(f"{a.key} ({a.kind}, {len(a.values)} values)" for a in plan.axes)
+        + ".",
+        "",
+        "## Fastest curve per cell (time to the target average accuracy, mean over seeds; NaN unless every seed reached it)",
+        "",
+    ]
+    body = []
+    ok = table.assign(_unit=units)
+    ok = ok[ok["status"] == "ok"]
+    for unit in plan.units:
+        if result.outcomes[unit.key].status != "ok":
+            continue
+        for point in plan.profiles:
+            cell = ok[(ok["profile"] == point.name) & (ok["_unit"] == unit.key)]
+            per_curve = cell.groupby("curve", sort=False).agg(
+                time=("time_to_target", lambda s: s.mean() if s.notna().all() else math.nan),
+                avg=("final_avg_acc", "mean"), worst=("final_worst_acc", "mean"), unit=("time_unit", "first"),
+            )
+            if per_curve.empty:
+                continue
+            reached = per_curve["time"].notna().any()
+            best = per_curve["time"].idxmin() if reached else per_curve["avg"].idxmax()
+            row = per_curve.loc[best]
+            where = " ".join(x for x in (assignment_text(point.assignment), assignment_text(unit.assignment)) if x)
+            when = f"{row.time:.1f} {row.unit}" if reached else "not reached (best final avg acc shown)"
+            body.append([where or "-", point.base, best, when, f"{row.avg:.1%}", f"{row.worst:.1%}"])
+    lines.append(markdown_table(["point", "base profile", "best curve", "time to target", "final avg acc", "final worst acc"], body))
+    lines += ["", "## Failed units", ""]
+    failed = [(key, o) for key, o in result.outcomes.items() if o.status == "failed"]
+    lines += [f"- {result.labels[key]} (units/{key}), after {o.attempts} attempts: {o.error}" for key, o in failed] or ["none"]
+    if result.notes:
+        lines += ["", "## Notes", ""] + [f"- {note}" for note in result.notes]
+    return "\n".join(lines) + "\n"
+
