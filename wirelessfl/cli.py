@@ -186,7 +186,7 @@ def _new_run_dir(sc, out: Path | None, resolved: str) -> Path:
 def _preflight(sc, source: Path):
     """Fail before anything is written: the memory guard (nothing big allocated yet), then the data, the
     model and every curve's algorithm built once. Returns the run's cost estimate."""
-    from wirelessfl.config import preflight
+    from wirelessfl.simulate import preflight
 
     run_cost = _check_cost(sc, source)
     preflight(sc, str(source))

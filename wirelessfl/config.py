@@ -523,25 +523,7 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, set
     return parse_scenario(raw, source=str(path))
 
 
-def preflight(scenario: Scenario, source: str = "scenario") -> None:
-    """Build the data, the model and every curve's algorithm once (first seed), as a run starts.
-
-    Raises every configuration error the schema cannot see (a missing dataset,
-    a parameter out of range for this data) as one ``ScenarioError`` line
-    prefixed with ``source``; an algorithm's error also with the YAML path of
-    the parameter it names (see ``_algorithm_path``).
-    """
-    from wirelessfl.simulate import build_units
-
-    try:
-        build_units(scenario, scenario.seeds[0])
-    except ValueError as err:
-        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        where = _algorithm_path(scenario, message)
-        raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
-
-
-def _algorithm_path(scenario: Scenario, message: str) -> str:
+def algorithm_path(scenario: Scenario, message: str) -> str:
     """``algorithms[i].params.key`` (or ``.variants.key``, or ``algorithms[i]``) for an algorithm's error.
 
     Algorithms report a bad parameter as ``"<name>[:] <key> ..."``: the message

@@ -36,7 +36,7 @@ import torch
 
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, draw_held_out
-from wirelessfl.config import Scenario
+from wirelessfl.config import Scenario, ScenarioError, algorithm_path
 from wirelessfl.learning.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.models import get_architecture
@@ -411,6 +411,22 @@ def simulate(
                 clients.extend(c)
     replayed = not per_profile and not any(profiles_can_change_training(profiles, c) for c in curves_of(scenario))
     return SimulationResult(pd.DataFrame(rows), pd.DataFrame(clients), trained, replayed, diagnostics, runtime)
+
+
+def preflight(scenario: Scenario, source: str = "scenario") -> None:
+    """Build the data, the model and every curve's algorithm once (first seed), as a run starts.
+
+    Raises every configuration error the schema cannot see (a missing dataset,
+    a parameter out of range for this data) as one ``ScenarioError`` line
+    prefixed with ``source``; an algorithm's error also with the YAML path of
+    the parameter it names (``config.algorithm_path``).
+    """
+    try:
+        build_units(scenario, scenario.seeds[0])
+    except ValueError as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        where = algorithm_path(scenario, message)
+        raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
 
 
 def build_units(
