@@ -40,6 +40,15 @@ KNOBS = {
     "body + warm-up 5": {"gradient_layers": "body", "warmup_rounds": 5},
     "warm-up 15": {"warmup_rounds": 15},
     "warm-up 15 + temperature 10": {"warmup_rounds": 15, "temperature": 10.0},
+    "temperature 0.03": {"temperature": 0.03},
+    "body + temperature 0.03": {"gradient_layers": "body", "temperature": 0.03},
+    "spectral + temperature 0.03": {"stream_formation": "spectral", "temperature": 0.03},
+    "spectral + body + temp 0.03": {"stream_formation": "spectral", "gradient_layers": "body", "temperature": 0.03},
+    "spectral": {"stream_formation": "spectral"},
+    "spectral + temperature 0.3": {"stream_formation": "spectral", "temperature": 0.3},
+    "spectral + temperature 0.1": {"stream_formation": "spectral", "temperature": 0.1},
+    "offdiag + temperature 0.3": {"stream_formation": "kmeans_offdiag", "temperature": 0.3},
+    "spectral + body": {"stream_formation": "spectral", "gradient_layers": "body"},
 }
 
 
@@ -61,7 +70,7 @@ def measure(splitter: str, knobs: dict, clients: int, per_client: int, groups: i
     ctx = Context(data, arch, LockstepEngine(arch, "cpu"), train, seed=seed)
     algo = UserCentricFL(ctx, streams=groups, **knobs)
     everyone = frozenset(range(clients))
-    for round in range(knobs.get("warmup_rounds", 0) + 1):
+    for round in range(1, knobs.get("warmup_rounds", 0) + 2):  # rounds count from 1; the last is the estimation
         algo.plan(round)
         algo.step(round, everyone)
     w = algo.weights

@@ -155,3 +155,21 @@ def test_kept_optimizer_state_is_checkpointed_and_resumes_to_the_identical_trace
     pd.testing.assert_frame_equal(resumed.trace, whole.trace)
     fresh = simulate(parse_scenario({**doc, "training": {**doc["training"], "keep_optimizer_state": False}}))
     assert not np.allclose(fresh.trace.avg_acc.to_numpy(), whole.trace.avg_acc.to_numpy(), equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "label"),
+    [
+        ({"name": "ucfl", "params": {"streams": 2}}, "ucfl estimation"),
+        ({"name": "fedfomo"}, "fedfomo validation"),
+        ({"name": "cfl", "params": {"min_rounds_before_split": 0}}, "cfl split test"),
+        ({"name": "ifca", "params": {"clusters": 2}}, "ifca cluster losses"),
+        ({"name": "fedem", "params": {"components": 2}}, "fedem e-step"),
+        ({"name": "pflego"}, "pflego head steps"),
+    ],
+)
+def test_runtime_names_each_algorithms_own_pass(algorithm, label):
+    result = simulate(parse_scenario({**TINY, "rounds": 2, "algorithms": [algorithm], "networks": [{"preset": "wired"}]}))
+    (unit,) = result.runtime.values()
+    assert unit["phases"].get(label, 0.0) > 0.0, unit["phases"]
+    assert unit["phases"]["evaluation"] > 0.0

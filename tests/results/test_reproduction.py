@@ -419,3 +419,15 @@ def test_pflego_page_and_cli_selecting_the_paper(tmp_path):
     alone = runner.invoke(app, ["report", str(good), "--target", "0.5", "--paper", "pflego"])
     assert alone.exit_code == 2 and "--paper needs --reproduction FILE" in alone.output
     assert not (tmp_path / "x.md").exists()
+
+
+def test_tables_show_the_spread_over_seeds_when_a_run_has_several(tmp_path):
+    finals = {"fedavg": {"avg_acc": (0.60, 0.64)}, "local": {"avg_acc": (0.50, 0.50)}}
+    two = Run.from_trace(paper_trace("fedem-emnist", finals, seeds=(0, 1)))
+    assert two.acc_text("fedavg") == "62.0 ± 2.8"  # std of 60 and 64 with ddof 1: 2 * sqrt(2)
+    assert two.acc_text("local") == "50.0 ± 0.0"
+    assert two.acc_text("fedem") == "n/a"
+    one = Run.from_trace(paper_trace("fedem-emnist", {"fedavg": {"avg_acc": 0.6}}))
+    assert one.acc_text("fedavg") == "60.0"
+    page = reproduction_markdown([write_paper_run(tmp_path, "fedem-emnist", finals, seeds=(0, 1))], "cmd")
+    assert "| 62.0 ± 2.8 |" in page

@@ -112,7 +112,8 @@ class ClusteredFL(MixingAlgorithm):
         trained, loss = self.local_training(round, members)
         updates = {int(i): trained[r] - start[r] for r, i in enumerate(members)}
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
-        labels, diagnostics = self.split_clusters(round, updates, arrived)
+        with self.ctx.engine.phase("cfl split test"):
+            labels, diagnostics = self.split_clusters(round, updates, arrived)
         parents = self.assignment.copy()
         self.mixing, self.assignment = block_mixing(labels, self.ctx.sizes())
         parent_of = np.zeros(int(self.assignment.max()) + 1, dtype=np.int64)

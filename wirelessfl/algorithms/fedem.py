@@ -161,8 +161,9 @@ class FedEM(Algorithm):
         """
         members = self.participants(round)
         M, T = self.M, len(members)
-        log_lik, mask = self._padded_log_likelihoods(members, "train")
-        q, pi = batched_e_step(self.pi[members], log_lik, mask)
+        with self.ctx.engine.phase("fedem e-step"):
+            log_lik, mask = self._padded_log_likelihoods(members, "train")
+            q, pi = batched_e_step(self.pi[members], log_lik, mask)
         self.pi[members] = pi.cpu()
         sizes = mask.sum(-1).tolist()
         sets = self.ctx.train_sets(members)

@@ -152,8 +152,9 @@ class IFCA(MixingAlgorithm):
         members = self.participants(round)
         if not self.selectable.any():
             return StepInfo(train_loss=float("nan"), aggregated=0, extra={"stopped": True})
-        choice = self.choose(round, members, self.cluster_losses(members))
-        val_loss = self.validation_losses(members, choice)
+        with self.ctx.engine.phase("ifca cluster losses"):
+            choice = self.choose(round, members, self.cluster_losses(members))
+            val_loss = self.validation_losses(members, choice)
         trained, loss = self.train_chosen(round, members, choice)
         return self.finish_round(members, choice, trained, loss, val_loss, arrived)
 

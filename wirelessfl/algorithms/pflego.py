@@ -178,10 +178,12 @@ class PFLEGO(Algorithm):
         sets = self.ctx.train_sets(members)
         index = torch.as_tensor(members, device=self.heads.device)
         params = torch.cat([self.body.expand(len(members), -1), self.heads[index]], dim=1)
-        params = self.head_steps(params, sets, round)
-        grads = engine.full_gradient(params, sets).to(torch.float64)
+        with engine.phase("pflego head steps"):
+            params = self.head_steps(params, sets, round)
+        with engine.phase("pflego gradient"):
+            grads = engine.full_gradient(params, sets).to(torch.float64)
+            loss = engine.evaluate(params, sets).loss
         grads = torch.nan_to_num(grads, nan=0.0)  # a client without training data has alpha_i = 0
-        loss = engine.evaluate(params, sets).loss
         rho, scale = self.server_lr, self.unbiasing_factor(len(members))
         alpha = self.alpha[members].to(grads.device)
         head_factor = rho * scale * (alpha if self.params["final_head_step"] == "exact" else torch.ones_like(alpha))

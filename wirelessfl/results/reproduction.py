@@ -56,6 +56,8 @@ class Run:
     """Curve labels that stand in for a method's own (see :meth:`with_label`)."""
     groups: np.ndarray | None = None
     """Each client's ground-truth group (seed 0), from the run's per-client table."""
+    spread: pd.DataFrame | None = None
+    """Standard deviation over seeds of each curve's final accuracies (percent; NaN with one seed)."""
 
     @classmethod
     def load(cls, directory: Path) -> Run:
@@ -76,9 +78,11 @@ class Run:
         rows = trace[trace["profile"] == first]
         last = rows.groupby(["curve", "seed"])["round"].transform("max")
         columns = [c for c in ACCURACY_COLUMNS if c in rows.columns]
-        final = rows[rows["round"] == last].groupby("curve", sort=False)[columns + ["round"]].mean()
+        by_curve = rows[rows["round"] == last].groupby("curve", sort=False)[columns + ["round"]]
+        final, spread = by_curve.mean(), by_curve.std(ddof=1)
         final[columns] *= 100
-        return cls(directory, trace, final, diagnostics or {}, runtime or {})
+        spread[columns] *= 100
+        return cls(directory, trace, final, diagnostics or {}, runtime or {}, spread=spread)
 
     @property
     def scenario(self) -> str:
@@ -90,6 +94,14 @@ class Run:
             return None
         value = float(self.final.loc[curve, column])
         return None if math.isnan(value) else value
+
+    def acc_text(self, curve: str, column: str = "avg_acc") -> str:
+        """:meth:`acc` as a table cell, with `` ± `` the std over seeds when the run has more than one."""
+        mean = self.acc(curve, column)
+        if mean is None or self.spread is None or self.seeds() < 2:
+            return pp(mean)
+        std = float(self.spread.loc[curve, column])
+        return pp(mean) if math.isnan(std) else f"{mean:.1f} ± {std:.1f}"
 
     def label(self, method: str) -> str:
         """The curve label that the claims read for ``method``: its own unless :meth:`with_label` replaced it."""
@@ -257,13 +269,13 @@ def table_markdown(table: PaperTable, run: Run) -> list[str]:
     for row in table.rows:
         name = f"{row.curve} ({row.name})" if row.name and row.name != row.curve else row.curve
         paper = ["-" if v is None else f"{v:.{table.digits}f}" for v in row.paper]
-        rows.append([name, *paper, *(pp(run.acc(row.curve, column)) for _, column in table.ours)])
+        rows.append([name, *paper, *(run.acc_text(row.curve, column) for _, column in table.ours)])
     if table.others:
         named = {row.curve for row in table.rows}
         for curve in run.final.index:
             if curve not in named:
                 blank = [""] * len(table.paper_columns)
-                rows.append([f"{curve} (ours, not in the paper's table)", *blank, *(pp(run.acc(curve, c)) for _, c in table.ours)])
+                rows.append([f"{curve} (ours, not in the paper's table)", *blank, *(run.acc_text(curve, c) for _, c in table.ours)])
     align = [False] + [True] * (len(header) - 1)
     return [f"{table.caption}:", "", markdown_table(header, rows, align), ""]
 
@@ -318,7 +330,7 @@ def paper_markdown(paper: Paper, runs: Runs, command: str) -> str:
         "",
         f"Written by `{command}` from the run directories below; every number and verdict is computed from their traces.",
         f"Paper: ../shared/papers/{paper.source}. Our accuracies are percentages of each user's own model on its own",
-        "held-out test split after the last round, averaged over seeds.",
+        "held-out test split after the last round, averaged over seeds (± the standard deviation over seeds where a run has several).",
         *paper.intro,
         "",
     ]
