@@ -431,3 +431,10 @@ def test_tables_show_the_spread_over_seeds_when_a_run_has_several(tmp_path):
     assert one.acc_text("fedavg") == "60.0"
     page = reproduction_markdown([write_paper_run(tmp_path, "fedem-emnist", finals, seeds=(0, 1))], "cmd")
     assert "| 62.0 ± 2.8 |" in page
+
+
+def test_user_centric_table_shows_the_spread_over_seeds(tmp_path):
+    finals = {"fedavg": {"avg_acc": (0.60, 0.64), "worst_acc": (0.40, 0.40)}, "local": {"avg_acc": 0.5}}
+    page = reproduction_markdown([write_paper_run(tmp_path, "paper-emnist-label-shift", finals, seeds=(0, 1))], "cmd")
+    assert "| fedavg | 68.9 | 40.0 ± 0.0 | 62.0 ± 2.8 |" in page
+    assert "| local | 58.8 | 50.0 ± 0.0 | 50.0 ± 0.0 |" in page

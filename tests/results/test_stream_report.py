@@ -86,6 +86,14 @@ def test_no_warning_when_the_streams_follow_the_groups():
     assert not [line for line in stream_summary_md(frame) if "warning" in line]
 
 
+def test_one_stream_asked_for_is_no_grouping_to_warn_about():
+    diagnostics = {"seed0__ucfl_streams_1": {"1": {"assignment": [0] * 8}}}
+    frame = stream_report(diagnostics, make_clients({"ucfl streams=1": [0]}))
+    lines = stream_summary_md(frame)
+    assert "| ucfl streams=1 | 0 | 1 | 1 | 8 | 0.00 |" in lines
+    assert not [line for line in lines if "warning" in line]
+
+
 def test_a_split_with_one_group_has_no_ari():
     diagnostics = {"seed0__ucfl_streams_2": {"1": {"assignment": SEVEN_ONE}}}
     frame = stream_report(diagnostics, make_clients({"ucfl streams=2": [0]}, groups=[0] * 8))

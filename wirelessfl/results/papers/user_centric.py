@@ -370,14 +370,14 @@ def _scenario_section(row: PaperRow, run: Run | None, section: Section) -> list[
     table = []
     for method in ("local", "fedavg", "oracle", "cfl", "fedfomo"):
         paper = row.worst.get(method)
-        table.append([method, "-" if paper is None else pp(paper), pp(run.acc(method, "worst_acc")), pp(run.acc(method))])
+        table.append([method, "-" if paper is None else pp(paper), run.acc_text(method, "worst_acc"), run.acc_text(method)])
     ucfl = ucfl_curves(run)
     for k, curve in ucfl.items():
         paper = pp(row.ucfl_worst) if k == row.ucfl_streams else ""
-        table.append([curve, paper, pp(run.acc(curve, "worst_acc")), pp(run.acc(curve))])
+        table.append([curve, paper, run.acc_text(curve, "worst_acc"), run.acc_text(curve)])
     for curve in run.final.index:
         if curve.startswith("ucfl") and curve not in ucfl.values():
-            table.append([f"{curve} (ours, not in the paper)", "", pp(run.acc(curve, "worst_acc")), pp(run.acc(curve))])
+            table.append([f"{curve} (ours, not in the paper)", "", run.acc_text(curve, "worst_acc"), run.acc_text(curve)])
     lines += [
         markdown_table(["method", "paper worst user (%)", "our worst user (%)", "our average (%)"], table, [False, True, True, True]),
         "",
@@ -435,10 +435,13 @@ def _page(paper: Paper, runs: Runs, command: str) -> str:
         "",
         f"Written by `{command}` from the run directories below; every number and verdict is computed from their traces.",
         "Paper: ../shared/papers/user-centric-fl.txt. Accuracies are percentages of each user's own model on its own",
-        "held-out test split after the last round, averaged over seeds. The paper does not give rounds, local epochs or",
+        "held-out test split after the last round, averaged over seeds (± the standard deviation over seeds where a run has",
+        "several). The paper does not give rounds, local epochs or",
         "batch size; ours are in each scenario file. 'Matches' means within "
         f"{APPROX_PP:.0f} points, 'largely outperforms' a gap of at least {CLEAR_GAP_PP:.0f} points.",
         "Oracle does not apply to label shift (no groups). Why UCFL's weights behave as they do: docs/ucfl-investigation.md.",
+        "Each run directory below needs only its trace, per-client table, diagnostics and scenario.yaml (ours are committed",
+        "under docs/runs/), so the command above re-makes this page anywhere.",
         "",
     ]
     for name, row in TABLE_I.items():
