@@ -48,7 +48,8 @@ def test_bad_plans_are_rejected(build, message):
      ("wirelessfl.learning.lockstep", "simpy"), ("wirelessfl.algorithms", "simpy"), ("wirelessfl.results.tables", "torch"),
      ("wirelessfl.learning.gating", "simpy"), ("wirelessfl.results.papers", "torch"),
      ("wirelessfl.learning.memory", "simpy"), ("wirelessfl.results.tradeoff", "torch"), ("wirelessfl.results.streams", "torch"),
-     ("wirelessfl.algorithms.streams", "simpy")],
+     ("wirelessfl.algorithms.streams", "simpy"), ("wirelessfl.learning", "simpy"),
+     ("wirelessfl.results.run_outputs", "torch")],
 )
 def test_layering(module, forbidden):
     code = f"import sys, {module}; sys.exit(1 if {forbidden!r} in sys.modules else 0)"

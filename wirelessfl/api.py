@@ -10,6 +10,7 @@ than printing; errors are the CLI's one-line ``ValueError`` messages.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -68,9 +69,8 @@ def simulate(scenario, out: str | Path | None = None, *, settings=None, **overri
     The directory gets what ``wirelessfl simulate`` writes, with HTML figures
     only (``wirelessfl plot DIR`` adds the PNGs).
     """
-    from wirelessfl.results.figures import write_figures
-    from wirelessfl.results.io import atomic_write_text, write_trace
-    from wirelessfl.results.tables import write_summary_md
+    from wirelessfl.results.io import atomic_write_text
+    from wirelessfl.results.run_outputs import write_run_outputs
 
     sc = load(scenario, settings, **overrides)
     run_dir = Path(out) if out is not None else None
@@ -83,12 +83,10 @@ def simulate(scenario, out: str | Path | None = None, *, settings=None, **overri
             raise ValueError(f"out {run_dir}: already exists and is not an empty directory; choose a new one")
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(saved, resolved)
+    began = time.perf_counter()
     result = _simulate(sc, run_dir)
     if run_dir is not None:
-        write_trace(run_dir, result.trace, result.clients)
-        atomic_write_text(run_dir / "runtime.json", json.dumps(result.runtime, indent=1, default=str))
-        notes = write_figures(run_dir, result.trace, result.clients, png=False)
-        write_summary_md(run_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes)
+        write_run_outputs(run_dir, sc, result, time.perf_counter() - began, figures="html")
     return RunResult(**{f.name: getattr(result, f.name) for f in fields(SimulationResult)}, dir=run_dir)
 
 

@@ -10,7 +10,6 @@ Ctrl-C ends a run with exit code 130 and the ``--resume`` command.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sys
 import time
@@ -243,50 +242,13 @@ def _write_outputs(sc, run_dir: Path, result, elapsed: float) -> None:
 
 
 def _write_results(sc, run_dir: Path, result, elapsed: float) -> None:
-    from wirelessfl.results.figures import write_figures
-    from wirelessfl.results.io import atomic_write_text, write_trace
-    from wirelessfl.results.streams import write_stream_outputs
-    from wirelessfl.results.tables import write_summary_md
+    from wirelessfl.results.run_outputs import write_run_outputs
 
-    write_trace(run_dir, result.trace, result.clients)
-    notes = []
-    stream_lines: list[str] = []
-    if result.diagnostics:
-        atomic_write_text(run_dir / "diagnostics.json", json.dumps(result.diagnostics, indent=1, default=_jsonable))
-        notes.append("diagnostics.json: per-round algorithm diagnostics (e.g. ucfl silhouette curve, cfl splits).")
-        stream_lines = write_stream_outputs(run_dir, json.loads((run_dir / "diagnostics.json").read_text()), result.clients)
-        if stream_lines:
-            notes.append("streams.html: who is in which stream / cluster against the true groups (ARI above).")
-    mode = (
-        "trained once per curve and seed, replayed through every profile"
-        if result.replayed
-        else "trained per profile where the network changes training (a deadline decides who is aggregated, "
-        "or a channel-aware algorithm reads the cell), replayed elsewhere"
-    )
-    notes.append(f"{result.trained_units} training runs ({mode}); wall time {elapsed:.1f} s.")
-    if result.runtime:
-        atomic_write_text(run_dir / "runtime.json", json.dumps(result.runtime, indent=1))
-        wall = sum(unit["wall_s"] for unit in result.runtime.values())
-        samples = sum(unit["rounds"] * unit["train_samples_per_round"] for unit in result.runtime.values())
-        notes.append(
-            f"runtime.json: training wall time per run, summed over resumptions: {wall:.1f} s in all, "
-            f"{samples / wall:,.0f} local-training samples/s (nominal: train-set sizes x local epochs)."
-        )
-    figure_notes = write_figures(run_dir, result.trace, result.clients)
-    write_summary_md(run_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes + figure_notes, stream_lines)
+    figure_notes = write_run_outputs(run_dir, sc, result, elapsed)
     _print_final(result.trace, sc.target_accuracy)
     for note in figure_notes:
         _note(note)
     console.print(escape(f"results: {run_dir}"), highlight=False, soft_wrap=True)
-
-
-def _jsonable(value: Any) -> Any:
-    """numpy scalars/arrays and tensors inside diagnostics, as plain JSON."""
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)
 
 
 def _print_final(trace, target: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import io
+import json
 import os
 import re
 import tempfile
@@ -20,6 +21,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -186,6 +188,22 @@ def resumable_writes(run_dir) -> Iterator[None]:
 def atomic_write_text(path, text: str) -> None:
     """UTF-8 text through ``atomic_write_bytes``."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def jsonable(value: Any) -> Any:
+    """numpy scalars/arrays and tensors (``tolist``), sets and tuples as JSON; anything else as its str."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def atomic_write_json(path, obj: Any) -> Any:
+    """Write ``obj`` as indented JSON (see :func:`jsonable`); returns it as read back (plain dicts, lists, numbers)."""
+    text = json.dumps(obj, indent=1, default=jsonable)
+    atomic_write_text(path, text)
+    return json.loads(text)
 
 
 def atomic_write_frame(path, df: pd.DataFrame) -> None:

@@ -9,7 +9,6 @@ the seeds, so the three give the same tables.
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import time
@@ -51,8 +50,8 @@ def is_done(unit_dir: Path) -> bool:
 
 def run_unit(task: UnitTask, threads: int | None = None, on_round: Callable[[dict], None] | None = None) -> dict[str, Any]:
     """Train and time one unit into its directory (a normal simulate run directory)."""
-    from wirelessfl.results.io import atomic_write_text, write_trace
-    from wirelessfl.results.tables import write_summary_md
+    from wirelessfl.results.io import atomic_write_json, atomic_write_text
+    from wirelessfl.results.run_outputs import write_run_outputs
     from wirelessfl.simulate import simulate
 
     unit_dir = Path(task.dir)
@@ -67,23 +66,9 @@ def run_unit(task: UnitTask, threads: int | None = None, on_round: Callable[[dic
     began = time.perf_counter()
     result = simulate(task.scenario, run_dir=unit_dir, on_round=on_round)
     elapsed = time.perf_counter() - began
-    sc = task.scenario
-    if result.diagnostics:
-        atomic_write_text(unit_dir / "diagnostics.json", json.dumps(result.diagnostics, indent=1, default=_jsonable))
-    atomic_write_text(unit_dir / "runtime.json", json.dumps(result.runtime, indent=1, default=_jsonable))
-    notes = [f"sweep unit {task.label}: {result.trained_units} training runs; wall time {elapsed:.1f} s."]
-    write_summary_md(unit_dir, result.trace, result.clients, sc.name, sc.target_accuracy, notes)
-    atomic_write_text(unit_dir / "unit.json", json.dumps({"label": task.label, "trained_units": result.trained_units, "wall_s": elapsed}))
-    write_trace(unit_dir, result.trace, result.clients)
+    atomic_write_json(unit_dir / "unit.json", {"label": task.label, "trained_units": result.trained_units, "wall_s": elapsed})
+    write_run_outputs(unit_dir, task.scenario, result, elapsed, figures="none", notes=[f"sweep unit {task.label}."])
     return {"trained_units": result.trained_units, "computed": True}
-
-
-def _jsonable(value: Any) -> Any:
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    return str(value)
 
 
 def error_text(err: BaseException) -> str:

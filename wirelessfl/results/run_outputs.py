@@ -1,0 +1,67 @@
+"""Every file of a finished run directory, written one way for the CLI, the Python API and sweep units.
+
+``result`` is what :func:`wirelessfl.simulate.simulate` returns (trace, clients,
+diagnostics, runtime, trained_units, replayed); it is read, never imported, so
+this module stays free of torch. The trace and per-client tables are written
+last: a sweep counts a unit finished once they exist.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from wirelessfl.results.io import atomic_write_json, write_trace
+from wirelessfl.results.streams import stream_report, stream_summary_md, write_stream_outputs
+from wirelessfl.results.tables import write_summary_md
+
+#: ``figures`` of :func:`write_run_outputs`: HTML and PNG, HTML only, or none (sweep units, where the map is the figure).
+FIGURES = ("png", "html", "none")
+
+
+def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = "png", notes: list[str] = ()) -> list[str]:
+    """diagnostics.json, runtime.json, streams, figures, summary.md, then the trace; returns the figures' notes.
+
+    ``notes`` come first in summary.md's notes. With ``figures="none"`` the
+    streams section is still in summary.md, without its streams.html.
+    """
+    if figures not in FIGURES:
+        raise ValueError(f"figures must be one of {', '.join(FIGURES)}, got {figures!r}")
+    from wirelessfl.results.figures import write_figures  # plotly and kaleido only when figures are wanted
+
+    run_dir = Path(run_dir)
+    notes = list(notes)
+    sections: list[str] = []
+    if result.diagnostics:
+        diagnostics = atomic_write_json(run_dir / "diagnostics.json", result.diagnostics)
+        notes.append("diagnostics.json: per-round algorithm diagnostics (e.g. ucfl silhouette curve, cfl splits).")
+        if figures == "none":
+            sections = stream_summary_md(stream_report(diagnostics, result.clients))
+        else:
+            sections = write_stream_outputs(run_dir, diagnostics, result.clients)
+            if sections:
+                notes.append("streams.html: who is in which stream / cluster against the true groups (ARI above).")
+    notes.append(f"{result.trained_units} training runs ({_training_mode(result)}); wall time {elapsed:.1f} s.")
+    if result.runtime:
+        atomic_write_json(run_dir / "runtime.json", result.runtime)
+        wall = sum(unit["wall_s"] for unit in result.runtime.values())
+        samples = sum(unit["rounds"] * unit["train_samples_per_round"] for unit in result.runtime.values())
+        notes.append(
+            f"runtime.json: training wall time per run, summed over resumptions: {wall:.1f} s in all, "
+            f"{samples / wall:,.0f} local-training samples/s (nominal: train-set sizes x local epochs)."
+        )
+    figure_notes = [] if figures == "none" else write_figures(run_dir, result.trace, result.clients, png=figures == "png")
+    write_summary_md(
+        run_dir, result.trace, result.clients, scenario.name, scenario.target_accuracy, notes + figure_notes, sections
+    )
+    write_trace(run_dir, result.trace, result.clients)
+    return figure_notes
+
+
+def _training_mode(result: Any) -> str:
+    if result.replayed:
+        return "trained once per curve and seed, replayed through every profile"
+    return (
+        "trained per profile where the network changes training (a deadline decides who is aggregated, "
+        "or a channel-aware algorithm reads the cell), replayed elsewhere"
+    )
