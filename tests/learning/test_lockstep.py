@@ -109,6 +109,26 @@ def test_a_coordinate_level_trainable_mask_matches_the_reference():
     assert torch.equal(engine.params[:, ~trainable], params[:, ~trainable])
 
 
+@pytest.mark.parametrize("name, shape", [("lenet5", (1, 28, 28)), ("cifar_cnn", (3, 32, 32))])
+@pytest.mark.parametrize("convs", [(0,), (0, 1)])
+def test_conv_biases_alone_train_as_in_the_reference(name, shape, convs):
+    """A conv bias's gradient is the sum of its max-pool's output gradient (the pool's backward only
+    moves values); with only biases trainable, the lowest conv computes nothing else."""
+    arch = get_architecture(name, shape, 10)
+    conv_slices = [sl for sl, op in zip(arch.param_slices[::2], [op for op in arch.ops if op.kind in ("conv", "linear")]) if op.kind == "conv"]
+    bias_slices = [arch.param_slices[arch.param_slices.index(w) + 1] for w in conv_slices]
+    trainable = torch.zeros(arch.param_count, dtype=torch.bool)
+    for c in convs:
+        trainable[bias_slices[c].offset : bias_slices[c].stop] = True
+    data = make_data(arch, [9, 5])
+    params = arch.init_flat(2, torch.Generator().manual_seed(2))
+    cfg = TrainConfig(epochs=1, batch_size=4, lr=0.1, momentum=0.9)
+    engine, reference = both(arch, params, data, cfg, trainable=trainable)
+    assert_same(engine, reference)
+    assert torch.equal(engine.params[:, ~trainable], params[:, ~trainable])
+    assert (engine.params[:, trainable] != params[:, trainable]).any(dim=1).all()
+
+
 def test_per_slot_fractional_epochs_and_an_empty_dataset():
     arch = get_architecture("mlp", (1, 8, 8), 10, hidden=(16,))
     data = make_data(arch, [12, 12, 12, 0])

@@ -14,7 +14,8 @@ forward and one backward pass of the stacked model:
   gradient straight into one flat ``[n, P]`` buffer, skips the layers a
   ``trainable`` mask freezes, and lets the optimizer (``wirelessfl.learning.optim``:
   SGD, momentum, Nesterov, Adam, AdamW, clipping) be a few fused ops on the whole
-  ``[n, P]`` buffer;
+  ``[n, P]`` buffer; a conv's bias gradient is summed from its max-pool's output
+  gradient (a quarter of the values) instead of the conv's;
 * uneven slots: slots are sorted by their number of steps, so the slots still
   training at step t are a prefix of the rows -- a finished slot is simply not
   computed (no update, no optimizer-state change). A partial last batch is padded and the
@@ -45,6 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from wirelessfl.learning import optim
+from wirelessfl.learning.heap import retain_freed_memory
 from wirelessfl.learning.models import Architecture, Op
 
 Dataset = tuple[torch.Tensor, torch.Tensor]
@@ -245,10 +247,13 @@ class _StackedProgram:
             return
         lowest = wanted.index(True)
         g = grad_logits
+        bias_done = False  # a conv's bias gradient already taken from its max-pool's output gradient
         for i in range(len(self.ops) - 1, lowest - 1, -1):
             op, saved, j = self.ops[i], tape[i], self.tensor_index[i]
             need_w, need_b = (needed[j], needed[j + 1]) if self.op_slices[i] else (False, False)
             need_input = i > lowest
+            if op.kind == "conv" and bias_done:
+                need_b, bias_done = False, False
             if op.kind == "linear":
                 fin, fout = op.args
                 w_sl, b_sl = self.op_slices[i]
@@ -268,6 +273,14 @@ class _StackedProgram:
             elif op.kind == "maxpool":
                 kernel, stride, padding = op.args
                 h_in, indices = saved
+                below = self.ops[i - 1] if i > lowest else None
+                if below is not None and below.kind == "conv" and needed[self.tensor_index[i - 1] + 1]:
+                    # the pool's backward scatters (adds) each output gradient into one input
+                    # position, so per channel its sum is the conv's bias gradient: summing the
+                    # pooled gradient reads 1/stride^2 of the values (conv1: 0.07 ms, not 1 ms)
+                    b_sl = self.op_slices[i - 1][1]
+                    grad[:, b_sl.offset : b_sl.stop].copy_(g.sum((0, 2, 3)).view(n, -1))
+                    bias_done = True
                 g = torch.ops.aten.max_pool2d_with_indices_backward(
                     g, h_in, [kernel, kernel], [stride, stride], [padding, padding], [1, 1], False, indices
                 )
@@ -275,6 +288,8 @@ class _StackedProgram:
                 _, cout, _, padding = op.args
                 w_sl, b_sl = self.op_slices[i]
                 h_in, weight = saved
+                if not (need_input or need_w or need_b):
+                    continue
                 g_in, g_w, g_b = torch.ops.aten.convolution_backward(
                     g, h_in, weight, [n * cout], [1, 1], [padding, padding], [1, 1], False, [0, 0], n,
                     [need_input, need_w, need_b],
@@ -527,6 +542,8 @@ class LockstepEngine:
             raise ValueError(f"engine data_cache_bytes must be an int >= 0, got {data_cache_bytes!r}")
         self.arch = arch
         self.device = torch.device(device)
+        if self.device.type == "cpu":
+            retain_freed_memory()  # no page faults on every step's activations (learning/heap.py)
         self.max_samples = max_samples
         self.data_cache_bytes = data_cache_bytes
         self._data_cache: OrderedDict[int, _DataCopy] = OrderedDict()
