@@ -115,8 +115,8 @@ def test_conv_biases_alone_train_as_in_the_reference(name, shape, convs):
     """A conv bias's gradient is the sum of its max-pool's output gradient (the pool's backward only
     moves values); with only biases trainable, the lowest conv computes nothing else."""
     arch = get_architecture(name, shape, 10)
-    conv_slices = [sl for sl, op in zip(arch.param_slices[::2], [op for op in arch.ops if op.kind in ("conv", "linear")]) if op.kind == "conv"]
-    bias_slices = [arch.param_slices[arch.param_slices.index(w) + 1] for w in conv_slices]
+    layers = [op.kind for op in arch.ops if op.kind in ("conv", "linear")]  # each has a weight, then a bias slice
+    bias_slices = [arch.param_slices[2 * k + 1] for k, kind in enumerate(layers) if kind == "conv"]
     trainable = torch.zeros(arch.param_count, dtype=torch.bool)
     for c in convs:
         trainable[bias_slices[c].offset : bias_slices[c].stop] = True
