@@ -1,0 +1,190 @@
+"""Where one lockstep training step spends its time, op by op (one slot group, one thread).
+
+Runs the engine's own step -- gather, stacked forward, loss, hand-written
+backward, SGD-momentum update -- on one group of ``--slots`` LeNet-5 models x
+``--batch`` EMNIST-shaped random samples with one intra-op thread (as each of
+the engine's CPU worker threads runs), then
+
+1. times the five parts of the step (median of ``--steps`` steps), and
+2. records every ATen op of one step (a ``TorchDispatchMode``) and replays each
+   alone on copies of its arguments (same shapes and strides), median of
+   ``--steps`` runs, with the GFLOP/s of convolutions and batched matmuls.
+
+The replay is used instead of ``torch.profiler`` because under the profiler
+this step takes ~1,500 page faults (none without it) and its large memory ops
+run 5-30x slower. The sum of the replayed ops is printed beside the step time
+as a check. This is the table docs/engine.md's "Where a step's time goes" quotes.
+
+    python benchmarks/profile_step.py                      # 13 slots x 32, as scenario 2's groups
+    python benchmarks/profile_step.py --slots 8 --batch 128 --arch cifar_cnn --input 3 32 32 --classes 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+from wirelessfl.learning import optim
+from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, _weighted_cross_entropy
+from wirelessfl.learning.models import get_architecture
+
+CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.1, momentum=0.9)
+PARTS = ("gather", "forward", "loss", "backward", "optimizer")
+
+
+class OpRecorder(TorchDispatchMode):
+    """Every ATen op run under it, with copies of its arguments taken before the op (it may write them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, object, tuple, dict]] = []
+        self.part = ""  # the step part the next ops belong to, set by the caller
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        self.calls.append((self.part, func, tree_map(_copy, args), tree_map(_copy, kwargs)))
+        return func(*args, **kwargs)
+
+
+def _copy(value):
+    """The same view (shape, strides, offset) of a copy of the tensor's storage: expanded inputs stay expanded."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    storage = value.untyped_storage().clone()
+    return torch.empty(0, dtype=value.dtype).set_(storage, value.storage_offset(), value.shape, value.stride())
+
+
+def macs(func, args, out) -> int:
+    """Multiply-adds of a convolution (forward or its requested gradients) or a batched matmul; 0 for other ops."""
+    name = func.__name__.split(".")[0]
+    if name in ("conv2d", "convolution", "_convolution", "mkldnn_convolution"):
+        return out.numel() * args[1][0].numel()  # each output element: one filter's multiply-adds
+    if name == "convolution_backward":
+        grad_out, weight, mask = args[0], args[2], args[10]
+        return grad_out.numel() * weight[0].numel() * (int(mask[0]) + int(mask[1]))
+    if name in ("bmm", "baddbmm"):
+        a, b = args[-2], args[-1]
+        return a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+    return 0
+
+
+def describe(func, args) -> str:
+    """The op's name and its tensor arguments' shapes (the conv backward's output mask too)."""
+    shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+    name = func.__name__.split(".")[0]
+    extra = f" mask {list(args[10])}" if name == "convolution_backward" else ""
+    return f"{name} {shapes}{extra}"
+
+
+def median_ms(fn, repeats: int) -> float:
+    fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1e3 * statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int, default=13)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--arch", default="lenet5")
+    parser.add_argument("--input", type=int, nargs=3, default=[1, 28, 28], metavar=("C", "H", "W"))
+    parser.add_argument("--classes", type=int, default=62)
+    parser.add_argument("--eval", action="store_true", help="an evaluation pass (gather, forward without tape, loss) instead")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    arch = get_architecture(args.arch, tuple(args.input), args.classes)
+    engine = LockstepEngine(arch)  # also applies the engine's heap setting (learning/heap.py)
+    program = engine.program
+    g = torch.Generator().manual_seed(0)
+    per_slot = 10 * args.batch
+    x_cat = torch.rand((args.slots * per_slot, *arch.input_shape), generator=g)
+    y_cat = torch.randint(0, arch.num_classes, (args.slots * per_slot,), generator=g)
+    table = torch.stack(
+        [torch.stack([torch.randperm(per_slot, generator=g)[: args.batch] + s * per_slot for s in range(args.slots)]) for _ in range(10)]
+    )
+    work = arch.init_flat(args.slots, g)
+    grad = torch.zeros_like(work)
+    transform = optim.build(CONFIG)
+    state = transform.init(work)
+    needed = [True] * len(arch.param_slices)
+
+    parts = PARTS[:3] if args.eval else PARTS
+    mode = torch.inference_mode if args.eval else contextlib.nullcontext
+
+    def step(t: int, marks: list[float] | None = None, recorder: OpRecorder | None = None) -> None:
+        def part(name: str) -> None:
+            if recorder is not None:
+                recorder.part = name
+            if marks is not None:
+                marks.append(time.perf_counter())
+
+        if args.eval:
+            with torch.inference_mode():
+                part("gather")
+                x, y, w = engine._gather(x_cat, y_cat, table[t % len(table)], torch.ones(args.slots))
+                part("forward")
+                logits, _ = program.forward(work, x, keep=False)
+                part("loss")
+                _weighted_cross_entropy(logits, y, w, want_grad=False)
+                part("end")
+            return
+        part("gather")
+        x, y, w = engine._gather(x_cat, y_cat, table[t % len(table)], None)
+        part("forward")
+        logits, tape = program.forward(work, x, keep=True)
+        part("loss")
+        _, grad_logits = _weighted_cross_entropy(logits, y, w, want_grad=True)
+        part("backward")
+        program.backward(work, tape, grad_logits, grad, needed)
+        part("optimizer")
+        work.add_(transform.update(grad, state, work))
+        part("end")
+
+    for t in range(3):
+        step(t)
+    times: dict[str, list[float]] = {p: [] for p in parts}
+    for t in range(args.steps):
+        marks: list[float] = []
+        step(t, marks)
+        for p, a, b in zip(parts, marks, marks[1:]):
+            times[p].append(1e3 * (b - a))
+    medians = {p: statistics.median(v) for p, v in times.items()}
+    total = sum(medians.values())
+    samples = args.slots * args.batch
+    kind = "evaluation pass" if args.eval else "training step"
+    print(f"torch {torch.__version__}, {arch.name} {args.input}, {kind}, 1 thread, {args.slots} slots x {args.batch} samples, median of {args.steps}")
+    for p in parts:
+        print(f"  {p:<10} {medians[p]:7.2f} ms {100 * medians[p] / total:5.1f}%")
+    print(f"  {'step':<10} {total:7.2f} ms  = {samples / total * 1e3:,.0f} samples/s on one thread")
+
+    with OpRecorder() as recorder:
+        step(0, recorder=recorder)
+    rows = []
+    for part, func, op_args, op_kwargs in recorder.calls:
+        with mode():
+            out = func(*op_args, **op_kwargs)
+            ms = median_ms(lambda: func(*op_args, **op_kwargs), args.steps)
+        rows.append((part, ms, macs(func, op_args, out), describe(func, op_args)))
+    replayed = sum(r[1] for r in rows)
+    print(f"\nATen ops of one {kind}, each replayed alone (median of {args.steps}); sum {replayed:.2f} ms against {total:.2f} ms run together")
+    print(f"  {'part':<10} {'ms':>6} {'GFLOP/s':>8}  op [tensor shapes]")
+    for part, ms, mac, text in rows:
+        if ms >= 0.02:
+            rate = f"{2 * mac / ms / 1e6:8.0f}" if mac else " " * 8
+            print(f"  {part:<10} {ms:6.2f} {rate}  {text}")
+    print(f"  ({sum(1 for r in rows if r[1] < 0.02)} ops under 0.02 ms not listed, {sum(r[1] for r in rows if r[1] < 0.02):.2f} ms in all)")
+
+
+if __name__ == "__main__":
+    main()
