@@ -5,13 +5,16 @@ Compares training speed of the same LeNet-5 workload as ``bench_lockstep.py``
 of ``--repeats``, the two engines alternating so that load from other processes
 hits both alike, and checks that both train to the same parameters. With
 ``--method batch_gradients`` it times UCFL's sigma^2 pass instead (600 samples
-per client, 10 batches of 60, the ``ucfl`` defaults on scenario 2's split). The other
+per client, 10 batches of 60, the ``ucfl`` defaults on scenario 2's split), with
+``--method evaluate`` an evaluation of 600 samples per client; ``--input 3 32 32
+--classes 10`` gives CIFAR-10's shapes (scenario 3's LeNet-5). The other
 engine is the file ``OTHER/wirelessfl/learning/lockstep.py`` of a checkout made
 with ``git worktree add /tmp/old REV``; it is run with this checkout's
 ``models.py``, so use it for revisions whose model layout is the same.
 
     git worktree add /tmp/old b7ebb06 && python benchmarks/bench_engine_versions.py /tmp/old
     python benchmarks/bench_engine_versions.py /tmp/old --method batch_gradients --clients 20
+    python benchmarks/bench_engine_versions.py /tmp/old --method evaluate --input 3 32 32 --classes 10
 """
 
 from __future__ import annotations
@@ -44,10 +47,12 @@ def main() -> None:
     parser.add_argument("other", type=Path, help="root of the other checkout")
     parser.add_argument("--clients", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--method", choices=["train", "batch_gradients"], default="train")
+    parser.add_argument("--method", choices=["train", "batch_gradients", "evaluate"], default="train")
+    parser.add_argument("--input", type=int, nargs=3, default=[1, 28, 28], metavar=("C", "H", "W"), help="image shape (3 32 32: CIFAR-10's)")
+    parser.add_argument("--classes", type=int, default=62)
     args = parser.parse_args()
     other = load_other(args.other)
-    arch = get_architecture("lenet5", (1, 28, 28), 62)
+    arch = get_architecture("lenet5", tuple(args.input), args.classes)
     settings = dict(epochs=1, batch_size=32, lr=0.1, momentum=0.9)
     engines = {"other": (other.LockstepEngine(arch), other.TrainConfig(**settings)), "this": (lockstep.LockstepEngine(arch), lockstep.TrainConfig(**settings))}
     per_client = 320 if args.method == "train" else 600
@@ -55,6 +60,9 @@ def main() -> None:
     def run(engine, cfg, params, data):
         if args.method == "train":
             return engine.train(params, data, cfg, torch.Generator().manual_seed(1)).params
+        if args.method == "evaluate":
+            result = engine.evaluate(params, data)
+            return torch.stack([result.accuracy, result.loss])
         return engine.batch_gradients(params, data, 60, 10, torch.Generator().manual_seed(1))
 
     for clients in args.clients:
