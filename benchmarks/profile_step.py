@@ -148,7 +148,7 @@ def main() -> None:
         part("backward")
         program.backward(work, tape, grad_logits, grad, needed)
         part("optimizer")
-        work.add_(transform.update(grad, state, work))
+        optim.apply_updates(work, transform.update(grad, state, work), transform)
         part("end")
 
     for t in range(3):

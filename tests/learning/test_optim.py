@@ -80,7 +80,7 @@ def test_adam_bias_correction_counts_steps_per_slot():
     grad = torch.tensor([[0.5, -2.0, 1e-3], [3.0, 0.25, -0.5]])
     state = transform.init(params)
     update = transform.update(grad.clone(), state, params)
-    assert torch.allclose(update, -0.01 * grad.sign(), atol=1e-8)
+    assert torch.allclose(update * transform.step_size, -0.01 * grad.sign(), atol=1e-8)
     # slot 1 alone takes a second step: its count is 2, slot 0's stays 1
     rows = optim.select_rows(state, slice(1, 2))
     transform.update(torch.tensor([[3.0, 0.25, -0.5]]), rows, params[1:])
@@ -144,3 +144,22 @@ def test_bad_sample_weights_and_opt_state_are_named():
     adam_state = engine.train(params, data, dataclasses.replace(cfg, optimizer="adam"), torch.Generator()).opt_state
     with pytest.raises(ValueError, match="^opt_state does not match this optimizer and these slots"):
         engine.train(params, data, cfg, torch.Generator(), opt_state=adam_state)
+
+
+def test_chain_applies_inner_scales_and_defers_only_the_last_by_hand():
+    """chain(scale(2), add_decayed_weights(0.5), scale(-0.1)): updates 2 g + 0.5 p, added times -0.1."""
+    transform = optim.chain(optim.scale(2.0), optim.add_decayed_weights(0.5), optim.scale(-0.1))
+    params = torch.tensor([[1.0, -2.0], [4.0, 0.0]])
+    grad = torch.tensor([[0.5, 1.0], [-1.0, 3.0]])
+    update = transform.update(grad.clone(), transform.init(params), params)
+    assert torch.equal(update, 2 * grad + 0.5 * params)
+    assert transform.step_size == -0.1
+    stepped = optim.apply_updates(params.clone(), update, transform)
+    assert torch.allclose(stepped, params - 0.1 * (2 * grad + 0.5 * params), atol=1e-7)
+    # a chain ending in a chain: the inner chain's deferred scale is the outer one's
+    nested = optim.chain(optim.clip_by_global_norm(100.0), optim.sgd(lr=0.3))
+    assert nested.step_size == -0.3
+    # an inner chain's deferred scale is applied in place when another transform follows it
+    outer = optim.chain(optim.sgd(lr=0.3, weight_decay=0.5), optim.scale(2.0))
+    assert outer.step_size == 2.0
+    assert torch.equal(outer.update(grad.clone(), outer.init(params), params), (grad + 0.5 * params) * -0.3)

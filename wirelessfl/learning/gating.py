@@ -203,7 +203,8 @@ def train_gates(
             (grad,) = torch.autograd.grad(per_slot.sum(), p)
         loss_sum[:active] += per_slot.detach()
         with torch.no_grad():
-            work[:active] += transform.update(grad, optim.select_rows(state, slice(0, active)), work[:active])
+            update = transform.update(grad, optim.select_rows(state, slice(0, active)), work[:active])
+            optim.apply_updates(work[:active], update, transform)
 
     def inverse(tensor: torch.Tensor) -> torch.Tensor:
         return torch.empty_like(tensor).index_copy_(0, order_t, tensor)

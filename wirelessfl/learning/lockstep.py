@@ -730,7 +730,7 @@ class LockstepEngine:
                 update = transform.update(g, optim.select_rows(state, rows), p)
                 if mask_f is not None:
                     update.mul_(mask_f)
-                p.add_(update)
+                optim.apply_updates(p, update, transform)
 
         _run_groups(train_group, range(0, n, group), self.device)
 

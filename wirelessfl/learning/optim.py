@@ -12,7 +12,11 @@ of the slots still training (a prefix) and every transform must write its
 state through those views. Each row is one slot and keeps its own step count,
 so slots that took different numbers of steps (or are resumed from an earlier
 round's state) get their own bias corrections. The updates are fused
-element-wise ops on the whole buffer; nothing loops over slots.
+element-wise ops on the whole buffer; nothing loops over slots. A chain's
+trailing ``scale`` is not a pass of its own: it becomes the transform's
+``step_size``, which :func:`apply_updates` folds into adding the updates to the
+parameters (``params.add_(updates, alpha=step_size)``, the same fused add
+``torch.optim.SGD`` makes), as Optax users get from XLA's fusion.
 
 ``build(cfg)`` maps a :class:`~wirelessfl.learning.lockstep.TrainConfig` to the
 chain that equals ``torch.optim.SGD`` / ``Adam`` / ``AdamW`` (tested to 1e-5
@@ -34,10 +38,16 @@ OPTIMIZERS = ("sgd", "adam", "adamw")
 
 
 class GradientTransformation(NamedTuple):
-    """``init(params) -> state``; ``update(grad, state, params) -> updates`` (may reuse ``grad``'s memory)."""
+    """``init(params) -> state``; ``update(grad, state, params) -> updates`` (may reuse ``grad``'s memory).
+
+    ``step_size`` multiplies the updates when :func:`apply_updates` adds them:
+    a trailing ``scale(-lr)`` is deferred to that add instead of costing its
+    own pass over the ``[n, P]`` buffer.
+    """
 
     init: Callable[[torch.Tensor], State]
     update: Callable[[torch.Tensor, State, torch.Tensor], torch.Tensor]
+    step_size: float = 1.0
 
 
 def _stateless(update: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> GradientTransformation:
@@ -45,8 +55,8 @@ def _stateless(update: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> 
 
 
 def scale(factor: float) -> GradientTransformation:
-    """``updates = factor * grad`` (``scale(-lr)`` ends every optimizer)."""
-    return _stateless(lambda grad, params: grad.mul_(factor))
+    """``updates = factor * grad`` (``scale(-lr)`` ends every optimizer); carried as ``step_size``."""
+    return GradientTransformation(lambda params: (), lambda grad, state, params: grad, factor)
 
 
 def add_decayed_weights(weight_decay: float) -> GradientTransformation:
@@ -73,10 +83,13 @@ def trace(decay: float, nesterov: bool = False) -> GradientTransformation:
 
     def update(grad: torch.Tensor, state: State, params: torch.Tensor) -> torch.Tensor:
         (momentum,) = state
-        momentum.mul_(decay).add_(grad)
         if nesterov:
+            momentum.mul_(decay).add_(grad)
             return grad.add_(momentum, alpha=decay)
-        return grad.copy_(momentum)
+        # g + decay m as one fused multiply-add into grad, then copied to the state: two
+        # passes, not three (torch.optim.SGD rounds decay m before adding g; at most an ulp apart)
+        momentum.copy_(grad.add_(momentum, alpha=decay))
+        return grad
 
     return GradientTransformation(lambda params: (torch.zeros_like(params),), update)
 
@@ -106,17 +119,28 @@ def scale_by_adam(b1: float, b2: float, eps: float) -> GradientTransformation:
 
 
 def chain(*transforms: GradientTransformation) -> GradientTransformation:
-    """Apply ``transforms`` in order; the state is the tuple of their states."""
+    """Apply ``transforms`` in order; the state is the tuple of their states.
+
+    Every member's ``step_size`` but the last one's is applied in place; the
+    last one's becomes the chain's.
+    """
 
     def init(params: torch.Tensor) -> State:
         return tuple(t.init(params) for t in transforms)
 
     def update(grad: torch.Tensor, state: State, params: torch.Tensor) -> torch.Tensor:
-        for transform, inner in zip(transforms, state):
+        for i, (transform, inner) in enumerate(zip(transforms, state)):
             grad = transform.update(grad, inner, params)
+            if i < len(transforms) - 1 and transform.step_size != 1.0:
+                grad = grad.mul_(transform.step_size)
         return grad
 
-    return GradientTransformation(init, update)
+    return GradientTransformation(init, update, transforms[-1].step_size if transforms else 1.0)
+
+
+def apply_updates(params: torch.Tensor, updates: torch.Tensor, transform: GradientTransformation) -> torch.Tensor:
+    """``params += transform.step_size * updates`` in place (one fused pass, as ``torch.optim.SGD`` adds its step)."""
+    return params.add_(updates, alpha=transform.step_size)
 
 
 def select_rows(state, rows: slice | torch.Tensor):
