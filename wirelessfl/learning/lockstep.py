@@ -264,8 +264,8 @@ class _StackedProgram:
             if op.kind == "linear":
                 fin, fout = op.args
                 w_sl, b_sl = self.op_slices[i]
-                if need_w:
-                    grad[:, w_sl.offset : w_sl.stop].view(n, fout, fin).copy_(torch.bmm(g.transpose(1, 2), saved))
+                if need_w:  # written in place: a copy of the MLP's [n, 200, 784] took as long as the bmm
+                    torch.bmm(g.transpose(1, 2), saved, out=grad[:, w_sl.offset : w_sl.stop].view(n, fout, fin))
                 if need_b:
                     grad[:, b_sl.offset : b_sl.stop].copy_(g.sum(1))
                 if need_input:
