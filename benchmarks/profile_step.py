@@ -13,7 +13,7 @@ the engine's CPU worker threads runs), then
 The replay is used instead of ``torch.profiler`` because under the profiler
 this step takes ~1,500 page faults (none without it) and its large memory ops
 run 5-30x slower. The sum of the replayed ops is printed beside the step time
-as a check. This is the table docs/engine.md's "Where a step's time goes" quotes.
+as a check. docs/engine.md's "The op profile, from the repository" quotes its output.
 
     python benchmarks/profile_step.py                      # 13 slots x 32, as scenario 2's groups
     python benchmarks/profile_step.py --slots 8 --batch 128 --arch cifar_cnn --input 3 32 32 --classes 10
