@@ -6,9 +6,11 @@ backward, SGD-momentum update -- on one group of ``--slots`` LeNet-5 models x
 the engine's CPU worker threads runs), then
 
 1. times the five parts of the step (median of ``--steps`` steps), and
-2. records every ATen op of one step (a ``TorchDispatchMode``) and replays each
-   alone on copies of its arguments (same shapes and strides), median of
-   ``--steps`` runs, with the GFLOP/s of convolutions and batched matmuls.
+2. records every ATen op of one step (a ``TorchDispatchMode``) and every call
+   of the fused first block's Halide kernels (``learning/first_block.py``), and
+   replays each alone on copies of its arguments (same shapes and strides),
+   median of ``--steps`` runs, with the GFLOP/s of convolutions, the kernels
+   and batched matmuls. ``--aten`` runs the first block on oneDNN instead.
 
 The replay is used instead of ``torch.profiler`` because under the profiler
 this step takes ~1,500 page faults (none without it) and its large memory ops
@@ -27,7 +29,7 @@ import statistics
 import time
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_map
 
 from wirelessfl.learning import optim
@@ -52,6 +54,22 @@ class OpRecorder(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+class KernelRecorder:
+    """Stands in for a first-block ``CompiledPipeline`` and records its calls (ctypes calls are no ATen ops)."""
+
+    def __init__(self, pipeline, name: str, recorder: OpRecorder, macs: int):
+        self.pipeline, self.name, self.recorder, self.macs_per_sample = pipeline, name, recorder, macs
+
+    def __call__(self, *tensors):
+        with _disable_current_modes():  # the argument copies are not ops of the step
+            copies = tuple(_copy(t) for t in tensors)
+        self.recorder.calls.append((self.recorder.part, self, copies, {}))
+        return self.pipeline(*tensors)
+
+    def replay(self, *tensors):
+        self.pipeline(*tensors)
+
+
 def _copy(value):
     """The same view (shape, strides, offset) of a copy of the tensor's storage: expanded inputs stay expanded."""
     if not isinstance(value, torch.Tensor):
@@ -72,6 +90,12 @@ def macs(func, args, out) -> int:
         a, b = args[-2], args[-1]
         return a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
     return 0
+
+
+def kernel_macs(call: KernelRecorder, args) -> int:
+    """The fused block's forward (or weight gradient): one conv's multiply-adds over batch x slots."""
+    batch, n = args[0].shape[:2]
+    return call.macs_per_sample * batch * n
 
 
 def describe(func, args) -> str:
@@ -101,10 +125,11 @@ def main() -> None:
     parser.add_argument("--input", type=int, nargs=3, default=[1, 28, 28], metavar=("C", "H", "W"))
     parser.add_argument("--classes", type=int, default=62)
     parser.add_argument("--eval", action="store_true", help="an evaluation pass (gather, forward without tape, loss) instead")
+    parser.add_argument("--aten", action="store_true", help="the first block on oneDNN, not the fused Halide kernels")
     args = parser.parse_args()
     torch.set_num_threads(1)
     arch = get_architecture(args.arch, tuple(args.input), args.classes)
-    engine = LockstepEngine(arch)  # also applies the engine's heap setting (learning/heap.py)
+    engine = LockstepEngine(arch, fused_first_block=not args.aten)  # also applies the engine's heap setting
     program = engine.program
     g = torch.Generator().manual_seed(0)
     per_slot = 10 * args.batch
@@ -168,16 +193,33 @@ def main() -> None:
         print(f"  {p:<10} {medians[p]:7.2f} ms {100 * medians[p] / total:5.1f}%")
     print(f"  {'step':<10} {total:7.2f} ms  = {samples / total * 1e3:,.0f} samples/s on one thread")
 
+    print(f"  first block: {program.block_status}")
+
     with OpRecorder() as recorder:
-        step(0, recorder=recorder)
+        block = program.block
+        if block is not None:
+            shape = block.shape
+            per_sample = shape.outputs * shape.channels * shape.kernel**2 * shape.conv_height * shape.conv_width
+            pipelines = block._forward, block._backward
+            block._forward = KernelRecorder(pipelines[0], "halide first-block forward (conv+bias+pool+ReLU)", recorder, per_sample)
+            block._backward = KernelRecorder(pipelines[1], "halide first-block weight+bias gradient", recorder, per_sample)
+        try:
+            step(0, recorder=recorder)
+        finally:
+            if block is not None:
+                block._forward, block._backward = pipelines
     rows = []
     for part, func, op_args, op_kwargs in recorder.calls:
+        if isinstance(func, KernelRecorder):
+            ms = median_ms(lambda: func.replay(*op_args), args.steps)
+            rows.append((part, ms, kernel_macs(func, op_args), f"{func.name} {[list(a.shape) for a in op_args]}"))
+            continue
         with mode():
             out = func(*op_args, **op_kwargs)
             ms = median_ms(lambda: func(*op_args, **op_kwargs), args.steps)
         rows.append((part, ms, macs(func, op_args, out), describe(func, op_args)))
     replayed = sum(r[1] for r in rows)
-    print(f"\nATen ops of one {kind}, each replayed alone (median of {args.steps}); sum {replayed:.2f} ms against {total:.2f} ms run together")
+    print(f"\nATen ops and kernels of one {kind}, each replayed alone (median of {args.steps}); sum {replayed:.2f} ms against {total:.2f} ms run together")
     print(f"  {'part':<10} {'ms':>6} {'GFLOP/s':>8}  op [tensor shapes]")
     for part, ms, mac, text in rows:
         if ms >= 0.02:

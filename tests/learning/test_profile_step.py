@@ -51,3 +51,35 @@ def test_recorded_arguments_are_taken_before_the_op_writes_them():
     expanded = torch.ones(3, 1).expand(3, 5)
     (_, _, args, _), = record(lambda: expanded.contiguous())
     assert args[0].stride() == (1, 0)
+
+
+def test_the_fused_first_block_kernels_are_recorded_and_counted():
+    from wirelessfl.learning.first_block import BlockShape, FirstBlock
+
+    block = FirstBlock(BlockShape(1, 6, 5, 2, 28, 28))
+    recorder = profile_step.OpRecorder()
+    recorder.part = "forward"
+    per_sample = 6 * 1 * 25 * 28 * 28
+    call = profile_step.KernelRecorder(block._forward, "forward", recorder, per_sample)
+    block._forward = call
+    x = block.layout(torch.rand(4, 3, 1, 28, 28))
+    out, _ = block.forward(x, torch.randn(3, 150), torch.randn(3, 6))
+    (part, func, args, _), = recorder.calls
+    assert part == "forward" and func is call
+    assert profile_step.kernel_macs(func, args) == 4 * 3 * per_sample  # batch x slots x one conv's multiply-adds
+    replayed = torch.empty_like(out)
+    func.replay(args[0], args[1], args[2], replayed, torch.empty(out.shape, dtype=torch.uint8))
+    assert torch.equal(replayed, out)
+
+
+def test_recording_a_kernel_call_records_no_copy_ops():
+    from wirelessfl.learning.first_block import BlockShape, FirstBlock
+
+    block = FirstBlock(BlockShape(1, 6, 5, 2, 28, 28))
+    x = block.layout(torch.rand(2, 2, 1, 28, 28))
+    with profile_step.OpRecorder() as recorder:
+        recorder.part = "forward"
+        block._forward = profile_step.KernelRecorder(block._forward, "forward", recorder, 1)
+        block.forward(x, torch.randn(2, 150), torch.randn(2, 6))
+    assert [type(func).__name__ for _, func, _, _ in recorder.calls if isinstance(func, profile_step.KernelRecorder)] == ["KernelRecorder"]
+    assert not any("copy" in str(func) or "clone" in str(func) for _, func, _, _ in recorder.calls)

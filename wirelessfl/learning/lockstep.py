@@ -36,6 +36,7 @@ import itertools
 import math
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -46,6 +47,8 @@ import torch
 import torch.nn.functional as F
 
 from wirelessfl.learning import optim
+from wirelessfl.learning.first_block import FirstBlock, block_shape
+from wirelessfl.learning.halide_aot import KernelUnavailable
 from wirelessfl.learning.heap import retain_freed_memory
 from wirelessfl.learning.models import Architecture, Op
 
@@ -162,9 +165,10 @@ class _StackedProgram:
     ``[n, B, F]`` after it.
     """
 
-    def __init__(self, arch: Architecture):
+    def __init__(self, arch: Architecture, fused: bool = False):
         self.arch = arch
         self.ops: tuple[Op, ...] = _pool_before_relu(arch.ops)
+        self.block, self.block_status = _first_block(self.ops, arch, fused)
         slices = iter(arch.param_slices)
         self.op_slices = [(next(slices), next(slices)) if op.kind in ("conv", "linear") else None for op in self.ops]
         self.image_input = any(op.kind == "conv" for op in self.ops)
@@ -187,6 +191,8 @@ class _StackedProgram:
         if not self.image_input:
             return x_cat[index].reshape(n, batch, -1)
         channels, height, width = x_cat.shape[1:]
+        if self.block is not None:
+            return self.block.layout(x_cat[index.t().contiguous()])
         x = x_cat[index.t().contiguous()].reshape(batch, n * channels, height * width)
         nhwc = x.transpose(1, 2).contiguous()
         return nhwc.view(batch, height, width, n * channels).permute(0, 3, 1, 2)
@@ -198,7 +204,16 @@ class _StackedProgram:
         """
         n = flat.shape[0]
         tape: list = []
-        for op, sl in zip(self.ops[:stop], self.op_slices[:stop]):
+        first = 0
+        if self.block is not None:
+            if stop is not None and range(len(self.ops))[stop] < 3:
+                raise ValueError(f"stop={stop} ends inside the fused first block (ops 0-2)")
+            (w_sl, b_sl), first, x = self.op_slices[0], 3, h
+            out, phase = self.block.forward(x, flat[:, w_sl.offset : w_sl.stop], flat[:, b_sl.offset : b_sl.stop])
+            h = self.block.channels_last(out).contiguous(memory_format=torch.channels_last)
+            if keep:  # the block's backward runs where the ReLU's would: tape[2]
+                tape += [None, None, (x, out, phase)]
+        for op, sl in zip(self.ops[first:stop], self.op_slices[first:stop]):
             saved = None
             if op.kind == "resize":
                 h = F.interpolate(h, size=op.args, mode="bilinear", align_corners=False)
@@ -257,6 +272,14 @@ class _StackedProgram:
         bias_done = False  # a conv's bias gradient already taken from its max-pool's output gradient
         for i in range(len(self.ops) - 1, lowest - 1, -1):
             op, saved, j = self.ops[i], tape[i], self.tensor_index[i]
+            if self.block is not None and i == 2:
+                w_sl, b_sl = self.op_slices[0]
+                d_weight, d_bias = self.block.backward(g, *saved)
+                if needed[0]:
+                    grad[:, w_sl.offset : w_sl.stop].copy_(d_weight)
+                if needed[1]:
+                    grad[:, b_sl.offset : b_sl.stop].copy_(d_bias)
+                return
             need_w, need_b = (needed[j], needed[j + 1]) if self.op_slices[i] else (False, False)
             need_input = i > lowest
             if op.kind == "conv" and bias_done:
@@ -317,6 +340,20 @@ def _repeat_channels(h: torch.Tensor, times: int) -> torch.Tensor:
     batch, n, height, width = h.shape
     nhwc = h.permute(0, 2, 3, 1).unsqueeze(-1).expand(batch, height, width, n, times)
     return nhwc.reshape(batch, height, width, n * times).permute(0, 3, 1, 2)
+
+
+def _first_block(ops: tuple[Op, ...], arch: Architecture, fused: bool) -> tuple[FirstBlock | None, str]:
+    """The fused first block when ``fused`` and the architecture starts with one, and why not otherwise."""
+    if not fused:
+        return None, "off"
+    shape = block_shape(ops, arch.input_shape)
+    if shape is None:
+        return None, "not applicable: the model does not start with a small conv, 2x2 max-pool, ReLU"
+    try:
+        return FirstBlock(shape), "fused"
+    except KernelUnavailable as err:
+        warnings.warn(f"wirelessfl: fused first-block kernels unavailable ({err}); the first layer runs on oneDNN", stacklevel=3)
+        return None, f"unavailable: {err}"
 
 
 EVAL_CHUNK = 128
@@ -532,6 +569,9 @@ class LockstepEngine:
     which bounds memory (1,000 clients need no more than 256) without changing
     any result. ``data_cache_bytes`` bounds the device copies of datasets kept
     for the next call (least recently used dropped first; 0 = keep none).
+    ``fused_first_block`` runs a small first conv + 2x2 max-pool + ReLU
+    (LeNet-5's) as two Halide kernels on a CPU (``wirelessfl.learning.first_block``);
+    ``engine.program.block_status`` says whether it does and why not.
     """
 
     def __init__(
@@ -542,6 +582,7 @@ class LockstepEngine:
         max_samples: int = 512,
         profile_sync: bool = False,
         data_cache_bytes: int = 2**30,
+        fused_first_block: bool = True,
     ):
         if not (isinstance(max_samples, int) and max_samples >= 1):
             raise ValueError(f"engine max_samples must be an int >= 1, got {max_samples!r}")
@@ -555,7 +596,7 @@ class LockstepEngine:
         self.data_cache_bytes = data_cache_bytes
         self._data_cache: OrderedDict[int, _DataCopy] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self.program = _StackedProgram(arch)
+        self.program = _StackedProgram(arch, fused=fused_first_block and self.device.type == "cpu")
         self.timer = PhaseTimer()
         self.profile_sync = profile_sync
 

@@ -1,0 +1,172 @@
+"""The fused first block (Halide kernels) equals the ATen path, and falls back when it cannot be built."""
+
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from wirelessfl.learning import halide_aot, lockstep
+from wirelessfl.learning.first_block import BlockShape, FirstBlock, block_shape
+from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, _pool_before_relu
+from wirelessfl.learning.models import get_architecture
+from wirelessfl.learning.reference import ReferenceLoop
+
+TOL = 1e-5
+SHAPES = [(1, 28, 28), (3, 32, 32)]  # LeNet-5 on EMNIST (padding 2) and on CIFAR-10 (no padding)
+
+
+def lenet(shape, classes=10):
+    return get_architecture("lenet5", shape, classes)
+
+
+def make_data(arch, sizes, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [
+        (torch.rand((size, *arch.input_shape), generator=g), torch.randint(0, arch.num_classes, (size,), generator=g))
+        for size in sizes
+    ]
+
+
+def test_the_block_is_found_only_where_its_kernels_apply():
+    assert block_shape(_pool_before_relu(lenet((1, 28, 28)).ops), (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28)
+    assert block_shape(_pool_before_relu(lenet((3, 32, 32)).ops), (3, 32, 32)) == BlockShape(3, 6, 5, 0, 32, 32)
+    for name, shape in [("lenet5", (1, 8, 8)), ("cifar_cnn", (3, 32, 32)), ("mlp", (1, 28, 28))]:
+        arch = get_architecture(name, shape, 10)  # a resize first, a 3x3/2 pool and 64 channels, no conv
+        assert block_shape(_pool_before_relu(arch.ops), shape) is None
+    assert LockstepEngine(lenet((1, 28, 28))).program.block_status == "fused"
+    assert LockstepEngine(lenet((1, 28, 28)), fused_first_block=False).program.block_status == "off"
+    assert LockstepEngine(lenet((1, 8, 8))).program.block_status.startswith("not applicable")
+
+
+def aten_block(x, weight, bias, padding):
+    """The block as torch computes it: x [B, n, C, H, W], weight [n, O, C, k, k], bias [n, O]."""
+    batch, n, channels, height, width = x.shape
+    outputs = weight.shape[1]
+    y = F.conv2d(x.reshape(batch, n * channels, height, width), weight.reshape(n * outputs, channels, *weight.shape[3:]),
+                 bias.reshape(-1), padding=padding, groups=n)
+    return torch.relu(F.max_pool2d(y, 2))
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_block_forward_and_gradients_equal_autograd_through_the_aten_ops(shape):
+    arch = lenet(shape)
+    spec = block_shape(_pool_before_relu(arch.ops), shape)
+    block = FirstBlock(spec)
+    g = torch.Generator().manual_seed(0)
+    n, batch = 3, 5
+    x = torch.rand(batch, n, *shape, generator=g)
+    weight = torch.randn(n, 6, shape[0], 5, 5, generator=g) * 0.2
+    bias = torch.randn(n, 6, generator=g) * 0.1
+    # channel 0 is its bias everywhere: every window ties, and where the gradient goes (the
+    # first pixel, as max_pool2d picks) changes that channel's weight gradient, the pixels differ
+    weight[:, 0], bias[:, 0] = 0.0, 0.5
+    weight.requires_grad_(True)
+    bias.requires_grad_(True)
+    expected = aten_block(x, weight, bias, spec.padding)
+    upstream = torch.randn(expected.shape, generator=g)
+    expected.backward(upstream)
+
+    padded = block.layout(x)
+    out, phase = block.forward(padded, weight.detach().reshape(n, -1), bias.detach())
+    got = block.channels_last(out)
+    assert (got - expected).abs().max() <= 1e-5
+    assert phase.dtype == torch.uint8 and int(phase.max()) <= 3
+    assert torch.all(phase[:, :, 0, :, : spec.conv_width // 2] == 0)
+    assert phase[:, :, 1:].float().mean() > 1  # elsewhere all four positions win
+    d_weight, d_bias = block.backward(upstream.contiguous(memory_format=torch.channels_last), padded, out, phase)
+    scale = weight.grad.abs().max()
+    assert (d_weight - weight.grad.reshape(n, -1)).abs().max() <= TOL * scale
+    assert (d_bias - bias.grad).abs().max() <= TOL * bias.grad.abs().max()
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fused_training_equals_the_reference_loop_and_the_aten_path(shape):
+    arch = lenet(shape)
+    sizes = [13, 4, 9]
+    data = make_data(arch, sizes)
+    params = arch.init_flat(len(sizes), torch.Generator().manual_seed(2))
+    cfg = TrainConfig(epochs=2, batch_size=4, lr=0.05, momentum=0.9)
+    fused = LockstepEngine(arch)
+    assert fused.program.block_status == "fused"
+    results = [
+        engine.train(params, data, cfg, torch.Generator().manual_seed(1))
+        for engine in (fused, LockstepEngine(arch, fused_first_block=False), ReferenceLoop(arch))
+    ]
+    for other in results[1:]:
+        assert torch.equal(results[0].steps, other.steps)
+        assert (results[0].params - other.params).abs().max() <= TOL
+    assert results[0].steps.tolist() == [math.ceil(s / 4) * 2 for s in sizes]
+    evaluations = [engine.evaluate(results[0].params, data) for engine in (fused, LockstepEngine(arch, fused_first_block=False))]
+    assert torch.equal(evaluations[0].accuracy, evaluations[1].accuracy)
+    assert (evaluations[0].loss - evaluations[1].loss).abs().max() <= TOL
+
+
+def test_a_frozen_first_layer_weight_stays_exact_while_its_bias_trains():
+    arch = lenet((1, 28, 28))
+    data = make_data(arch, [10, 6])
+    params = arch.init_flat(2, torch.Generator().manual_seed(3))
+    weight, bias = arch.param_slices[0], arch.param_slices[1]
+    trainable = torch.ones(arch.param_count, dtype=torch.bool)
+    trainable[weight.offset : weight.stop] = False
+    cfg = TrainConfig(epochs=1, batch_size=4, lr=0.1, momentum=0.9)
+    fused = LockstepEngine(arch).train(params, data, cfg, torch.Generator().manual_seed(1), trainable=trainable)
+    reference = ReferenceLoop(arch).train(params, data, cfg, torch.Generator().manual_seed(1), trainable=trainable)
+    assert torch.equal(fused.params[:, weight.offset : weight.stop], params[:, weight.offset : weight.stop])
+    assert (fused.params[:, bias.offset : bias.stop] != params[:, bias.offset : bias.stop]).all()
+    assert (fused.params - reference.params).abs().max() <= TOL
+
+
+def test_without_kernels_the_engine_warns_once_and_runs_the_aten_path(monkeypatch):
+    def unavailable(*args, **kwargs):
+        raise halide_aot.KernelUnavailable("no C compiler driver (cc or gcc) to link the kernel library")
+
+    monkeypatch.setattr(lockstep.FirstBlock, "__init__", lambda self, shape: unavailable())
+    arch = lenet((1, 28, 28))
+    with pytest.warns(UserWarning, match=r"fused first-block kernels unavailable \(no C compiler driver"):
+        engine = LockstepEngine(arch)
+    assert engine.program.block is None
+    assert engine.program.block_status == "unavailable: no C compiler driver (cc or gcc) to link the kernel library"
+    data = make_data(arch, [6, 5])
+    params = arch.init_flat(2, torch.Generator().manual_seed(2))
+    cfg = TrainConfig(epochs=1, batch_size=4, lr=0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reference = LockstepEngine(arch, fused_first_block=False).train(params, data, cfg, torch.Generator().manual_seed(1))
+    assert torch.equal(engine.train(params, data, cfg, torch.Generator().manual_seed(1)).params, reference.params)
+
+
+def test_a_compiled_pipeline_reads_and_writes_strided_tensor_views(tmp_path, monkeypatch):
+    """The halide_buffer_t mapping: dimensions innermost first, strides in elements, no copies."""
+    monkeypatch.setenv("WIRELESSFL_KERNEL_CACHE", str(tmp_path))
+
+    def define():
+        import halide as hl
+
+        source = hl.ImageParam(hl.Float(32), 2, "source")
+        source.dim(0).set_stride(hl.Expr())
+        x, y = hl.Var("x"), hl.Var("y")
+        result = hl.Func("result")
+        result[x, y] = source[x, y] * 2.0 + hl.cast(hl.Float(32), y)
+        return hl.Pipeline(result), [source], hl.get_host_target()
+
+    pipeline = halide_aot.build("wfl_test_double", "v1", 2, define)
+    assert len(list(tmp_path.glob("wfl_test_double-*.so"))) == 1
+    base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    source = base.t()[1:5]  # [4, 4] with strides (1, 6): dim 0 of Halide (x) has stride 6
+    out = torch.full((8, 4), -1.0)[::2]  # [4, 4], row stride 8
+    pipeline(source, out)
+    assert torch.equal(out, source * 2 + torch.arange(4.0).unsqueeze(1))
+    assert halide_aot.build("wfl_test_double", "v1", 2, define) is pipeline  # loaded once per process
+
+
+def test_a_failing_build_is_reported_as_unavailable(tmp_path, monkeypatch):
+    monkeypatch.setenv("WIRELESSFL_KERNEL_CACHE", str(tmp_path))
+
+    def define():
+        raise RuntimeError("schedule error")
+
+    with pytest.raises(halide_aot.KernelUnavailable, match="building wfl_test_broken failed: RuntimeError: schedule error"):
+        halide_aot.build("wfl_test_broken", "v1", 1, define)
+    assert list(tmp_path.iterdir()) == []  # nothing half-written

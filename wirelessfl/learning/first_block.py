@@ -1,0 +1,228 @@
+"""A small first layer -- convolution, 2x2 max-pool, ReLU -- as two fused Halide kernels for n stacked models.
+
+Why: on a CPU, oneDNN runs LeNet-5's first block (1 or 3 input channels, 6
+output channels per model, grouped over the n models) at a quarter of a core's
+peak, and the block's 28x28 activations, its pool indices and their gradients
+(2-8 MB each per slot group) miss the L2 cache. One kernel computes two conv
+rows at a time in registers, pools them and writes only the pooled values and
+a 1-byte arg-max phase; the other forms the conv's weight and bias gradients
+straight from the pooled gradient and that phase. The full-resolution
+activation never exists. Measured per group of 13 slots x 32 EMNIST images on
+one Xeon core: forward 3.6 -> ~1.6 ms, backward 3.6 -> ~1.9 ms
+(docs/engine.md, "The first block as Halide kernels").
+
+The numbers are the ATen path's up to float rounding: the same max-pool
+arg-max rule (first maximum in row-major order within the window), the same
+ReLU mask (value > 0), sums in another order.
+
+Layouts (torch order; Halide lists them innermost first):
+
+* input ``[B, n, C, H + 2p, WX]``, zero-padded, ``WX >= WR + k - 1``;
+* pooled values and phases ``[B, n, O, HC / 2, WR / 2]``, where ``WR`` is the
+  conv's output width rounded up to a multiple of 16 (columns beyond ``WC / 2``
+  are computed and ignored; a gradient there must be zero);
+* weights ``[n, O, C, k, k]`` and biases ``[n, O]`` (views of the flat parameters).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from . import halide_aot
+from .models import Op
+
+_SOURCE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+LANES = 16
+"""Vector width the kernels are scheduled for (AVX-512 float32); other CPUs get it split by LLVM."""
+
+
+@dataclass(frozen=True)
+class BlockShape:
+    """The first block's sizes: conv ``channels -> outputs`` with a ``kernel`` kernel on a ``height x width`` input."""
+
+    channels: int
+    outputs: int
+    kernel: int
+    padding: int
+    height: int
+    width: int
+
+    @property
+    def conv_height(self) -> int:
+        return self.height + 2 * self.padding - self.kernel + 1
+
+    @property
+    def conv_width(self) -> int:
+        return self.width + 2 * self.padding - self.kernel + 1
+
+    @property
+    def rounded_width(self) -> int:
+        return -(-self.conv_width // LANES) * LANES
+
+    @property
+    def input_width(self) -> int:
+        return self.rounded_width + self.kernel - 1
+
+    @property
+    def pooled(self) -> tuple[int, int]:
+        return self.conv_height // 2, self.conv_width // 2
+
+    def key(self) -> str:
+        return f"c{self.channels} o{self.outputs} k{self.kernel} p{self.padding} {self.height}x{self.width} lanes{LANES}"
+
+
+def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> BlockShape | None:
+    """The shape when ``ops`` start with conv, 2x2/2 max-pool, ReLU on a small first layer, else None.
+
+    Small: at most 4 input and 8 output channels per model and conv rows of at
+    most 64 pixels, so that a kernel's accumulators (2 rows x outputs x
+    width / 16 vectors) stay in registers; anything larger keeps oneDNN.
+    """
+    if len(ops) < 3 or [op.kind for op in ops[:3]] != ["conv", "maxpool", "relu"] or ops[1].args != (2, 2, 0):
+        return None
+    channels, outputs, kernel, padding = ops[0].args
+    shape = BlockShape(channels, outputs, kernel, padding, input_shape[1], input_shape[2])
+    if channels != input_shape[0] or channels > 4 or outputs > 8 or not 2 <= shape.conv_width <= 64:
+        return None
+    if shape.conv_height < 2 or shape.conv_height % 2 or shape.conv_width % 2:
+        return None
+    return shape
+
+
+def _define_forward(shape: BlockShape):
+    import halide as hl
+
+    x = hl.ImageParam(hl.Float(32), 5, "x")  # (w, h, ci, s, b)
+    weight = hl.ImageParam(hl.Float(32), 5, "weight")  # (kx, ky, ci, c, s)
+    bias = hl.ImageParam(hl.Float(32), 2, "bias")  # (c, s)
+    w, h, c, s, b, pw, ph = (hl.Var(v) for v in ("w", "h", "c", "s", "b", "pw", "ph"))
+    r = hl.RDom([(0, shape.kernel), (0, shape.kernel), (0, shape.channels)])
+    conv = hl.Func("conv")
+    conv[w, h, c, s, b] = bias[c, s]
+    conv[w, h, c, s, b] += weight[r.x, r.y, r.z, c, s] * x[w + r.x, h + r.y, r.z, s, b]
+    window = [hl.Expr(conv[2 * pw + dx, 2 * ph + dy, c, s, b]) for dy in (0, 1) for dx in (0, 1)]
+    # arg-max as max_pool2d's: the first maximum in row-major order wins
+    best, phase = window[0], hl.cast(hl.UInt(8), 0)
+    for k in (1, 2, 3):
+        better = window[k] > best
+        phase = hl.select(better, hl.cast(hl.UInt(8), k), phase)
+        best = hl.select(better, window[k], best)
+    pooled = hl.Func("pooled")
+    pooled[pw, ph, c, s, b] = (hl.max(best, 0.0), phase)
+
+    pooled_h, pooled_w = shape.conv_height // 2, shape.rounded_width // 2
+    pooled.bound(pw, 0, pooled_w).bound(ph, 0, pooled_h).bound(c, 0, shape.outputs)
+    pooled.reorder(pw, c, ph, s, b).vectorize(pw, min(LANES, pooled_w), hl.TailStrategy.GuardWithIf).unroll(c)
+    # two conv rows of every output channel in registers: the whole tap loop unrolled
+    wo, wi = hl.Var("wo"), hl.Var("wi")
+    conv.compute_at(pooled, ph).store_in(hl.MemoryType.Stack).bound_extent(c, shape.outputs)
+    conv.split(w, wo, wi, shape.rounded_width).vectorize(wi, LANES).unroll(wo).unroll(c).unroll(h)
+    conv.update(0).split(w, wo, wi, shape.rounded_width, hl.TailStrategy.RoundUp).vectorize(wi, LANES).unroll(wi).unroll(
+        wo
+    ).reorder(wi, c, r.x, r.y, r.z, h).unroll(c).unroll(r.x).unroll(r.y).unroll(r.z).unroll(h)
+    target = hl.get_host_target().with_feature(hl.TargetFeature.NoAsserts).with_feature(hl.TargetFeature.NoBoundsQuery)
+    return hl.Pipeline(pooled), [x, weight, bias], target
+
+
+def _define_backward(shape: BlockShape):
+    import halide as hl
+
+    grad = hl.ImageParam(hl.Float(32), 5, "grad")  # (pw, ph, c, s, b), zero beyond the real columns
+    pooled = hl.ImageParam(hl.Float(32), 5, "pooled")
+    phase = hl.ImageParam(hl.UInt(8), 5, "phase")
+    x = hl.ImageParam(hl.Float(32), 5, "x")  # (w, h, ci, s, b)
+    w, h, c, s, b, u, pw, ph = (hl.Var(v) for v in ("w", "h", "c", "s", "b", "u", "pw", "ph"))
+    kx, ky, ci = hl.Var("kx"), hl.Var("ky"), hl.Var("ci")
+    masked = hl.Func("masked")  # the ReLU's backward
+    masked[pw, ph, c, s, b] = hl.select(pooled[pw, ph, c, s, b] > 0.0, grad[pw, ph, c, s, b], 0.0)
+    full = hl.Func("full")  # the pool's backward: each pooled gradient at its arg-max position
+    here = hl.cast(hl.UInt(8), (h % 2) * 2 + w % 2)
+    full[w, h, c, s, b] = hl.select(phase[w / 2, h / 2, c, s, b] == here, masked[w / 2, h / 2, c, s, b], 0.0)
+    batch = grad.dim(4).extent()
+    r = hl.RDom([(0, shape.rounded_width), (0, shape.conv_height), (0, batch)])
+    d_weight = hl.Func("d_weight")
+    d_weight[kx, ky, ci, c, s] = 0.0
+    d_weight[kx, ky, ci, c, s] += full[r.x, r.y, c, s, r.z] * x[r.x + kx, r.y + ky, ci, s, r.z]
+    rb = hl.RDom([(0, shape.rounded_width // 2), (0, shape.conv_height // 2), (0, batch)])
+    d_bias = hl.Func("d_bias")
+    d_bias[c, s] = 0.0
+    d_bias[c, s] += masked[rb.x, rb.y, c, s, rb.z]
+
+    d_weight.bound(kx, 0, shape.kernel).bound(ky, 0, shape.kernel).bound(ci, 0, shape.channels).bound(c, 0, shape.outputs)
+    d_weight.reorder(kx, ky, ci, c, s)
+    # the sum over pixels split into LANES partial sums: k*k accumulator vectors in registers
+    rxo, rxi = hl.RVar("rxo"), hl.RVar("rxi")
+    partial = d_weight.update().split(r.x, rxo, rxi, LANES).rfactor(rxi, u)
+    partial.compute_at(d_weight, ci).reorder_storage(u, kx, ky, ci, c, s)
+    partial.vectorize(u, LANES).unroll(kx).unroll(ky)
+    partial.update().reorder(u, kx, ky, rxo, r.y, r.z).vectorize(u, LANES).unroll(kx).unroll(ky).unroll(rxo)
+    full.compute_at(partial, r.y).vectorize(w, LANES)
+    d_bias.bound(c, 0, shape.outputs)
+    bias_partial = d_bias.update().rfactor(rb.x, u)
+    bias_partial.compute_at(d_bias, c).vectorize(u, min(LANES, shape.rounded_width // 2))
+    bias_partial.update().vectorize(u, min(LANES, shape.rounded_width // 2))
+    target = hl.get_host_target().with_feature(hl.TargetFeature.NoAsserts).with_feature(hl.TargetFeature.NoBoundsQuery)
+    return hl.Pipeline([d_weight, d_bias]), [grad, pooled, phase, x], target
+
+
+class FirstBlock:
+    """The fused first block of one architecture: ``forward`` and ``backward`` over n stacked models."""
+
+    def __init__(self, shape: BlockShape):
+        self.shape = shape
+        source_key = f"{shape.key()} {_SOURCE_DIGEST}"  # an edited kernel is a new library
+        self._forward = halide_aot.build("wfl_block_forward", source_key, 5, lambda: _define_forward(shape))
+        self._backward = halide_aot.build("wfl_block_backward", source_key, 6, lambda: _define_backward(shape))
+
+    def layout(self, x: torch.Tensor) -> torch.Tensor:
+        """Batch-major gathered images ``[B, n, C, H, W]`` -> the zero-padded kernel input."""
+        p, extra = self.shape.padding, self.shape.input_width - self.shape.width - self.shape.padding
+        return F.pad(x, (p, extra, p, p))
+
+    def forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Pooled, ReLU'd values and arg-max phases ``[B, n, O, HC/2, WR/2]`` (uint8 phases)."""
+        batch, n = x.shape[:2]
+        shape = self.shape
+        pooled_h = shape.conv_height // 2
+        out = torch.empty(batch, n, shape.outputs, pooled_h, shape.rounded_width // 2)
+        phase = torch.empty(out.shape, dtype=torch.uint8)
+        self._forward(x, weight.view(n, shape.outputs, shape.channels, shape.kernel, shape.kernel), bias, out, phase)
+        return out, phase
+
+    def channels_last(self, out: torch.Tensor) -> torch.Tensor:
+        """``[B, n, O, Ho, WR/2]`` -> the engine's ``[B, n*O, Ho, Wo]`` channels_last activations."""
+        batch, n, outputs, height, _ = out.shape
+        width = self.shape.conv_width // 2
+        nhwc = out[..., :width].permute(0, 3, 4, 1, 2).reshape(batch, height, width, n * outputs)
+        return nhwc.permute(0, 3, 1, 2)
+
+    def backward(
+        self, grad: torch.Tensor, x: torch.Tensor, out: torch.Tensor, phase: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Weight ``[n, O*C*k*k]`` and bias ``[n, O]`` gradients from the gradient of the block's output.
+
+        ``grad`` is the engine's channels_last ``[B, n*O, Ho, Wo]``.
+        """
+        n, outputs = out.shape[1:3]
+        shape = self.shape
+        d_weight = torch.empty(n, outputs, shape.channels, shape.kernel, shape.kernel)
+        d_bias = torch.empty(n, outputs)
+        g = torch.empty(out.shape)  # slot-major, zero in the columns the forward computed beyond the real ones
+        width = shape.conv_width // 2
+        g[..., :width].copy_(_to_slot_major(grad, n))
+        g[..., width:].zero_()
+        self._backward(g, out, phase, x, d_weight, d_bias)
+        return d_weight.view(n, -1), d_bias
+
+
+def _to_slot_major(grad: torch.Tensor, n: int) -> torch.Tensor:
+    """channels_last ``[B, n*O, H, W]`` as a ``[B, n, O, H, W]`` view (strided: the kernel reads a copy)."""
+    batch, channels, height, width = grad.shape
+    nhwc = grad.permute(0, 2, 3, 1).reshape(batch, height, width, n, channels // n)
+    return nhwc.permute(0, 3, 4, 1, 2)
