@@ -49,11 +49,25 @@ def aten_block(x, weight, bias, padding):
     return torch.relu(F.max_pool2d(y, 2))
 
 
+def both_blocks(shape, x, weight, bias, generator):
+    """The block on the ATen ops with autograd, and fused: outputs, phases and gradients of both."""
+    spec = block_shape(_pool_before_relu(lenet(shape).ops), shape)
+    block = FirstBlock(spec)
+    n = x.shape[1]
+    weight.requires_grad_(True)
+    bias.requires_grad_(True)
+    expected = aten_block(x, weight, bias, spec.padding)
+    upstream = torch.randn(expected.shape, generator=generator)
+    expected.backward(upstream)
+    padded = block.layout(x)
+    out, phase = block.forward(padded, weight.detach().reshape(n, -1), bias.detach())
+    d_weight, d_bias = block.backward(upstream.contiguous(memory_format=torch.channels_last), padded, out, phase)
+    aten = (expected.detach(), weight.grad.reshape(n, -1), bias.grad)
+    return spec, aten, (block.channels_last(out), d_weight, d_bias), phase
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_block_forward_and_gradients_equal_autograd_through_the_aten_ops(shape):
-    arch = lenet(shape)
-    spec = block_shape(_pool_before_relu(arch.ops), shape)
-    block = FirstBlock(spec)
     g = torch.Generator().manual_seed(0)
     n, batch = 3, 5
     x = torch.rand(batch, n, *shape, generator=g)
@@ -62,23 +76,13 @@ def test_block_forward_and_gradients_equal_autograd_through_the_aten_ops(shape):
     # channel 0 is its bias everywhere: every window ties, and where the gradient goes (the
     # first pixel, as max_pool2d picks) changes that channel's weight gradient, the pixels differ
     weight[:, 0], bias[:, 0] = 0.0, 0.5
-    weight.requires_grad_(True)
-    bias.requires_grad_(True)
-    expected = aten_block(x, weight, bias, spec.padding)
-    upstream = torch.randn(expected.shape, generator=g)
-    expected.backward(upstream)
-
-    padded = block.layout(x)
-    out, phase = block.forward(padded, weight.detach().reshape(n, -1), bias.detach())
-    got = block.channels_last(out)
+    spec, (expected, weight_grad, bias_grad), (got, d_weight, d_bias), phase = both_blocks(shape, x, weight, bias, g)
     assert (got - expected).abs().max() <= 1e-5
     assert phase.dtype == torch.uint8 and int(phase.max()) <= 3
     assert torch.all(phase[:, :, 0, :, : spec.conv_width // 2] == 0)
     assert phase[:, :, 1:].float().mean() > 1  # elsewhere all four positions win
-    d_weight, d_bias = block.backward(upstream.contiguous(memory_format=torch.channels_last), padded, out, phase)
-    scale = weight.grad.abs().max()
-    assert (d_weight - weight.grad.reshape(n, -1)).abs().max() <= TOL * scale
-    assert (d_bias - bias.grad).abs().max() <= TOL * bias.grad.abs().max()
+    assert (d_weight - weight_grad).abs().max() <= TOL * weight_grad.abs().max()
+    assert (d_bias - bias_grad).abs().max() <= TOL * bias_grad.abs().max()
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -170,3 +174,22 @@ def test_a_failing_build_is_reported_as_unavailable(tmp_path, monkeypatch):
     with pytest.raises(halide_aot.KernelUnavailable, match="building wfl_test_broken failed: RuntimeError: schedule error"):
         halide_aot.build("wfl_test_broken", "v1", 1, define)
     assert list(tmp_path.iterdir()) == []  # nothing half-written
+
+
+def test_a_nan_weight_gives_nan_outputs_as_on_the_aten_path():
+    """A diverged model must still show: the fused pool and ReLU keep NaNs as max_pool2d and relu do."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(2, 3, 1, 28, 28, generator=g)
+    weight, bias = torch.randn(3, 6, 1, 5, 5, generator=g) * 0.2, torch.randn(3, 6, generator=g) * 0.1
+    weight[1, 2, 0, 0, 0] = float("nan")  # slot 1's channel 2: NaN everywhere
+    x[0, 2, 0, 9, 12] = float("nan")  # slot 2: a 5x5 patch of NaNs, windows on its edge half NaN
+    _, (expected, weight_grad, bias_grad), (got, d_weight, d_bias), _ = both_blocks((1, 28, 28), x, weight, bias, g)
+    assert torch.equal(torch.isnan(got), torch.isnan(expected)) and torch.isnan(got).any()
+    finite = ~torch.isnan(expected)
+    assert (got[finite] - expected[finite]).abs().max() <= 1e-5
+    assert torch.equal(torch.isnan(d_weight), torch.isnan(weight_grad)) and torch.isnan(d_weight).any()
+    assert torch.equal(torch.isnan(d_bias), torch.isnan(bias_grad))
+    # threshold_backward passes the gradient of a NaN output (NaN <= 0 is false): the bias sees it
+    assert (d_bias - bias_grad).abs().max() <= TOL * bias_grad.abs().max()
+    ok = ~torch.isnan(d_weight)
+    assert (d_weight[ok] - weight_grad[ok]).abs().max() <= TOL * weight_grad[ok].abs().max()

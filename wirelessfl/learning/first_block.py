@@ -8,12 +8,13 @@ rows at a time in registers, pools them and writes only the pooled values and
 a 1-byte arg-max phase; the other forms the conv's weight and bias gradients
 straight from the pooled gradient and that phase. The full-resolution
 activation never exists. Measured per group of 13 slots x 32 EMNIST images on
-one Xeon core: forward 3.6 -> ~1.6 ms, backward 3.6 -> ~1.9 ms
-(docs/engine.md, "The first block as Halide kernels").
+one Xeon core: forward 3.6 -> 1.6 ms, backward 3.7 -> 2.3 ms, copies included
+(docs/engine.md, "Kept: the first block as Halide kernels").
 
 The numbers are the ATen path's up to float rounding: the same max-pool
-arg-max rule (first maximum in row-major order within the window), the same
-ReLU mask (value > 0), sums in another order.
+arg-max rule (first maximum in row-major order within the window; a NaN
+wins), the same ReLU (a NaN stays) and ReLU mask (value > 0), sums in another
+order.
 
 Layouts (torch order; Halide lists them innermost first):
 
@@ -95,6 +96,18 @@ def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> Block
     return shape
 
 
+def _is_nan(value):
+    """NaN test on the bits: the kernels use LLVM's fast-math flags, under which a float test may assume no NaN.
+
+    (``hl.is_nan`` or Halide's StrictFloat feature keep the float semantics, but
+    StrictFloat also drops fused multiply-adds: the forward went 1.6 -> 2.1 ms.)
+    """
+    import halide as hl
+
+    bits = hl.reinterpret(hl.UInt(32), value) & 0x7FFFFFFF
+    return bits > 0x7F800000
+
+
 def _define_forward(shape: BlockShape):
     import halide as hl
 
@@ -107,14 +120,15 @@ def _define_forward(shape: BlockShape):
     conv[w, h, c, s, b] = bias[c, s]
     conv[w, h, c, s, b] += weight[r.x, r.y, r.z, c, s] * x[w + r.x, h + r.y, r.z, s, b]
     window = [hl.Expr(conv[2 * pw + dx, 2 * ph + dy, c, s, b]) for dy in (0, 1) for dx in (0, 1)]
-    # arg-max as max_pool2d's: the first maximum in row-major order wins
+    # arg-max as max_pool2d's: the first maximum in row-major order wins, a NaN wins over numbers
     best, phase = window[0], hl.cast(hl.UInt(8), 0)
     for k in (1, 2, 3):
-        better = window[k] > best
+        better = (window[k] > best) | _is_nan(window[k])
         phase = hl.select(better, hl.cast(hl.UInt(8), k), phase)
         best = hl.select(better, window[k], best)
     pooled = hl.Func("pooled")
-    pooled[pw, ph, c, s, b] = (hl.max(best, 0.0), phase)
+    relu = hl.select((best > 0.0) | _is_nan(best), best, 0.0)  # torch.relu keeps a NaN: a diverged model shows
+    pooled[pw, ph, c, s, b] = (relu, phase)
 
     pooled_h, pooled_w = shape.conv_height // 2, shape.rounded_width // 2
     pooled.bound(pw, 0, pooled_w).bound(ph, 0, pooled_h).bound(c, 0, shape.outputs)
@@ -140,7 +154,8 @@ def _define_backward(shape: BlockShape):
     w, h, c, s, b, u, pw, ph = (hl.Var(v) for v in ("w", "h", "c", "s", "b", "u", "pw", "ph"))
     kx, ky, ci = hl.Var("kx"), hl.Var("ky"), hl.Var("ci")
     masked = hl.Func("masked")  # the ReLU's backward
-    masked[pw, ph, c, s, b] = hl.select(pooled[pw, ph, c, s, b] > 0.0, grad[pw, ph, c, s, b], 0.0)
+    value = pooled[pw, ph, c, s, b]  # threshold_backward's rule: zero where value <= 0 (a NaN passes)
+    masked[pw, ph, c, s, b] = hl.select((value > 0.0) | _is_nan(value), grad[pw, ph, c, s, b], 0.0)
     full = hl.Func("full")  # the pool's backward: each pooled gradient at its arg-max position
     here = hl.cast(hl.UInt(8), (h % 2) * 2 + w % 2)
     full[w, h, c, s, b] = hl.select(phase[w / 2, h / 2, c, s, b] == here, masked[w / 2, h / 2, c, s, b], 0.0)

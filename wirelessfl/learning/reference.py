@@ -35,7 +35,7 @@ class ReferenceLoop:
     def __init__(self, arch: Architecture, device: torch.device | str = "cpu"):
         self.arch = arch
         self.device = torch.device(device)
-        self._checks = LockstepEngine(arch, device)
+        self._checks = LockstepEngine(arch, device, fused_first_block=False)  # argument checks only
 
     def train(
         self,
