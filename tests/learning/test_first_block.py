@@ -85,6 +85,24 @@ def test_block_forward_and_gradients_equal_autograd_through_the_aten_ops(shape):
     assert (d_bias - bias_grad).abs().max() <= TOL * bias_grad.abs().max()
 
 
+def test_the_backward_kernel_ignores_the_columns_beyond_the_real_ones():
+    """The forward computes pooled columns 14-15 of a 16-wide row; the gradient there is never set."""
+    spec = BlockShape(1, 6, 5, 2, 28, 28)
+    block = FirstBlock(spec)
+    g = torch.Generator().manual_seed(4)
+    padded = block.layout(torch.rand(3, 2, 1, 28, 28, generator=g))
+    out, phase = block.forward(padded, torch.randn(2, 150, generator=g) * 0.2, torch.full((2, 6), 0.3))
+    grads = []
+    for fill in (0.0, float("nan")):
+        upstream = torch.full(out.shape, fill)
+        upstream[..., :14] = torch.randn(out[..., :14].shape, generator=torch.Generator().manual_seed(5))
+        d_weight, d_bias = torch.empty(2, 6, 1, 5, 5), torch.empty(2, 6)
+        block._backward(upstream, out, phase, padded, d_weight, d_bias)
+        grads.append((d_weight, d_bias))
+    assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+    assert not torch.isnan(grads[1][0]).any()
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 def test_fused_training_equals_the_reference_loop_and_the_aten_path(shape):
     arch = lenet(shape)

@@ -21,7 +21,7 @@ Layouts (torch order; Halide lists them innermost first):
 * input ``[B, n, C, H + 2p, WX]``, zero-padded, ``WX >= WR + k - 1``;
 * pooled values and phases ``[B, n, O, HC / 2, WR / 2]``, where ``WR`` is the
   conv's output width rounded up to a multiple of 16 (columns beyond ``WC / 2``
-  are computed and ignored; a gradient there must be zero);
+  are computed and ignored, and the backward ignores the gradient there);
 * weights ``[n, O, C, k, k]`` and biases ``[n, O]`` (views of the flat parameters).
 """
 
@@ -147,7 +147,7 @@ def _define_forward(shape: BlockShape):
 def _define_backward(shape: BlockShape):
     import halide as hl
 
-    grad = hl.ImageParam(hl.Float(32), 5, "grad")  # (pw, ph, c, s, b), zero beyond the real columns
+    grad = hl.ImageParam(hl.Float(32), 5, "grad")  # (pw, ph, c, s, b); columns beyond the real ones are not read
     pooled = hl.ImageParam(hl.Float(32), 5, "pooled")
     phase = hl.ImageParam(hl.UInt(8), 5, "phase")
     x = hl.ImageParam(hl.Float(32), 5, "x")  # (w, h, ci, s, b)
@@ -155,7 +155,8 @@ def _define_backward(shape: BlockShape):
     kx, ky, ci = hl.Var("kx"), hl.Var("ky"), hl.Var("ci")
     masked = hl.Func("masked")  # the ReLU's backward
     value = pooled[pw, ph, c, s, b]  # threshold_backward's rule: zero where value <= 0 (a NaN passes)
-    masked[pw, ph, c, s, b] = hl.select((value > 0.0) | _is_nan(value), grad[pw, ph, c, s, b], 0.0)
+    passes = (pw < shape.conv_width // 2) & ((value > 0.0) | _is_nan(value))
+    masked[pw, ph, c, s, b] = hl.select(passes, grad[pw, ph, c, s, b], 0.0)
     full = hl.Func("full")  # the pool's backward: each pooled gradient at its arg-max position
     here = hl.cast(hl.UInt(8), (h % 2) * 2 + w % 2)
     full[w, h, c, s, b] = hl.select(phase[w / 2, h / 2, c, s, b] == here, masked[w / 2, h / 2, c, s, b], 0.0)
@@ -228,10 +229,8 @@ class FirstBlock:
         shape = self.shape
         d_weight = torch.empty(n, outputs, shape.channels, shape.kernel, shape.kernel)
         d_bias = torch.empty(n, outputs)
-        g = torch.empty(out.shape)  # slot-major, zero in the columns the forward computed beyond the real ones
-        width = shape.conv_width // 2
-        g[..., :width].copy_(_to_slot_major(grad, n))
-        g[..., width:].zero_()
+        g = torch.empty(out.shape)  # slot-major; the columns beyond the real ones stay unset, the kernel skips them
+        g[..., : shape.conv_width // 2].copy_(_to_slot_major(grad, n))
         self._backward(g, out, phase, x, d_weight, d_bias)
         return d_weight.view(n, -1), d_bias
 
