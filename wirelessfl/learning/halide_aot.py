@@ -15,6 +15,7 @@ torch tensor's memory (no copy), dimensions listed innermost first.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -95,6 +96,7 @@ _BUILD_LOCK = threading.Lock()
 _LOADED: dict[str, CompiledPipeline] = {}
 
 
+@functools.cache
 def _machine() -> str:
     """What the generated code depends on: the CPU's feature flags (a cache shared by other CPUs must not mix)."""
     try:

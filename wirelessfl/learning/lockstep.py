@@ -185,7 +185,8 @@ class _StackedProgram:
         ``[B, n*C, H, W]`` is memory order (B, H, W, n, C), so each sample's
         ``(n*C, H*W)`` block is transposed once. Permuting a slot-major gather
         instead copies with a C-long inner loop: 1.7-2x slower for 3-channel
-        images (docs/engine.md).
+        images (docs/engine.md). With the fused first block the batch-major
+        gather stays ``[B, n, C, H, W]``, zero-padded for its kernel.
         """
         n, batch = index.shape
         if not self.image_input:
