@@ -93,14 +93,15 @@ def macs(func, args, out) -> int:
 
 
 def kernel_macs(call: KernelRecorder, args) -> int:
-    """The fused block's forward (or weight gradient): one conv's multiply-adds over batch x slots."""
+    """A kernel's multiply-adds per sample and slot, over batch x slots."""
     batch, n = args[0].shape[:2]
     return call.macs_per_sample * batch * n
 
 
 def describe(func, args) -> str:
     """The op's name and its tensor arguments' shapes (the conv backward's output mask too)."""
-    shapes = [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+    tensors = [t for a in args for t in (a if isinstance(a, (list, tuple)) else [a])]  # fused ops take tensor lists
+    shapes = [list(t.shape) for t in tensors if isinstance(t, torch.Tensor)]
     name = func.__name__.split(".")[0]
     extra = f" mask {list(args[10])}" if name == "convolution_backward" else ""
     return f"{name} {shapes}{extra}"
@@ -173,7 +174,7 @@ def main() -> None:
         part("backward")
         program.backward(work, tape, grad_logits, grad, needed)
         part("optimizer")
-        optim.apply_updates(work, transform.update(grad, state, work), transform)
+        optim.step(work, grad, state, transform)
         part("end")
 
     for t in range(3):
@@ -200,14 +201,18 @@ def main() -> None:
         if block is not None:
             shape = block.shape
             per_sample = shape.outputs * shape.channels * shape.kernel**2 * shape.conv_height * shape.conv_width
-            pipelines = block._forward, block._backward
+            # the next conv's input gradient: its real multiply-adds (the kernel's zero taps not counted)
+            next_per_sample = shape.next_outputs * shape.outputs * shape.next_kernel**2 * shape.next_height * shape.next_width
+            pipelines = block._forward, block._backward, block._next_input_grad
             block._forward = KernelRecorder(pipelines[0], "halide first-block forward (conv+bias+pool+ReLU)", recorder, per_sample)
             block._backward = KernelRecorder(pipelines[1], "halide first-block weight+bias gradient", recorder, per_sample)
+            if pipelines[2] is not None:
+                block._next_input_grad = KernelRecorder(pipelines[2], "halide next conv's input gradient", recorder, next_per_sample)
         try:
             step(0, recorder=recorder)
         finally:
             if block is not None:
-                block._forward, block._backward = pipelines
+                block._forward, block._backward, block._next_input_grad = pipelines
     rows = []
     for part, func, op_args, op_kwargs in recorder.calls:
         if isinstance(func, KernelRecorder):

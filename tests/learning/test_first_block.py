@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from wirelessfl.learning import halide_aot, lockstep
 from wirelessfl.learning.first_block import BlockShape, FirstBlock, block_shape
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, _pool_before_relu
-from wirelessfl.learning.models import get_architecture
+from wirelessfl.learning.models import Op, get_architecture
 from wirelessfl.learning.reference import ReferenceLoop
 
 TOL = 1e-5
@@ -30,8 +30,10 @@ def make_data(arch, sizes, seed=0):
 
 
 def test_the_block_is_found_only_where_its_kernels_apply():
-    assert block_shape(_pool_before_relu(lenet((1, 28, 28)).ops), (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28)
-    assert block_shape(_pool_before_relu(lenet((3, 32, 32)).ops), (3, 32, 32)) == BlockShape(3, 6, 5, 0, 32, 32)
+    assert block_shape(_pool_before_relu(lenet((1, 28, 28)).ops), (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28, 16, 5)
+    assert block_shape(_pool_before_relu(lenet((3, 32, 32)).ops), (3, 32, 32)) == BlockShape(3, 6, 5, 0, 32, 32, 16, 5)
+    padded_next = (Op("conv", (1, 6, 5, 2)), Op("maxpool", (2, 2, 0)), Op("relu"), Op("conv", (6, 16, 5, 2)))
+    assert block_shape(padded_next, (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28)  # the block, no next-conv kernel
     for name, shape in [("lenet5", (1, 8, 8)), ("cifar_cnn", (3, 32, 32)), ("mlp", (1, 28, 28))]:
         arch = get_architecture(name, shape, 10)  # a resize first, a 3x3/2 pool and 64 channels, no conv
         assert block_shape(_pool_before_relu(arch.ops), shape) is None
@@ -211,3 +213,46 @@ def test_a_nan_weight_gives_nan_outputs_as_on_the_aten_path():
     assert (d_bias - bias_grad).abs().max() <= TOL * bias_grad.abs().max()
     ok = ~torch.isnan(d_weight)
     assert (d_weight[ok] - weight_grad[ok]).abs().max() <= TOL * weight_grad[ok].abs().max()
+
+
+def next_conv_input_grad_by_autograd(upstream, weight, n):
+    """The block output's gradient through F.conv2d (grouped over the n slots), [B, n, O, Ho, Wo]."""
+    batch = upstream.shape[0]
+    weight = weight.view(n * 16, 6, 5, 5)
+    h = torch.zeros(batch, n * 6, 14, 14, requires_grad=True)  # the input gradient does not depend on the input
+    F.conv2d(h, weight, groups=n).backward(upstream)
+    return h.grad.view(batch, n, 6, 14, 14)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("batch", [1, 6, 32])  # groups of four samples, and the partial groups
+def test_the_next_conv_input_gradient_equals_autograd(shape, batch):
+    block = FirstBlock(block_shape(_pool_before_relu(lenet(shape).ops), shape))
+    assert block.has_next_input_grad
+    n, g = 3, torch.Generator().manual_seed(batch)
+    upstream = torch.randn(batch, n * 16, 10, 10, generator=g).contiguous(memory_format=torch.channels_last)
+    weight = torch.randn(n, 16 * 6 * 5 * 5, generator=g)
+    upstream[0, 17, 0, 9] = float("nan")  # slot 1, a corner: NaN reaches the 5x5 patch it touches, nothing else
+    expected = next_conv_input_grad_by_autograd(upstream, weight, n)
+    got = block.next_input_grad(upstream, weight)
+    assert got.shape == (batch, n, 6, 14, 16)
+    got = got[..., :14]
+    assert torch.equal(torch.isnan(got), torch.isnan(expected)) and torch.isnan(got).sum() == 6 * 25
+    finite = ~torch.isnan(expected)
+    assert (got[finite] - expected[finite]).abs().max() <= TOL * expected[finite].abs().max()
+
+
+def test_a_frozen_next_conv_still_passes_the_gradient_to_the_first_block():
+    arch = lenet((1, 28, 28))
+    data = make_data(arch, [10, 7])
+    params = arch.init_flat(2, torch.Generator().manual_seed(4))
+    trainable = torch.zeros(arch.param_count, dtype=torch.bool)
+    for sl in arch.param_slices[:2] + arch.param_slices[4:]:  # conv2 frozen, conv1 and the head train
+        trainable[sl.offset : sl.stop] = True
+    cfg = TrainConfig(epochs=1, batch_size=4, lr=0.1, momentum=0.9)
+    fused = LockstepEngine(arch).train(params, data, cfg, torch.Generator().manual_seed(1), trainable=trainable)
+    reference = ReferenceLoop(arch).train(params, data, cfg, torch.Generator().manual_seed(1), trainable=trainable)
+    conv1, conv2 = arch.param_slices[0], arch.param_slices[2]
+    assert torch.equal(fused.params[:, conv2.offset : conv2.stop], params[:, conv2.offset : conv2.stop])
+    assert (fused.params[:, conv1.offset : conv1.stop] != params[:, conv1.offset : conv1.stop]).any()
+    assert (fused.params - reference.params).abs().max() <= TOL

@@ -163,3 +163,37 @@ def test_chain_applies_inner_scales_and_defers_only_the_last_by_hand():
     outer = optim.chain(optim.sgd(lr=0.3, weight_decay=0.5), optim.scale(2.0))
     assert outer.step_size == 2.0
     assert torch.equal(outer.update(grad.clone(), outer.init(params), params), (grad + 0.5 * params) * -0.3)
+
+
+@pytest.mark.parametrize("nesterov, weight_decay", [(False, 0.0), (True, 0.01), (False, 0.05)])
+def test_fused_momentum_steps_equal_the_chain_and_torch_optim(nesterov, weight_decay):
+    """sgd with momentum steps through torch's fused SGD kernel; the chain's passes and torch.optim.SGD agree."""
+    transform = optim.sgd(lr=0.05, momentum=0.9, nesterov=nesterov, weight_decay=weight_decay)
+    assert transform.fused is not None
+    unfused = transform._replace(fused=None)
+    g = torch.Generator().manual_seed(0)
+    params = torch.randn(3, 50, generator=g)
+    reference = [params[row].clone().requires_grad_(True) for row in range(3)]
+    torch_opt = torch.optim.SGD(reference, lr=0.05, momentum=0.9, nesterov=nesterov, weight_decay=weight_decay)
+    fused_p, chain_p = params.clone(), params.clone()
+    fused_state, chain_state = transform.init(fused_p), unfused.init(chain_p)
+    for _ in range(4):
+        grad = torch.randn(3, 50, generator=g)
+        optim.step(fused_p, grad.clone(), fused_state, transform)
+        optim.step(chain_p, grad.clone(), chain_state, unfused)
+        for row, p in enumerate(reference):
+            p.grad = grad[row].clone()
+        torch_opt.step()
+    expected = torch.stack([p.detach() for p in reference])
+    assert (fused_p - chain_p).abs().max() <= 1e-6 and (fused_p - expected).abs().max() <= 1e-6
+    assert (fused_p - params).abs().max() > 0.1  # it moved
+
+
+def test_a_chain_around_fused_sgd_runs_the_chain():
+    """Clipping (or any transform) around sgd must not be skipped by the fused kernel."""
+    assert optim.sgd(lr=0.1, momentum=0.0).fused is None  # one pass already
+    clipped = optim.chain(optim.clip_by_global_norm(0.01), optim.sgd(lr=0.1, momentum=0.9))
+    assert clipped.fused is None
+    params, grad = torch.zeros(1, 2), torch.tensor([[3.0, 4.0]])
+    optim.step(params, grad, clipped.init(params), clipped)
+    assert torch.allclose(params, torch.tensor([[-0.1 * 0.006, -0.1 * 0.008]]), atol=1e-7)

@@ -11,6 +11,12 @@ activation never exists. Measured per group of 13 slots x 32 EMNIST images on
 one Xeon core: forward 3.6 -> 1.6 ms, backward 3.7 -> 2.3 ms, copies included
 (docs/engine.md, "Kept: the first block as Halide kernels").
 
+A third kernel serves the convolution that follows the block (LeNet-5's conv2,
+unpadded): its input gradient, which oneDNN computes at a third of a core's
+peak (6 of 16 vector lanes filled), written straight into the block's
+slot-major gradient layout (docs/engine.md, "Kept: the next conv's input
+gradient as a Halide kernel").
+
 The numbers are the ATen path's up to float rounding: the same max-pool
 arg-max rule (first maximum in row-major order within the window; a NaN
 wins), the same ReLU (a NaN stays) and ReLU mask (value > 0), sums in another
@@ -22,12 +28,16 @@ Layouts (torch order; Halide lists them innermost first):
 * pooled values and phases ``[B, n, O, HC / 2, WR / 2]``, where ``WR`` is the
   conv's output width rounded up to a multiple of 16 (columns beyond ``WC / 2``
   are computed and ignored, and the backward ignores the gradient there);
-* weights ``[n, O, C, k, k]`` and biases ``[n, O]`` (views of the flat parameters).
+* weights ``[n, O, C, k, k]`` and biases ``[n, O]`` (views of the flat parameters);
+* the next conv's output gradient ``[B, n, O2, H2, W2 + 2(k2 - 1)]``, zero
+  columns either side, and its weights ``[n, O2, O, k2, k2]``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +63,9 @@ class BlockShape:
     padding: int
     height: int
     width: int
+    next_outputs: int = 0
+    """Output channels of the unpadded conv right after the block whose input gradient has a kernel (0: none)."""
+    next_kernel: int = 0
 
     @property
     def conv_height(self) -> int:
@@ -70,8 +83,24 @@ class BlockShape:
     def input_width(self) -> int:
         return self.rounded_width + self.kernel - 1
 
+    @property
+    def next_height(self) -> int:
+        return self.conv_height // 2 - self.next_kernel + 1
+
+    @property
+    def next_width(self) -> int:
+        return self.conv_width // 2 - self.next_kernel + 1
+
+    @property
+    def next_padded_width(self) -> int:
+        """The next conv's gradient rows with ``k2 - 1`` zero columns either side, as its kernel reads them."""
+        return self.rounded_width // 2 + self.next_kernel - 1
+
     def key(self) -> str:
         return f"c{self.channels} o{self.outputs} k{self.kernel} p{self.padding} {self.height}x{self.width} lanes{LANES}"
+
+    def next_key(self) -> str:
+        return f"{self.key()} next o{self.next_outputs} k{self.next_kernel}"
 
 
 def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> BlockShape | None:
@@ -89,6 +118,11 @@ def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> Block
         return None
     if shape.conv_height < 2 or shape.conv_height % 2 or shape.conv_width % 2:
         return None
+    if len(ops) > 3 and ops[3].kind == "conv":
+        cin, cout, k, pad = ops[3].args
+        # one output vector per row (pooled rows of 9-16 pixels), the block's outputs as its input, unpadded
+        if cin == outputs and pad == 0 and shape.rounded_width // 2 == LANES and k <= shape.conv_width // 2:
+            shape = dataclasses.replace(shape, next_outputs=cout, next_kernel=k)
     return shape
 
 
@@ -188,6 +222,42 @@ def _define_backward(shape: BlockShape):
     return hl.Pipeline([d_weight, d_bias]), [grad, pooled, phase, x], _target()
 
 
+def _define_next_input_grad(shape: BlockShape):
+    """d(loss)/d(block output) from the next conv's output gradient: a correlation with the flipped kernel.
+
+    Vectors run along the block's 16-wide pooled rows. The gradient rows are
+    zero-padded by ``k2 - 1`` columns either side, so every tap is a dense
+    load; the rows are not padded: the sum over kernel rows runs only over
+    those that exist (the loop bounds, not a zero test). Four samples share
+    each weight broadcast: 4 x 6 accumulators stay in registers.
+    """
+    import halide as hl
+
+    grad = hl.ImageParam(hl.Float(32), 5, "grad")  # (x, y, o, s, b), padded columns
+    weight = hl.ImageParam(hl.Float(32), 5, "weight")  # (kx, ky, i, o, s)
+    x, y, i, s, b = (hl.Var(v) for v in ("x", "y", "i", "s", "b"))
+    k, height = shape.next_kernel, shape.next_height
+    last = grad.dim(4).extent() - 1  # samples past the last one (a partial group of four) read it again
+    r = hl.RDom([(0, k), (0, k), (0, shape.next_outputs)])
+    r.where((y - r.y >= 0) & (y - r.y < height))
+    acc = hl.Func("acc")
+    acc[x, y, i, s, b] = 0.0
+    acc[x, y, i, s, b] += weight[r.x, r.y, i, r.z, s] * grad[x - r.x + k - 1, y - r.y, r.z, s, hl.min(b, last)]
+    d_input = hl.Func("d_input")
+    d_input[x, y, i, s, b] = acc[x, y, i, s, b]
+
+    samples = max(1, 24 // shape.outputs)
+    bo, bi = hl.Var("bo"), hl.Var("bi")
+    d_input.bound(x, 0, LANES).bound(y, 0, shape.conv_height // 2).bound(i, 0, shape.outputs)
+    d_input.split(b, bo, bi, samples, hl.TailStrategy.GuardWithIf).reorder(x, bi, i, y, s, bo)
+    d_input.vectorize(x, LANES).unroll(bi).unroll(i)
+    acc.compute_at(d_input, y).store_in(hl.MemoryType.Stack)
+    acc.bound_extent(x, LANES).bound_extent(y, 1).bound_extent(i, shape.outputs).bound_extent(b, samples)
+    acc.vectorize(x, LANES).unroll(b).unroll(i)
+    acc.update().reorder(x, i, b, r.x, r.y, r.z, y).vectorize(x, LANES).unroll(i).unroll(b).unroll(r.x)
+    return hl.Pipeline(d_input), [grad, weight], _target()
+
+
 class FirstBlock:
     """The fused first block of one architecture: ``forward`` and ``backward`` over n stacked models."""
 
@@ -196,6 +266,28 @@ class FirstBlock:
         source_key = f"{shape.key()} {_SOURCE_DIGEST}"  # an edited kernel is a new library
         self._forward = halide_aot.build("wfl_block_forward", source_key, 5, lambda: _define_forward(shape))
         self._backward = halide_aot.build("wfl_block_backward", source_key, 6, lambda: _define_backward(shape))
+        self._next_input_grad = None
+        self._buffers = threading.local()  # the engine's worker threads run slot groups at once
+        if shape.next_kernel:
+            next_key = f"{shape.next_key()} {_SOURCE_DIGEST}"
+            self._next_input_grad = halide_aot.build("wfl_next_input_grad", next_key, 3, lambda: _define_next_input_grad(shape))
+
+    def _padded(self, batch: int, n: int) -> torch.Tensor:
+        """This thread's buffer for the next conv's padded gradient: its zero columns are written once.
+
+        (Zeroing 4 + 6 columns per row every step took 0.5 ms, a third of the kernel.)
+        """
+        shape = self.shape
+        size = (batch, n, shape.next_outputs, shape.next_height, shape.next_padded_width)
+        buffers = self._buffers.__dict__.setdefault("padded", {})
+        if size not in buffers:
+            buffers[size] = torch.zeros(size)
+        return buffers[size]
+
+    @property
+    def has_next_input_grad(self) -> bool:
+        """Whether the conv after the block gets its input gradient from :meth:`next_input_grad`."""
+        return self._next_input_grad is not None
 
     def layout(self, x: torch.Tensor) -> torch.Tensor:
         """Batch-major gathered images ``[B, n, C, H, W]`` -> the zero-padded kernel input."""
@@ -219,19 +311,38 @@ class FirstBlock:
         nhwc = out[..., :width].permute(0, 3, 4, 1, 2).reshape(batch, height, width, n * outputs)
         return nhwc.permute(0, 3, 1, 2)
 
+    def next_input_grad(self, grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        """The gradient of the block's output, slot-major ``[B, n, O, Ho, WR/2]``, from the next conv's.
+
+        ``grad`` is that conv's channels_last output gradient ``[B, n*O2, H2, W2]``;
+        ``weight`` its flat weights ``[n, O2*O*k2*k2]``.
+        """
+        shape = self.shape
+        batch, n = grad.shape[0], weight.shape[0]
+        k, width = shape.next_kernel, shape.next_width
+        padded = self._padded(batch, n)
+        padded[..., k - 1 : k - 1 + width].copy_(_to_slot_major(grad, n))
+        d_input = torch.empty(batch, n, shape.outputs, shape.conv_height // 2, shape.rounded_width // 2)
+        self._next_input_grad(padded, weight.view(n, shape.next_outputs, shape.outputs, k, k), d_input)
+        return d_input
+
     def backward(
         self, grad: torch.Tensor, x: torch.Tensor, out: torch.Tensor, phase: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Weight ``[n, O*C*k*k]`` and bias ``[n, O]`` gradients from the gradient of the block's output.
 
-        ``grad`` is the engine's channels_last ``[B, n*O, Ho, Wo]``.
+        ``grad`` is the engine's channels_last ``[B, n*O, Ho, Wo]``, or already
+        slot-major ``[B, n, O, Ho, WR/2]`` as :meth:`next_input_grad` gives it.
         """
         n, outputs = out.shape[1:3]
         shape = self.shape
         d_weight = torch.empty(n, outputs, shape.channels, shape.kernel, shape.kernel)
         d_bias = torch.empty(n, outputs)
-        g = torch.empty(out.shape)  # slot-major; the columns beyond the real ones stay unset, the kernel skips them
-        g[..., : shape.conv_width // 2].copy_(_to_slot_major(grad, n))
+        if grad.dim() == 5:
+            g = grad
+        else:
+            g = torch.empty(out.shape)  # slot-major; the columns beyond the real ones stay unset, the kernel skips them
+            g[..., : shape.conv_width // 2].copy_(_to_slot_major(grad, n))
         self._backward(g, out, phase, x, d_weight, d_bias)
         return d_weight.view(n, -1), d_bias
 

@@ -203,8 +203,7 @@ def train_gates(
             (grad,) = torch.autograd.grad(per_slot.sum(), p)
         loss_sum[:active] += per_slot.detach()
         with torch.no_grad():
-            update = transform.update(grad, optim.select_rows(state, slice(0, active)), work[:active])
-            optim.apply_updates(work[:active], update, transform)
+            optim.step(work[:active], grad, optim.select_rows(state, slice(0, active)), transform)
 
     def inverse(tensor: torch.Tensor) -> torch.Tensor:
         return torch.empty_like(tensor).index_copy_(0, order_t, tensor)

