@@ -256,3 +256,16 @@ def test_a_frozen_next_conv_still_passes_the_gradient_to_the_first_block():
     assert torch.equal(fused.params[:, conv2.offset : conv2.stop], params[:, conv2.offset : conv2.stop])
     assert (fused.params[:, conv1.offset : conv1.stop] != params[:, conv1.offset : conv1.stop]).any()
     assert (fused.params - reference.params).abs().max() <= TOL
+
+
+def test_the_next_conv_padded_buffer_serves_every_batch_size():
+    """One zero-padded buffer per thread, reused as a prefix; large passes get their own."""
+    block = FirstBlock(block_shape(_pool_before_relu(lenet((1, 28, 28)).ops), (1, 28, 28)))
+    n, g = 2, torch.Generator().manual_seed(5)
+    weight = torch.randn(n, 16 * 6 * 5 * 5, generator=g)
+    for batch in (32, 5, 32, 700):  # 700 x 2 slots is past the cached size
+        upstream = torch.randn(batch, n * 16, 10, 10, generator=g).contiguous(memory_format=torch.channels_last)
+        expected = next_conv_input_grad_by_autograd(upstream, weight, n)
+        got = block.next_input_grad(upstream, weight)[..., :14]
+        assert (got - expected).abs().max() <= TOL * expected.abs().max()
+    assert block._buffers.padded.numel() == 32 * n * 16 * 10 * 20

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -258,6 +259,10 @@ def _define_next_input_grad(shape: BlockShape):
     return hl.Pipeline(d_input), [grad, weight], _target()
 
 
+_CACHED_PADDED_FLOATS = 4 << 20
+"""16 MiB: a step of 13 slots x 32 LeNet-5 samples needs 5.3 MB."""
+
+
 class FirstBlock:
     """The fused first block of one architecture: ``forward`` and ``backward`` over n stacked models."""
 
@@ -273,16 +278,23 @@ class FirstBlock:
             self._next_input_grad = halide_aot.build("wfl_next_input_grad", next_key, 3, lambda: _define_next_input_grad(shape))
 
     def _padded(self, batch: int, n: int) -> torch.Tensor:
-        """This thread's buffer for the next conv's padded gradient: its zero columns are written once.
+        """A buffer for the next conv's padded gradient whose zero columns are written once per thread.
 
-        (Zeroing 4 + 6 columns per row every step took 0.5 ms, a third of the kernel.)
+        (Zeroing 4 + 6 columns per row every step took 0.5 ms, a third of the
+        kernel.) Every row of every shape has the same padded width, so one flat
+        buffer serves all batch sizes as a prefix; passes larger than a
+        training step (a full-gradient batch) get a fresh one instead of
+        keeping hundreds of MB alive.
         """
         shape = self.shape
         size = (batch, n, shape.next_outputs, shape.next_height, shape.next_padded_width)
-        buffers = self._buffers.__dict__.setdefault("padded", {})
-        if size not in buffers:
-            buffers[size] = torch.zeros(size)
-        return buffers[size]
+        numel = math.prod(size)
+        if numel > _CACHED_PADDED_FLOATS:
+            return torch.zeros(size)
+        buffer = getattr(self._buffers, "padded", None)
+        if buffer is None or buffer.numel() < numel:
+            buffer = self._buffers.padded = torch.zeros(numel)
+        return buffer[:numel].view(size)
 
     @property
     def has_next_input_grad(self) -> bool:
