@@ -122,7 +122,8 @@ def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> Block
     if len(ops) > 3 and ops[3].kind == "conv":
         cin, cout, k, pad = ops[3].args
         # one output vector per row (pooled rows of 9-16 pixels), the block's outputs as its input, unpadded
-        if cin == outputs and pad == 0 and shape.rounded_width // 2 == LANES and k <= shape.conv_width // 2:
+        pooled_side = min(shape.conv_height, shape.conv_width) // 2
+        if cin == outputs and pad == 0 and shape.rounded_width // 2 == LANES and k <= pooled_side:
             shape = dataclasses.replace(shape, next_outputs=cout, next_kernel=k)
     return shape
 
