@@ -36,6 +36,9 @@ def test_the_block_is_found_only_where_its_kernels_apply():
     assert block_shape(padded_next, (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28)  # the block, no next-conv kernel
     unpadded_next = padded_next[:3] + (Op("conv", (6, 16, 5, 0)),)
     assert block_shape(unpadded_next, (1, 8, 28)) == BlockShape(1, 6, 5, 2, 8, 28)  # 4 pooled rows: no 5x5 conv
+    block = (Op("conv", (1, 6, 5, 2)), Op("maxpool", (2, 2, 0)), Op("relu"))
+    assert block_shape(block, (1, 32, 32)) is None  # conv rows of 32 + 4 shifted columns: more than two vectors
+    assert block_shape(block, (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28)  # 28 + 4 fill them
     for name, shape in [("lenet5", (1, 8, 8)), ("cifar_cnn", (3, 32, 32)), ("mlp", (1, 28, 28))]:
         arch = get_architecture(name, shape, 10)  # a resize first, a 3x3/2 pool and 64 channels, no conv
         assert block_shape(_pool_before_relu(arch.ops), shape) is None

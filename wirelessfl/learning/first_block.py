@@ -6,10 +6,13 @@ peak, and the block's 28x28 activations, its pool indices and their gradients
 (2-8 MB each per slot group) miss the L2 cache. One kernel computes two conv
 rows at a time in registers, pools them and writes only the pooled values and
 a 1-byte arg-max phase; the other forms the conv's weight and bias gradients
-straight from the pooled gradient and that phase. The full-resolution
+straight from the pooled gradient and that phase, one sample's gradient
+rebuilt at full resolution on the stack at a time. The full-resolution
 activation never exists. Measured per group of 13 slots x 32 EMNIST images on
 one Xeon core: forward 3.6 -> 1.6 ms, backward 3.7 -> 2.3 ms, copies included
-(docs/engine.md, "Kept: the first block as Halide kernels").
+(docs/engine.md, "Kept: the first block as Halide kernels"); the backward
+kernel alone later 2.0 -> 1.2 ms by summing over shifted gradient rows
+("Kept: the block's weight gradient over shifted rows").
 
 A third kernel serves the convolution that follows the block (LeNet-5's conv2,
 unpadded): its input gradient, which oneDNN computes at a third of a core's
@@ -109,7 +112,9 @@ def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> Block
 
     Small: at most 4 input and 8 output channels per model and conv rows of at
     most 64 pixels, so that a kernel's accumulators (2 rows x outputs x
-    width / 16 vectors) stay in registers; anything larger keeps oneDNN.
+    width / 16 vectors) stay in registers; anything larger keeps oneDNN. A
+    conv row plus k - 1 columns must fit its vectors (LeNet-5's 28 + 4 in 32):
+    the weight gradient sums over that many shifted columns.
     """
     if len(ops) < 3 or [op.kind for op in ops[:3]] != ["conv", "maxpool", "relu"] or ops[1].args != (2, 2, 0):
         return None
@@ -118,6 +123,8 @@ def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> Block
     if channels != input_shape[0] or channels > 4 or outputs > 8 or not 2 <= shape.conv_width <= 64:
         return None
     if shape.conv_height < 2 or shape.conv_height % 2 or shape.conv_width % 2:
+        return None
+    if shape.conv_width + kernel - 1 > shape.rounded_width:  # the weight gradient's shifted rows must fit the vectors
         return None
     if len(ops) > 3 and ops[3].kind == "conv":
         cin, cout, k, pad = ops[3].args
@@ -198,11 +205,17 @@ def _define_backward(shape: BlockShape):
     full = hl.Func("full")  # the pool's backward: each pooled gradient at its arg-max position
     here = hl.cast(hl.UInt(8), (h % 2) * 2 + w % 2)
     full[w, h, c, s, b] = hl.select(phase[w / 2, h / 2, c, s, b] == here, masked[w / 2, h / 2, c, s, b], 0.0)
+    front = 2 * LANES  # zero columns before each row: the shifted reads below start up to k - 1 left of it
+    padded = hl.Func("padded")
+    padded[w, h, c, s, b] = hl.select(w >= front, full[w - front, h, c, s, b], 0.0)
     batch = grad.dim(4).extent()
+    # d_weight[kx, ky] = sum over w, h of full[w, h] x[w + kx, h + ky], summed over w' = w + kx so that the
+    # k*k products of a step share k aligned rows of x and k shifted rows of the gradient (k*k unaligned
+    # loads of x, one per multiply-add, split cache lines and ran at half the speed)
     r = hl.RDom([(0, shape.rounded_width), (0, shape.conv_height), (0, batch)])
     d_weight = hl.Func("d_weight")
     d_weight[kx, ky, ci, c, s] = 0.0
-    d_weight[kx, ky, ci, c, s] += full[r.x, r.y, c, s, r.z] * x[r.x + kx, r.y + ky, ci, s, r.z]
+    d_weight[kx, ky, ci, c, s] += padded[r.x - kx + front, r.y, c, s, r.z] * x[r.x, r.y + ky, ci, s, r.z]
     rb = hl.RDom([(0, shape.rounded_width // 2), (0, shape.conv_height // 2), (0, batch)])
     d_bias = hl.Func("d_bias")
     d_bias[c, s] = 0.0
@@ -216,7 +229,11 @@ def _define_backward(shape: BlockShape):
     partial.compute_at(d_weight, ci).reorder_storage(u, kx, ky, ci, c, s)
     partial.vectorize(u, LANES).unroll(kx).unroll(ky)
     partial.update().reorder(u, kx, ky, rxo, r.y, r.z).vectorize(u, LANES).unroll(kx).unroll(ky).unroll(rxo)
-    full.compute_at(partial, r.y).vectorize(w, LANES)
+    # a whole sample's padded gradient before its products: rows just written and read back shifted stalled
+    # store forwarding; two rows at a time share the pooled loads, and a 32-wide split turns w / 2 into one interleave
+    wo, wi = hl.Var("wo"), hl.Var("wi")
+    padded.compute_at(partial, r.z).bound(w, 0, front + shape.rounded_width).bound(h, 0, shape.conv_height)
+    padded.split(w, wo, wi, front).vectorize(wi).unroll(wo).unroll(h, 2)
     d_bias.bound(c, 0, shape.outputs)
     bias_partial = d_bias.update().rfactor(rb.x, u)
     bias_partial.compute_at(d_bias, c).vectorize(u, min(LANES, shape.rounded_width // 2))
