@@ -8,8 +8,9 @@ hits both alike, and checks that both train to the same parameters. With
 per client, 10 batches of 60, the ``ucfl`` defaults on scenario 2's split), with
 ``--method evaluate`` an evaluation of 600 samples per client; ``--input 3 32 32
 --classes 10`` gives CIFAR-10's shapes (scenario 3's LeNet-5). The other
-engine is the file ``OTHER/wirelessfl/learning/lockstep.py`` of a checkout made
-with ``git worktree add /tmp/old REV``; it is run with this checkout's
+engine is ``OTHER/wirelessfl/learning/lockstep.py`` of a checkout made with
+``git worktree add /tmp/old REV``, with that checkout's own kernels, optimizer
+and allocator setting (``ENGINE_MODULES``); it is run with this checkout's
 ``models.py``, so use it for revisions whose model layout is the same.
 
     git worktree add /tmp/old b7ebb06 && python benchmarks/bench_engine_versions.py /tmp/old
@@ -34,12 +35,44 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_lockstep import make_clients  # noqa: E402
 
 
+ENGINE_MODULES = ("halide_aot", "heap", "optim", "first_block", "lockstep")
+"""The other checkout's modules its engine runs with, in import order (older revisions lack some)."""
+
+
 def load_other(checkout: Path):
-    spec = importlib.util.spec_from_file_location("other_lockstep", checkout / "wirelessfl" / "learning" / "lockstep.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["other_lockstep"] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
+    """The other checkout's ``lockstep`` module, bound to its own ``ENGINE_MODULES``.
+
+    Each is executed under its canonical name while that name points to it (in
+    ``sys.modules`` and as an attribute of ``wirelessfl.learning``, which
+    ``from wirelessfl.learning import optim`` reads), then this checkout's
+    modules are put back: the other engine keeps what it bound at import.
+    """
+    package = sys.modules["wirelessfl.learning"]
+    saved = {name: (sys.modules.get(f"{package.__name__}.{name}"), getattr(package, name, None)) for name in ENGINE_MODULES}
+    loaded = {}
+    try:
+        for name in ENGINE_MODULES:
+            path = checkout / "wirelessfl" / "learning" / f"{name}.py"
+            if not path.exists():
+                continue
+            spec = importlib.util.spec_from_file_location(f"{package.__name__}.{name}", path)
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+            setattr(package, name, module)
+            spec.loader.exec_module(module)
+            loaded[name] = module
+    finally:
+        for name, (module, attribute) in saved.items():
+            if module is None:
+                sys.modules.pop(f"{package.__name__}.{name}", None)
+            else:
+                sys.modules[f"{package.__name__}.{name}"] = module
+            if attribute is None:
+                if hasattr(package, name):
+                    delattr(package, name)
+            else:
+                setattr(package, name, attribute)
+    return loaded["lockstep"]
 
 
 def main() -> None:
