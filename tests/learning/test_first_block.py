@@ -1,6 +1,7 @@
 """The fused first block (Halide kernels) equals the ATen path, and falls back when it cannot be built."""
 
 import math
+import platform
 import warnings
 
 import pytest
@@ -15,6 +16,17 @@ from wirelessfl.learning.reference import ReferenceLoop
 
 TOL = 1e-5
 SHAPES = [(1, 28, 28), (3, 32, 32)]  # LeNet-5 on EMNIST (padding 2) and on CIFAR-10 (no padding)
+AVX2 = "x86-64-linux-avx-avx2-f16c-fma-sse41"
+
+
+@pytest.fixture(params=["host", "avx2"])
+def kernel_target(request, monkeypatch):
+    """The kernels built for this CPU, and for AVX2 (16 registers of 8 lanes: other register tiles) where it runs."""
+    if request.param == "avx2":
+        if platform.machine() != "x86_64" or " avx2 " not in f" {halide_aot._machine()} ":
+            pytest.skip("AVX2 code runs only on an x86-64 CPU with AVX2")
+        monkeypatch.setenv("HL_TARGET", AVX2)
+    return request.param
 
 
 def lenet(shape, classes=10):
@@ -74,7 +86,7 @@ def both_blocks(shape, x, weight, bias, generator):
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_block_forward_and_gradients_equal_autograd_through_the_aten_ops(shape):
+def test_block_forward_and_gradients_equal_autograd_through_the_aten_ops(shape, kernel_target):
     g = torch.Generator().manual_seed(0)
     n, batch = 3, 5
     x = torch.rand(batch, n, *shape, generator=g)
@@ -92,7 +104,7 @@ def test_block_forward_and_gradients_equal_autograd_through_the_aten_ops(shape):
     assert (d_bias - bias_grad).abs().max() <= TOL * bias_grad.abs().max()
 
 
-def test_the_backward_kernel_ignores_the_columns_beyond_the_real_ones():
+def test_the_backward_kernel_ignores_the_columns_beyond_the_real_ones(kernel_target):
     """The forward computes pooled columns 14-15 of a 16-wide row; the gradient there is never set."""
     spec = BlockShape(1, 6, 5, 2, 28, 28)
     block = FirstBlock(spec)
@@ -111,7 +123,7 @@ def test_the_backward_kernel_ignores_the_columns_beyond_the_real_ones():
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_fused_training_equals_the_reference_loop_and_the_aten_path(shape):
+def test_fused_training_equals_the_reference_loop_and_the_aten_path(shape, kernel_target):
     arch = lenet(shape)
     sizes = [13, 4, 9]
     data = make_data(arch, sizes)
@@ -188,6 +200,9 @@ def test_a_compiled_pipeline_reads_and_writes_strided_tensor_views(tmp_path, mon
     pipeline(source, out)
     assert torch.equal(out, source * 2 + torch.arange(4.0).unsqueeze(1))
     assert halide_aot.build("wfl_test_double", "v1", 2, define) is pipeline  # loaded once per process
+    monkeypatch.setenv("HL_TARGET", AVX2)  # code for another CPU is another library, not this one's from the cache
+    assert halide_aot.build("wfl_test_double", "v1", 2, define) is not pipeline
+    assert len(list(tmp_path.glob("wfl_test_double-*.so"))) == 2
 
 
 def test_a_failing_build_is_reported_as_unavailable(tmp_path, monkeypatch):
@@ -231,7 +246,7 @@ def next_conv_input_grad_by_autograd(upstream, weight, n):
 
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("batch", [1, 6, 32])  # groups of four samples, and the partial groups
-def test_the_next_conv_input_gradient_equals_autograd(shape, batch):
+def test_the_next_conv_input_gradient_equals_autograd(shape, batch, kernel_target):
     block = FirstBlock(block_shape(_pool_before_relu(lenet(shape).ops), shape))
     assert block.has_next_input_grad
     n, g = 3, torch.Generator().manual_seed(batch)

@@ -20,6 +20,12 @@ peak (6 of 16 vector lanes filled), written straight into the block's
 slot-major gradient layout (docs/engine.md, "Kept: the next conv's input
 gradient as a Halide kernel").
 
+Code is generated for Halide's ``HL_TARGET`` (this CPU when unset), and the
+register tiles are sized from its vector registers: AVX-512's 32 of 16 lanes
+or AVX2's 16 of 8. Tiles sized for AVX-512 spilled on AVX2 (the three kernels
+2.8 / 2.9 / 7.5 ms there, now 2.1 / 2.2 / 3.8: "Kept: register tiles per
+vector width").
+
 The numbers are the ATen path's up to float rounding: the same max-pool
 arg-max rule (first maximum in row-major order within the window; a NaN
 wins), the same ReLU (a NaN stays) and ReLU mask (value > 0), sums in another
@@ -54,7 +60,7 @@ from .models import Op
 _SOURCE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
 LANES = 16
-"""Vector width the kernels are scheduled for (AVX-512 float32); on narrower CPUs LLVM splits the vectors (not measured)."""
+"""Row alignment of the kernels' layouts (one AVX-512 float32 vector); the schedules use the target's own vectors."""
 
 
 @dataclass(frozen=True)
@@ -111,8 +117,8 @@ def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> Block
     """The shape when ``ops`` start with conv, 2x2/2 max-pool, ReLU on a small first layer, else None.
 
     Small: at most 4 input and 8 output channels per model and conv rows of at
-    most 64 pixels, so that a kernel's accumulators (2 rows x outputs x
-    width / 16 vectors) stay in registers; anything larger keeps oneDNN. A
+    most 64 pixels, so that a kernel's accumulators (outputs x two vectors
+    per conv row) stay in registers; anything larger keeps oneDNN. A
     conv row plus k - 1 columns must fit its vectors (LeNet-5's 28 + 4 in 32):
     the weight gradient sums over that many shifted columns.
     """
@@ -148,10 +154,25 @@ def _is_nan(value):
 
 
 def _target():
-    """This CPU, without runtime checks: the engine always passes buffers of the shapes the kernels expect."""
+    """Halide's ``HL_TARGET`` (this CPU when unset), without runtime checks: the engine passes the shapes expected."""
     import halide as hl
 
-    return hl.get_host_target().with_feature(hl.TargetFeature.NoAsserts).with_feature(hl.TargetFeature.NoBoundsQuery)
+    target = hl.get_target_from_environment()
+    return target.with_feature(hl.TargetFeature.NoAsserts).with_feature(hl.TargetFeature.NoBoundsQuery)
+
+
+def _vectors(target) -> tuple[int, int]:
+    """float32 lanes per vector register, and the number of vector registers.
+
+    AVX-512 has 32 registers of 16 lanes, AVX2 16 of 8: the kernels' register
+    tiles are sized from these, so that the accumulators and the loads that
+    feed them fit without spilling.
+    """
+    import halide as hl
+
+    lanes = target.natural_vector_size(hl.Float(32))
+    registers = 32 if target.has_feature(hl.TargetFeature.AVX512) or target.arch == hl.TargetArch.ARM else 16
+    return lanes, registers
 
 
 def _define_forward(shape: BlockShape):
@@ -176,17 +197,24 @@ def _define_forward(shape: BlockShape):
     relu = hl.select((best > 0.0) | _is_nan(best), best, 0.0)  # torch.relu keeps a NaN: a diverged model shows
     pooled[pw, ph, c, s, b] = (relu, phase)
 
+    target = _target()
+    lanes, _ = _vectors(target)
     pooled_h, pooled_w = shape.conv_height // 2, shape.rounded_width // 2
+    # a tile: two conv rows of every output channel over the `columns` that give one pooled vector, in
+    # registers, the whole tap loop unrolled; a row at a time, outputs x columns / lanes accumulators are
+    # live (12 of AVX-512's 32 registers, 12 of AVX2's 16; AVX2 with whole 32-column rows spilled: 2.6 ms, not 2.1)
+    columns = min(shape.rounded_width, 2 * lanes)
+    pwo, pwi = hl.Var("pwo"), hl.Var("pwi")
     pooled.bound(pw, 0, pooled_w).bound(ph, 0, pooled_h).bound(c, 0, shape.outputs)
-    pooled.reorder(pw, c, ph, s, b).vectorize(pw, min(LANES, pooled_w), hl.TailStrategy.GuardWithIf).unroll(c)
-    # two conv rows of every output channel in registers: the whole tap loop unrolled
+    pooled.split(pw, pwo, pwi, columns // 2).reorder(pwi, c, pwo, ph, s, b)
+    pooled.vectorize(pwi, min(lanes, columns // 2)).unroll(c)
     wo, wi = hl.Var("wo"), hl.Var("wi")
-    conv.compute_at(pooled, ph).store_in(hl.MemoryType.Stack).bound_extent(c, shape.outputs)
-    conv.split(w, wo, wi, shape.rounded_width).vectorize(wi, LANES).unroll(wo).unroll(c).unroll(h)
-    conv.update(0).split(w, wo, wi, shape.rounded_width, hl.TailStrategy.RoundUp).vectorize(wi, LANES).unroll(wi).unroll(
+    conv.compute_at(pooled, pwo).store_in(hl.MemoryType.Stack).bound_extent(c, shape.outputs).bound_extent(w, columns)
+    conv.split(w, wo, wi, columns).vectorize(wi, lanes).unroll(wo).unroll(c).unroll(h)
+    conv.update(0).split(w, wo, wi, columns, hl.TailStrategy.RoundUp).vectorize(wi, lanes).unroll(wi).unroll(
         wo
     ).reorder(wi, c, r.x, r.y, r.z, h).unroll(c).unroll(r.x).unroll(r.y).unroll(r.z).unroll(h)
-    return hl.Pipeline(pooled), [x, weight, bias], _target()
+    return hl.Pipeline(pooled), [x, weight, bias], target
 
 
 def _define_backward(shape: BlockShape):
@@ -223,12 +251,19 @@ def _define_backward(shape: BlockShape):
 
     d_weight.bound(kx, 0, shape.kernel).bound(ky, 0, shape.kernel).bound(ci, 0, shape.channels).bound(c, 0, shape.outputs)
     d_weight.reorder(kx, ky, ci, c, s)
-    # the sum over pixels split into LANES partial sums: k*k accumulator vectors in registers
+    target = _target()
+    lanes, registers = _vectors(target)
+    # the sum over pixels split into `lanes` partial sums, kernel x `rows` accumulator vectors in registers:
+    # all k*k of them with AVX-512's 32 registers, two kernel rows per pass over a sample with AVX2's 16
+    # (25 live of 16 spilled: 2.6-2.9 ms on EMNIST, not 2.3-2.4)
+    rows = max(r for r in range(1, shape.kernel + 1) if shape.kernel * r <= registers - 6)
     rxo, rxi = hl.RVar("rxo"), hl.RVar("rxi")
-    partial = d_weight.update().split(r.x, rxo, rxi, LANES).rfactor(rxi, u)
+    kyo, kyi = hl.Var("kyo"), hl.Var("kyi")
+    partial = d_weight.update().split(r.x, rxo, rxi, lanes).rfactor(rxi, u)
     partial.compute_at(d_weight, ci).reorder_storage(u, kx, ky, ci, c, s)
-    partial.vectorize(u, LANES).unroll(kx).unroll(ky)
-    partial.update().reorder(u, kx, ky, rxo, r.y, r.z).vectorize(u, LANES).unroll(kx).unroll(ky).unroll(rxo)
+    partial.vectorize(u, lanes).unroll(kx).unroll(ky)
+    partial.update().split(ky, kyo, kyi, rows, hl.TailStrategy.GuardWithIf).reorder(u, kx, kyi, rxo, r.y, kyo, r.z)
+    partial.update().vectorize(u, lanes).unroll(kx).unroll(kyi).unroll(rxo)
     # a whole sample's padded gradient before its products: rows just written and read back shifted stalled
     # store forwarding; two rows at a time share the pooled loads, and a 32-wide split turns w / 2 into one interleave
     wo, wi = hl.Var("wo"), hl.Var("wi")
@@ -238,7 +273,7 @@ def _define_backward(shape: BlockShape):
     bias_partial = d_bias.update().rfactor(rb.x, u)
     bias_partial.compute_at(d_bias, c).vectorize(u, min(LANES, shape.rounded_width // 2))
     bias_partial.update().vectorize(u, min(LANES, shape.rounded_width // 2))
-    return hl.Pipeline([d_weight, d_bias]), [grad, pooled, phase, x], _target()
+    return hl.Pipeline([d_weight, d_bias]), [grad, pooled, phase, x], target
 
 
 def _define_next_input_grad(shape: BlockShape):
@@ -248,7 +283,8 @@ def _define_next_input_grad(shape: BlockShape):
     zero-padded by ``k2 - 1`` columns either side, so every tap is a dense
     load; the rows are not padded: the sum over kernel rows runs only over
     those that exist (the loop bounds, not a zero test). Four samples share
-    each weight broadcast: 4 x 6 accumulators stay in registers.
+    each weight broadcast with AVX-512, 4 x 6 accumulators in registers; one
+    sample with AVX2, 6 x 2 half rows.
     """
     import halide as hl
 
@@ -265,7 +301,9 @@ def _define_next_input_grad(shape: BlockShape):
     d_input = hl.Func("d_input")
     d_input[x, y, i, s, b] = acc[x, y, i, s, b]
 
-    samples = max(1, 24 // shape.outputs)
+    target = _target()
+    lanes, registers = _vectors(target)
+    samples = max(1, registers * 3 // 4 // (shape.outputs * (LANES // lanes)))  # AVX-512: 4 x 6, AVX2: 1 x 6 x 2
     bo, bi = hl.Var("bo"), hl.Var("bi")
     d_input.bound(x, 0, LANES).bound(y, 0, shape.conv_height // 2).bound(i, 0, shape.outputs)
     d_input.split(b, bo, bi, samples, hl.TailStrategy.GuardWithIf).reorder(x, bi, i, y, s, bo)
@@ -274,7 +312,7 @@ def _define_next_input_grad(shape: BlockShape):
     acc.bound_extent(x, LANES).bound_extent(y, 1).bound_extent(i, shape.outputs).bound_extent(b, samples)
     acc.vectorize(x, LANES).unroll(b).unroll(i)
     acc.update().reorder(x, i, b, r.x, r.y, r.z, y).vectorize(x, LANES).unroll(i).unroll(b).unroll(r.x)
-    return hl.Pipeline(d_input), [grad, weight], _target()
+    return hl.Pipeline(d_input), [grad, weight], target
 
 
 _CACHED_PADDED_FLOATS = 4 << 20

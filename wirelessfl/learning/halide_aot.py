@@ -118,7 +118,7 @@ def build(name: str, key: str, arity: int, define: Callable[[], tuple]) -> Compi
     """Load pipeline ``name`` from the cache, or build it there first.
 
     ``key`` names everything that changes the generated code besides Halide's
-    version and this machine's CPU (both added here); ``define()`` imports
+    version, this machine's CPU and ``HL_TARGET`` (all added here); ``define()`` imports
     Halide and returns ``(pipeline, arguments, target)``. A cached library is
     loaded without importing Halide. Raises :class:`KernelUnavailable`.
     """
@@ -127,7 +127,8 @@ def build(name: str, key: str, arity: int, define: Callable[[], tuple]) -> Compi
         raise KernelUnavailable("the halide package is not installed")
     if platform.system() != "Linux":
         raise KernelUnavailable(f"kernels are linked as Linux shared libraries, this is {platform.system()}")
-    digest = hashlib.sha256(f"{name}|{key}|halide {version}|{_machine()}".encode()).hexdigest()[:20]
+    target = os.environ.get("HL_TARGET", "host")  # Halide's own setting: code for another CPU than this one
+    digest = hashlib.sha256(f"{name}|{key}|halide {version}|{_machine()}|{target}".encode()).hexdigest()[:20]
     with _BUILD_LOCK:
         if digest in _LOADED:
             return _LOADED[digest]
