@@ -202,7 +202,7 @@ def _define_forward(shape: BlockShape):
     pooled_h, pooled_w = shape.conv_height // 2, shape.rounded_width // 2
     # a tile: two conv rows of every output channel over the `columns` that give one pooled vector, in
     # registers, the whole tap loop unrolled; a row at a time, outputs x columns / lanes accumulators are
-    # live (12 of AVX-512's 32 registers, 12 of AVX2's 16; AVX2 with whole 32-column rows spilled: 2.6 ms, not 2.1)
+    # live (12 of AVX-512's 32 registers, 12 of AVX2's 16; AVX2 with whole 32-column rows spilled: 2.8 ms, not 2.1)
     columns = min(shape.rounded_width, 2 * lanes)
     pwo, pwi = hl.Var("pwo"), hl.Var("pwi")
     pooled.bound(pw, 0, pooled_w).bound(ph, 0, pooled_h).bound(c, 0, shape.outputs)
@@ -255,8 +255,8 @@ def _define_backward(shape: BlockShape):
     lanes, registers = _vectors(target)
     # the sum over pixels split into `lanes` partial sums, kernel x `rows` accumulator vectors in registers:
     # all k*k of them with AVX-512's 32 registers, two kernel rows per pass over a sample with AVX2's 16
-    # (25 live of 16 spilled: 2.6-2.9 ms on EMNIST, not 2.3-2.4)
-    rows = max(r for r in range(1, shape.kernel + 1) if shape.kernel * r <= registers - 6)
+    # (25 live of 16 spilled: 2.6-2.9 ms on EMNIST, not 2.2-2.4)
+    rows = max((r for r in range(1, shape.kernel + 1) if shape.kernel * r <= registers - 6), default=1)
     rxo, rxi = hl.RVar("rxo"), hl.RVar("rxi")
     kyo, kyi = hl.Var("kyo"), hl.Var("kyi")
     partial = d_weight.update().split(r.x, rxo, rxi, lanes).rfactor(rxi, u)
