@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import errno
+import json
 import os
 import pickle
 import struct
@@ -348,3 +349,108 @@ def test_keep_models_and_a_full_disk_while_writing_results_through_the_cli(tmp_p
     resumed = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
     assert resumed.exit_code == 0, resumed.output
     assert pd.read_parquet(run_dir / "trace.parquet")["round"].tolist() == [0, 1]
+
+
+def _interrupted_run(tmp_path, doc=SMALL):
+    """A run directory stopped after 2 rounds, with its partial checkpoint."""
+    run_dir = _run_dir(tmp_path, doc)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(parse_scenario(doc), run_dir, stop_after_rounds=2)
+    return run_dir, run_dir / "checkpoints" / "seed0__fedavg.partial.safetensors"
+
+
+def _only_line(result) -> str:
+    """A refused resume prints its error and nothing else (no cost note before it)."""
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return _error(result)
+
+
+def test_flipped_bytes_in_the_model_tensor_are_refused_in_one_line(tmp_path):
+    run_dir, path = _interrupted_run(tmp_path)
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    largest = max((k for k in header if k not in ("__metadata__", "tree")), key=lambda k: header[k]["data_offsets"][1] - header[k]["data_offsets"][0])
+    start, end = header[largest]["data_offsets"]
+    middle = 8 + size + (start + end) // 2
+    data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+    path.write_bytes(bytes(data))
+    result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert _only_line(result) == (
+        f"error: {path}: damaged checkpoint (checksum mismatch in entry '{largest}': its bytes changed after it was "
+        f"written); delete it and run `wirelessfl simulate --resume {run_dir}` to retrain that unit"
+    )
+    path.unlink()
+    assert runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"]).exit_code == 0
+
+
+def test_a_checkpoint_of_the_previous_format_without_checksums_is_refused():
+    old = checkpoint._save_tensors(
+        {"tree": torch.frombuffer(bytearray(b'{"n":1}'), dtype=torch.uint8)}, metadata={"format": checkpoint.FORMAT, "version": "1"}
+    )
+    assert _damaged(old) == (
+        "run/checkpoints/k.done.safetensors: damaged checkpoint (written by an older wirelessfl, without the checksums "
+        "this one verifies); delete it and run `wirelessfl simulate --resume run` to retrain that unit"
+    )
+
+
+@pytest.mark.parametrize("edit", [("lr: 0.05", "lr: 0.5"), ("rounds: 3", "rounds: 2")])
+def test_resuming_after_the_run_scenario_was_edited_is_refused(tmp_path, edit):
+    run_dir, path = _interrupted_run(tmp_path)
+    source = run_dir / "scenario.yaml"
+    text = source.read_text()
+    assert edit[0] in text
+    source.write_text(text.replace(edit[0], edit[1]))
+    result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert _only_line(result) == (
+        f"error: {path}: written for other settings than {source} (was that file edited after the run started?); "
+        "put back the scenario the run started with, or run the edited file as a new run"
+    )
+    source.write_text(text)
+    assert runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"]).exit_code == 0
+
+
+def test_settings_that_cannot_change_training_may_be_edited_before_a_resume(tmp_path):
+    run_dir, _ = _interrupted_run(tmp_path)
+    source = run_dir / "scenario.yaml"
+    source.write_text(source.read_text().replace("target_accuracy: 0.8", "target_accuracy: 0.5"))
+    assert runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"]).exit_code == 0
+
+
+def test_a_file_where_the_checkpoint_folder_belongs_is_one_line(tmp_path):
+    run_dir = _run_dir(tmp_path)
+    (run_dir / "checkpoints").rmdir()
+    (run_dir / "checkpoints").write_text("not a folder")
+    result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert _only_line(result) == (
+        f"error: {run_dir / 'checkpoints'}: a file, not the run's checkpoint folder; move it away "
+        "(the run then retrains from round 0)"
+    )
+
+
+@pytest.mark.parametrize("target", ["fifo", "outside"])
+def test_a_checkpoint_that_is_a_symlink_is_refused_without_reading_it(tmp_path, target):
+    run_dir = _run_dir(tmp_path)
+    if target == "fifo":
+        pointee = tmp_path / "pipe"
+        os.mkfifo(pointee)  # opening it to read would block forever
+    else:
+        _, real = _interrupted_run(tmp_path / "other")
+        pointee = real
+    path = run_dir / "checkpoints" / "seed0__fedavg.partial.safetensors"
+    path.symlink_to(pointee)
+    result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert _only_line(result) == (
+        f"error: {path}: refused: a symbolic link (a checkpoint must be a regular file inside the run folder); "
+        "delete it to retrain that unit"
+    )
+
+
+def test_a_fifo_in_the_checkpoint_folder_is_refused(tmp_path):
+    run_dir = _run_dir(tmp_path)
+    path = run_dir / "checkpoints" / "seed0__fedavg.done.safetensors"
+    os.mkfifo(path)
+    with pytest.raises(checkpoint.CheckpointError, match="refused: not a regular file"):
+        simulate(parse_scenario(SMALL), run_dir)

@@ -9,6 +9,13 @@ parses JSON and copies bytes into tensors, nothing else; the only objects built
 are plain values and the dataclasses passed in ``types`` (the seam's
 ``Stream``, ``CommPlan``, ``RoundTiming`` by default), from their fields.
 
+Integrity: the metadata holds the SHA-256 of every entry's bytes (``sha256``, a
+JSON object entry -> hex digest), checked before anything is decoded, so a
+flipped bit in a model tensor is one line naming the file instead of a run that
+resumes from garbage (safetensors checks lengths and offsets, not contents). A
+caller may also stamp the file with a ``fingerprint`` string (simulate stores a
+hash of the resolved scenario) and refuse a file whose stamp differs on load.
+
 Safetensors over ``torch.load(weights_only=True)``: that is still an unpickler
 (a restricted one, which has had bypasses), while safetensors is a length-checked
 header and raw bytes, so a truncated file is caught before anything is built.
@@ -25,7 +32,10 @@ keys starting with ``$``), ``$mappingproxy`` and ``$obj`` (type name, fields).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from types import MappingProxyType
@@ -40,7 +50,7 @@ from wirelessfl.results.io import atomic_write_bytes
 from wirelessfl.seam import CommPlan, RoundTiming, Stream
 
 FORMAT = "wirelessfl-checkpoint"
-VERSION = "1"
+VERSION = "2"
 SUFFIX = ".safetensors"
 SEAM_TYPES: tuple[type, ...] = (Stream, CommPlan, RoundTiming)
 """The dataclasses a checkpoint may rebuild unless the caller allows more (simulate adds its RoundRecord)."""
@@ -50,6 +60,10 @@ _NUMPY_KINDS = "biuf"
 
 class CheckpointError(ValueError):
     """A checkpoint that cannot be used; the text is one line naming the file and what to do."""
+
+
+class FingerprintMismatch(CheckpointError):
+    """A whole checkpoint whose ``fingerprint`` is not the one the caller expects (written for other settings)."""
 
 
 def _tag(name: str, value: Any) -> dict[str, Any]:
@@ -180,12 +194,29 @@ class _Decoder:
         raise _Damaged(f"unknown tag {tag!r}")
 
 
-def dumps(state: Any, types: Iterable[type] = SEAM_TYPES) -> bytes:
-    """``state`` as safetensors bytes; TypeError names the first value that a checkpoint cannot hold."""
+def dumps(state: Any, types: Iterable[type] = SEAM_TYPES, fingerprint: str = "") -> bytes:
+    """``state`` as safetensors bytes; TypeError names the first value that a checkpoint cannot hold.
+
+    The file is serialised twice: the first pass lays out the entries, whose
+    bytes are hashed into the metadata of the second (the data section does not
+    depend on the metadata, so the digests describe the final file).
+    """
     encoder = _Encoder(types)
     tree = json.dumps(encoder.encode(state, "state"), separators=(",", ":")).encode("utf-8")
     tensors = {"tree": torch.frombuffer(bytearray(tree), dtype=torch.uint8), **encoder.tensors}
-    return _save_tensors(tensors, metadata={"format": FORMAT, "version": VERSION})
+    meta = {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint}
+    header, data = _split(_save_tensors(tensors, metadata=meta))
+    digests = {key: hashlib.sha256(data[start:end]).hexdigest() for key, (start, end) in _offsets(header).items()}
+    return _save_tensors(tensors, metadata={**meta, "sha256": json.dumps(digests, sort_keys=True, separators=(",", ":"))})
+
+
+def _split(data: bytes) -> tuple[dict[str, Any], bytes]:
+    size = int.from_bytes(data[:8], "little")
+    return json.loads(data[8 : 8 + size]), data[8 + size :]
+
+
+def _offsets(header: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    return {key: tuple(entry["data_offsets"]) for key, entry in header.items() if key != "__metadata__"}
 
 
 def _looks_like_pickle(data: bytes) -> bool:
@@ -193,15 +224,20 @@ def _looks_like_pickle(data: bytes) -> bool:
     return data[:4] == b"PK\x03\x04" or (len(data) > 1 and data[0] == 0x80 and 2 <= data[1] <= 5)
 
 
-def loads(data: bytes, path: Path | str, types: Iterable[type] = SEAM_TYPES) -> Any:
-    """The state written by :func:`dumps`; CheckpointError (one line naming ``path``) for anything else."""
+def loads(data: bytes, path: Path | str, types: Iterable[type] = SEAM_TYPES, fingerprint: str | None = None) -> Any:
+    """The state written by :func:`dumps`; CheckpointError (one line naming ``path``) for anything else.
+
+    With ``fingerprint``, a file stamped with another one raises ``FingerprintMismatch``.
+    """
     try:
-        return _decode(data, types)
+        return _decode(data, types, fingerprint)
     except _Refused:
         raise CheckpointError(
             f"{path}: refused: the file is a Python pickle, which could run code when loaded "
             "(wirelessfl checkpoints are safetensors); delete it to retrain that unit"
         ) from None
+    except _OtherSettings:
+        raise FingerprintMismatch(f"{path}: written for other settings") from None
     except MemoryError:
         raise
     except Exception as err:  # JSON, safetensors, a malformed tree or fields: all mean a damaged file
@@ -213,7 +249,11 @@ def loads(data: bytes, path: Path | str, types: Iterable[type] = SEAM_TYPES) -> 
         ) from None
 
 
-def _decode(data: bytes, types: Iterable[type]) -> Any:
+class _OtherSettings(Exception):
+    """The stamp differs from the expected one; the caller words the message."""
+
+
+def _decode(data: bytes, types: Iterable[type], fingerprint: str | None = None) -> Any:
     if len(data) < 9 or data[8:9] != b"{":
         if _looks_like_pickle(data):
             raise _Refused
@@ -226,12 +266,21 @@ def _decode(data: bytes, types: Iterable[type]) -> Any:
     if meta.get("format") != FORMAT:
         raise _Damaged("a safetensors file, but not a wirelessfl checkpoint")
     if meta.get("version") != VERSION:
+        if meta.get("version") == "1":
+            raise _Damaged("written by an older wirelessfl, without the checksums this one verifies")
         raise _Damaged(f"format version {meta.get('version')!r}, this wirelessfl reads {VERSION!r}")
     total = 8 + size + max((entry["data_offsets"][1] for key, entry in header.items() if key != "__metadata__"), default=0)
     if len(data) < total:
         raise _Damaged(f"truncated: {len(data)} bytes of {total}")
     if len(data) > total:
         raise _Damaged(f"{len(data) - total} bytes after the end of the data")
+    digests = json.loads(meta.get("sha256") or "{}")
+    body = data[8 + size :]
+    for key, (start, end) in _offsets(header).items():
+        if digests.get(key) != hashlib.sha256(body[start:end]).hexdigest():
+            raise _Damaged(f"checksum mismatch in entry {key!r}: its bytes changed after it was written")
+    if fingerprint is not None and meta.get("fingerprint") != fingerprint:
+        raise _OtherSettings
     tensors = _load_tensors(data)
     if "tree" not in tensors:
         raise _Damaged("no tree")
@@ -239,11 +288,32 @@ def _decode(data: bytes, types: Iterable[type]) -> Any:
     return _Decoder(types, tensors).decode(tree)
 
 
-def save_checkpoint(path: Path | str, state: Any, types: Iterable[type] = SEAM_TYPES) -> None:
+def save_checkpoint(path: Path | str, state: Any, types: Iterable[type] = SEAM_TYPES, fingerprint: str = "") -> None:
     """Write ``state`` atomically (the previous file stays whole if writing fails)."""
-    atomic_write_bytes(path, dumps(state, types))
+    atomic_write_bytes(path, dumps(state, types, fingerprint))
 
 
-def load_checkpoint(path: Path | str, types: Iterable[type] = SEAM_TYPES) -> Any:
-    """Read a checkpoint written by :func:`save_checkpoint`, refusing pickles and damaged files with one line."""
-    return loads(Path(path).read_bytes(), path, types)
+def load_checkpoint(path: Path | str, types: Iterable[type] = SEAM_TYPES, fingerprint: str | None = None) -> Any:
+    """Read a checkpoint written by :func:`save_checkpoint`, refusing pickles, damaged files and (with
+    ``fingerprint``) files stamped for other settings with one line.
+
+    Only a regular file is opened: a symlink or a FIFO (which would block the
+    read) in a run folder is refused, so a checkpoint cannot pull in a file from
+    elsewhere or hang a resume.
+    """
+    path = Path(path)
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read the checkpoint: {err.strerror or err}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "not a regular file"
+        raise CheckpointError(
+            f"{path}: refused: {kind} (a checkpoint must be a regular file inside the run folder); "
+            "delete it to retrain that unit"
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise CheckpointError(f"{path}: cannot read the checkpoint: {err.strerror or err}") from None
+    return loads(data, path, types, fingerprint)

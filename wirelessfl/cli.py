@@ -117,6 +117,7 @@ def simulate(
         if clashing:
             _fail(f"--resume continues {resume} with the settings in its scenario.yaml; leave out {', '.join(clashing)}")
         sc = _guard(_resumable, resume, scenario)
+        _guard(_check_checkpoints, sc, resume)
         _note(_guard(_check_cost, sc).line())
         run_dir = resume
     else:
@@ -155,6 +156,13 @@ def _resumable(run_dir: Path, scenario: Path | None):
                 "leave SCENARIO out to continue the run as it was started"
             )
     return saved
+
+
+def _check_checkpoints(sc, run_dir: Path) -> None:
+    """Every checkpoint readable, whole and written for this scenario, before anything is printed or trained."""
+    from wirelessfl.simulate import check_checkpoints
+
+    check_checkpoints(sc, run_dir)
 
 
 def _new_run_dir(sc, out: Path | None, resolved: str) -> Path:

@@ -14,7 +14,9 @@ is one source of truth for each rule.
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
+import json
 import math
 import re
 from collections import Counter
@@ -557,3 +559,21 @@ def algorithm_path(scenario: Scenario, message: str) -> str:
 def dump_scenario(scenario: Scenario) -> str:
     """The resolved scenario as YAML (every default written out)."""
     return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+
+
+#: Fields that cannot change what a unit trains or its records: editing them in a run folder's scenario.yaml
+#: does not make its checkpoints stale (everything else does).
+FINGERPRINT_IGNORES = ("description", "output", "checkpoint_every", "target_accuracy", "sweep")
+
+
+def scenario_fingerprint(scenario: Scenario) -> str:
+    """SHA-256 of what the scenario trains and times, to stamp checkpoints with.
+
+    Profiles enter resolved (``{preset: wired}`` and its fields written out are
+    the same network), so rewriting a scenario.yaml in canonical form keeps the
+    stamp; ``FINGERPRINT_IGNORES`` are left out.
+    """
+    content = scenario.model_dump(mode="python", exclude=set(FINGERPRINT_IGNORES))
+    content["networks"] = [profile.to_dict() for profile in scenario.profiles()]
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

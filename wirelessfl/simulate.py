@@ -24,6 +24,7 @@ continues with exactly the draws an uninterrupted run would have made.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,12 +37,12 @@ import torch
 
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, draw_held_out
-from wirelessfl.config import Scenario, ScenarioError, algorithm_path
+from wirelessfl.config import Scenario, ScenarioError, algorithm_path, scenario_fingerprint
 from wirelessfl.learning.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.models import get_architecture
 from wirelessfl.network import NetworkModel, SystemProfile
-from wirelessfl.checkpoint import SEAM_TYPES, SUFFIX, load_checkpoint, save_checkpoint
+from wirelessfl.checkpoint import SEAM_TYPES, SUFFIX, CheckpointError, FingerprintMismatch, load_checkpoint, save_checkpoint
 from wirelessfl.results.io import resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming
 
@@ -365,7 +366,8 @@ def simulate(
     dev = resolve_device(device or scenario.device)
     profiles = scenario.profiles()
     per_profile = force_per_profile or profiles_can_change_training(profiles)
-    ckpt_dir = run_dir / "checkpoints" if run_dir is not None else None
+    ckpt_dir = checkpoint_dir(run_dir) if run_dir is not None else None
+    stamp = scenario_fingerprint(scenario)
     rows: list[dict[str, Any]] = []
     clients: list[dict[str, Any]] = []
     trained = 0
@@ -383,18 +385,18 @@ def simulate(
 
     for seed in scenario.seeds:
         for unit in build_units(scenario, seed, dev, per_profile):
-            finished = _load(ckpt_dir, unit.key, "done")
+            finished = _load(ckpt_dir, unit.key, "done", stamp)
             if finished is not None:
                 unit.restore(finished)
             else:
-                partial = _load(ckpt_dir, unit.key, "partial")
+                partial = _load(ckpt_dir, unit.key, "partial", stamp)
                 if partial is not None:
                     unit.restore(partial)
-                save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state())) if ckpt_dir else None
+                save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), stamp)) if ckpt_dir else None
                 unit.run(scenario.rounds, scenario.eval_every, counting, save)
                 trained += 1
                 if ckpt_dir is not None:
-                    _save(ckpt_dir, unit.key, "done", unit.state(models=keep_models))
+                    _save(ckpt_dir, unit.key, "done", unit.state(models=keep_models), stamp)
                     _checkpoint_path(ckpt_dir, unit.key, "partial").unlink(missing_ok=True)
             runtime[unit.key] = unit.runtime()
             extras = {rec.round: rec.diagnostics for rec in unit.records if rec.diagnostics}
@@ -464,18 +466,55 @@ def _checkpoint_path(ckpt_dir: Path, key: str, kind: str) -> Path:
     return ckpt_dir / f"{key}.{kind}{SUFFIX}"
 
 
-def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any]) -> None:
+def checkpoint_dir(run_dir: Path) -> Path:
+    """``run_dir/checkpoints``, refused in one line when something other than a folder (or nothing) is there."""
+    path = Path(run_dir) / "checkpoints"
+    if os.path.lexists(path) and (path.is_symlink() or not path.is_dir()):
+        what = "a symbolic link" if path.is_symlink() else "a file"
+        raise CheckpointError(
+            f"{path}: {what}, not the run's checkpoint folder; move it away (the run then retrains from round 0)"
+        )
+    return path
+
+
+def check_checkpoints(scenario: Scenario, run_dir: Path) -> None:
+    """Read every checkpoint of ``run_dir`` once, before a resume prints or trains anything.
+
+    Raises the first problem as one line: a damaged or foreign file, a symlink,
+    or checkpoints written for other settings than ``scenario``.
+    """
+    ckpt_dir = checkpoint_dir(run_dir)
+    if not ckpt_dir.is_dir():
+        return
+    stamp = scenario_fingerprint(scenario)
+    for path in sorted(ckpt_dir.iterdir()):
+        if path.name.endswith((SUFFIX, ".pt")):
+            _read(path, stamp)
+
+
+def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any], stamp: str) -> None:
     """Atomically; a full disk is one line saying to free space and resume (the last checkpoint is intact)."""
     with resumable_writes(ckpt_dir.parent):
         ckpt_dir.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(_checkpoint_path(ckpt_dir, key, kind), state, CHECKPOINT_TYPES)
+        save_checkpoint(_checkpoint_path(ckpt_dir, key, kind), state, CHECKPOINT_TYPES, stamp)
 
 
-def _load(ckpt_dir: Path | None, key: str, kind: str) -> dict[str, Any] | None:
+def _load(ckpt_dir: Path | None, key: str, kind: str, stamp: str) -> dict[str, Any] | None:
     """The unit's checkpoint; a pickle ``.pt`` left by an older wirelessfl is refused, never unpickled."""
     if ckpt_dir is None:
         return None
     for path in (_checkpoint_path(ckpt_dir, key, kind), ckpt_dir / f"{key}.{kind}.pt"):
-        if path.exists():
-            return load_checkpoint(path, CHECKPOINT_TYPES)
+        if os.path.lexists(path):
+            return _read(path, stamp)
     return None
+
+
+def _read(path: Path, stamp: str) -> dict[str, Any]:
+    try:
+        return load_checkpoint(path, CHECKPOINT_TYPES, stamp)
+    except FingerprintMismatch:
+        run = path.parent.parent
+        raise CheckpointError(
+            f"{path}: written for other settings than {run / 'scenario.yaml'} (was that file edited after the run "
+            "started?); put back the scenario the run started with, or run the edited file as a new run"
+        ) from None
