@@ -188,10 +188,10 @@ def test_balanced_groups_give_every_worker_the_same_load():
     from wirelessfl.learning.lockstep import _balanced_group
 
     assert _balanced_group(20, 16) == 10
-    assert _balanced_group(20, 16, workers=2) == 10
-    assert _balanced_group(20, 32, workers=2) == 10
-    assert _balanced_group(3, 32, workers=4) == 3
-    assert _balanced_group(0, 8, workers=2) == 1
+    assert _balanced_group(20, 16, multiple=2) == 10
+    assert _balanced_group(20, 32, multiple=2) == 10
+    assert _balanced_group(3, 32, multiple=4) == 3
+    assert _balanced_group(0, 8, multiple=2) == 1
 
 
 @pytest.mark.parametrize("name, shape, classes", ARCHS)

@@ -363,18 +363,36 @@ EVAL_CHUNK = 128
 """Largest per-slot chunk of a pass over whole datasets (evaluate, logits, full_gradient)."""
 
 
-def _balanced_group(n: int, largest: int, workers: int = 1) -> int:
+GROUP_MULTIPLE = 2
+"""On a CPU, slots are split into a multiple of this many groups, whatever the thread count.
+
+The partition decides the shapes of the batched kernels, and kernels of other
+shapes round differently (1e-8, then amplified by training), so a partition
+that followed the thread count made results depend on it: ``OMP_NUM_THREADS=1``
+vs 2, or a sweep's process pool vs in-process. Each group also always runs with
+one intra-op thread (:func:`_run_groups`). Threads now only decide how many
+groups run at once; 2 keeps both cores of the 2-core machines busy, and a CPU
+with more cores than groups leaves the rest idle (see docs/engine.md).
+"""
+
+
+def _balanced_group(n: int, largest: int, multiple: int = 1) -> int:
     """Group size <= ``largest`` that splits n slots into the fewest, most equal groups (20 by 16 -> 10 + 10).
 
-    With several workers the number of groups is a multiple of ``workers`` (when
-    there are enough slots), so that every worker gets the same load.
+    The number of groups is a multiple of ``multiple`` (when there are enough
+    slots), so that workers get equal loads.
     """
     if not n:
         return 1
     groups = math.ceil(n / largest)
-    if workers > 1 and n >= workers:
-        groups = math.ceil(groups / workers) * workers
+    if multiple > 1 and n >= multiple:
+        groups = math.ceil(groups / multiple) * multiple
     return math.ceil(n / groups)
+
+
+def _partition(device: torch.device) -> int:
+    """``multiple`` of :func:`_balanced_group` on this device: fixed on a CPU, one group at a time elsewhere."""
+    return GROUP_MULTIPLE if device.type == "cpu" else 1
 
 
 class _GroupWorkers:
@@ -423,17 +441,26 @@ def _single_threaded(task, argument: int) -> bool:
 
 
 def _run_groups(task, starts: Sequence[int], device: torch.device) -> None:
-    """``task(start)`` for every group start; on a multi-core CPU concurrently, one group per core.
+    """``task(start)`` for every group start, each with one intra-op thread; on a multi-core CPU concurrently.
 
     Tiny per-group ops scale badly over intra-op threads, whereas groups are
     independent (their own rows, buffers and results), so worker threads with one
     intra-op thread each are faster and give the same results in any
-    interleaving. The caller's thread count is left as it was.
+    interleaving. A single group, or a single thread, runs in this thread, also
+    with one intra-op thread, so that no kernel's result depends on the thread
+    count. The caller's thread count is left as it was.
     """
     workers = _workers(device)
-    if workers <= 1 or len(starts) <= 1:
+    if device.type != "cpu":
         for start in starts:
             task(start)
+    elif workers <= 1 or len(starts) <= 1:
+        threads = torch.get_num_threads()
+        try:
+            for start in starts:
+                _single_threaded(task, start)
+        finally:
+            torch.set_num_threads(threads)
     else:
         _WORKERS.run(task, starts, workers)
 
@@ -754,7 +781,7 @@ class LockstepEngine:
         state = self._initial_state(transform, work, opt_state, order_t if permuted else None)
         loss_sum = torch.zeros(n, device=self.device)
         mask_f = None if mask is None else mask.to(self.device, torch.float32)
-        group = _balanced_group(n, max(1, self.max_samples // cfg.batch_size), _workers(self.device))
+        group = _balanced_group(n, max(1, self.max_samples // cfg.batch_size), _partition(self.device))
 
         def train_group(start: int) -> None:
             """Steps of slots ``start:start+group``, with this group's own gradient buffer."""
@@ -850,7 +877,7 @@ class LockstepEngine:
         longest = max(max(sizes, default=1), 1)
         cap = max(1, min(batch_size, EVAL_CHUNK, samples))
         chunk = math.ceil(longest / math.ceil(longest / cap))
-        group = _balanced_group(len(sizes), max(1, samples // chunk), _workers(self.device))
+        group = _balanced_group(len(sizes), max(1, samples // chunk), _partition(self.device))
         return group, chunk
 
     def _over_groups(self, sizes: Sequence[int], batch_size: int, task, samples: int) -> None:
@@ -1026,7 +1053,7 @@ class LockstepEngine:
         passes = []  # (k, slots): one stacked pass over batch k of these slots
         for k in range(K):
             slots = [s for s in range(n) if k < len(schedule[s])]
-            group = _balanced_group(len(slots), max(1, self.max_samples // batch_size), _workers(self.device))
+            group = _balanced_group(len(slots), max(1, self.max_samples // batch_size), _partition(self.device))
             passes += [(k, slots[start : start + group]) for start in range(0, len(slots), group)]
 
         def run_pass(i: int) -> None:

@@ -38,7 +38,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from wirelessfl.learning.lockstep import EVAL_CHUNK, TrainConfig, _balanced_group, _pool_before_relu
+from wirelessfl.learning.lockstep import EVAL_CHUNK, GROUP_MULTIPLE, TrainConfig, _balanced_group, _pool_before_relu
 from wirelessfl.learning.models import Architecture
 
 FLOAT = 4
@@ -414,7 +414,7 @@ def _train_phase(
     member_sizes = [s for s in sizes.train[:T] for _ in range(max(1, n // max(T, 1)))][:n] or list(sizes.train[:n])
     steps = _steps(member_sizes, B, float(cfg.epochs))
     permuted = any(a < b for a, b in zip(steps, steps[1:]))
-    group = _balanced_group(n, max(1, max_samples // B), workers)
+    group = _balanced_group(n, max(1, max_samples // B), GROUP_MULTIPLE if workers > 1 else 1)
     running = min(workers, math.ceil(n / group))
     state = fp.state
     carried = 2 * state if keep_optimizer_state else 0  # the rows taken from the store and their device copy
@@ -435,7 +435,7 @@ def _eval_phase(fp: Footprint, act: Activations, sizes: SplitSizes, row: int, wo
     samples = 2 * max_samples
     cap = max(1, min(1024, EVAL_CHUNK, samples))
     chunk = math.ceil(longest / math.ceil(longest / cap))
-    group = _balanced_group(n, max(1, samples // chunk), workers)
+    group = _balanced_group(n, max(1, samples // chunk), GROUP_MULTIPLE if workers > 1 else 1)
     running = min(workers, math.ceil(n / group))
     split = max(sum(sizes.test), sum(sizes.val), sum(sizes.train))
     copied = fp.eval_copies * split * (act.input * FLOAT + INDEX)
