@@ -99,6 +99,7 @@ def test_plot_and_report_remake_outputs_and_keep_the_run_notes(run):
     assert (run_dir / "fig3.html").is_file() and str(run_dir / "fig3.html") in plotted.output
     reported = runner.invoke(app, ["report", str(run_dir), "--target", "0.99"])
     assert reported.exit_code == 0, reported.output
+    assert reported.output.strip() == f"rewrote {run_dir / 'summary.md'} with --target 0.99"  # never silently in place
     summary = (run_dir / "summary.md").read_text()
     assert "average client accuracy >= 99.0%" in summary
     assert "- 2 training runs (trained once per curve and seed, replayed through every profile); wall time" in summary

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import math
+import os
+import re
 import shutil
+import signal
+import subprocess
 import sys
+import time
 
 import pandas as pd
+import psutil
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -14,8 +21,9 @@ from typer.testing import CliRunner
 import wirelessfl
 import wirelessfl.simulate
 from wirelessfl.cli import app
-from wirelessfl.config import parse_scenario
+from wirelessfl.config import dump_scenario, parse_scenario
 from wirelessfl.sweep import merge_grids, plan_sweep
+from wirelessfl.sweep.run import profile_labels
 
 runner = CliRunner()
 
@@ -237,3 +245,163 @@ def test_a_failing_unit_is_retried_once_then_reported(tmp_path, monkeypatch):
     assert failed.final_avg_acc.isna().all()
     assert set(table[table["training.lr"] == 0.05].status) == {"ok"}
     assert f"- training.lr=0.1 (units/{key}), after 2 attempts: RuntimeError: boom 2" in (out / "summary.md").read_text()
+
+
+def _copy(local_sweep, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(local_sweep.dir, copy)
+    return copy
+
+
+def test_an_out_holding_another_sweep_is_refused_and_the_same_sweep_is_reused(local_sweep, tmp_path):
+    copy = _copy(local_sweep, tmp_path)
+    before = (copy / "sweep.csv").read_bytes()
+    path = _write(tmp_path, TINY)
+    base = ["sweep", str(path), "--out", str(copy), "--executor", "local", "--quiet"]
+    grid = ["--grid", "training.lr=0.05,0.1", "--grid", "rho=1,4"]
+    refusal = f"; choose a new folder, or `wirelessfl sweep --resume {copy}` to finish that sweep"
+    for extra, differing in [
+        (["--rounds", "2"], "rounds"),  # another scenario
+        (["--grid", "training.lr=0.05", "--grid", "rho=1,4"], "sweep"),  # a value dropped: its units would be orphaned
+        (["--grid", "rho=1,4", "--grid", "training.lr=0.05,0.1"], "sweep"),  # axes reordered
+    ]:
+        result = runner.invoke(app, base + (extra if extra[0] == "--grid" else grid + extra))
+        assert result.exit_code == 2, result.output
+        assert result.output.strip() == (
+            f"error: --out {copy}: holds a sweep of another scenario or grid (its sweep.yaml differs in {differing}){refusal}"
+        )
+        assert (copy / "sweep.csv").read_bytes() == before
+    other = _write(tmp_path, {**TINY, "name": "other"}, "other.yaml")
+    result = runner.invoke(app, ["sweep", str(other), "--out", str(copy), *grid, "--quiet"])
+    assert result.output.strip() == f"error: --out {copy}: holds a sweep of another scenario or grid (its sweep.yaml differs in name){refusal}"
+    same = runner.invoke(app, base + grid)
+    assert same.exit_code == 0, same.output
+    assert same.output.startswith("sweep: 2 of 2 units ok (0 run now, 0 training runs)")
+    pd.testing.assert_frame_equal(pd.read_parquet(copy / "sweep.parquet"), local_sweep.table)
+
+
+def test_rounds_and_seed_override_the_scenario_are_recorded_and_refused_with_resume(tmp_path):
+    out = tmp_path / "sw"
+    args = ["sweep", str(_write(tmp_path, TINY)), "--grid", "rho=1,4", "--out", str(out), "--rounds", "2", "--seed", "7", "--quiet"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    saved = yaml.safe_load((out / "sweep.yaml").read_text())
+    assert (saved["rounds"], saved["seeds"]) == (2, [7])
+    assert set(pd.read_parquet(out / "sweep.parquet").seed) == {7}
+    assert pd.read_parquet(out / "trace.parquet")["round"].max() == 2
+    again = runner.invoke(app, ["sweep", "--resume", str(out), "--rounds", "3", "--seed", "1", "--quiet"])
+    assert again.exit_code == 2
+    assert again.output.strip() == (
+        f"error: --resume continues {out} with the scenario and grid in its sweep.yaml; leave out --rounds, --seed"
+    )
+
+
+def test_without_a_terminal_each_finished_unit_is_a_line(tmp_path):
+    out = tmp_path / "sw"
+    args = ["sweep", str(_write(tmp_path, TINY)), "--grid", "training.lr=0.05,0.1", "--out", str(out), "--executor", "local"]
+    result = runner.invoke(app, args)  # CliRunner's stderr is not a terminal
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("unit ")]
+    assert len(lines) == 2
+    assert re.fullmatch(r"unit 1/2 done: training\.lr=0\.05 \(\d+\.\d s\)", lines[0]), lines
+    assert re.fullmatch(r"unit 2/2 done: training\.lr=0\.1 \(\d+\.\d s\)", lines[1]), lines
+
+
+def test_plot_and_report_on_a_sweep_remake_its_maps_table_and_summary(local_sweep, tmp_path):
+    copy = _copy(local_sweep, tmp_path)
+    (copy / "time_to_target.html").unlink()
+    plotted = runner.invoke(app, ["plot", str(copy)])
+    assert plotted.exit_code == 0, plotted.output
+    assert (copy / "time_to_target.html").is_file() and str(copy / "time_to_target.html") in plotted.output.splitlines()
+    reported = runner.invoke(app, ["report", str(copy), "--target", "0.99"])
+    assert reported.exit_code == 0, reported.output
+    assert reported.output.splitlines()[0] == (
+        f"rewrote {copy / 'summary.md'}, sweep.csv, sweep.parquet and the trade-off maps with --target 0.99"
+    )
+    assert "## Fastest curve per cell (time to 99% average accuracy," in (copy / "summary.md").read_text()
+    table = pd.read_parquet(copy / "sweep.parquet")
+    assert set(table.target) == {0.99} and table.time_to_target.isna().all()
+    back = runner.invoke(app, ["report", str(copy)])
+    assert back.exit_code == 0 and back.output.splitlines()[0].startswith(f"rewrote {copy / 'summary.md'}, sweep.csv")
+    pd.testing.assert_frame_equal(pd.read_parquet(copy / "sweep.parquet"), local_sweep.table)
+
+
+def test_panels_of_several_networks_entries_are_titled_by_what_the_grid_leaves_them():
+    base = parse_scenario({**TINY, "networks": [{"preset": "wired"}, {"preset": "slow-ul-unreliable"}]})
+    assert profile_labels(plan_sweep(base, {"rho": [1, 4]})) == {"wired": "wired: mu=inf", "slow-ul-unreliable": "slow-ul-unreliable: mu=1"}
+    both = profile_labels(plan_sweep(base, {"rho": [1, 4], "mu": [1, "inf"]}))
+    assert both == {"wired": "wired: rho, mu set by the grid", "slow-ul-unreliable": "slow-ul-unreliable: rho, mu set by the grid"}
+    assert profile_labels(plan_sweep(parse_scenario(TINY), {"rho": [1, 4]})) == {}
+
+
+def test_a_grid_too_large_is_refused_from_its_size_at_once(tmp_path):
+    path = str(_write(tmp_path, TINY))
+    thousand = ",".join(str(v) for v in range(1, 1001))
+    result = runner.invoke(app, ["sweep", path, "--grid", f"rho={thousand}", "--grid", f"mu={thousand}", "--quiet"])
+    assert result.exit_code == 2
+    assert result.output.strip() == "error: grid too large: rho (1000 values) x mu (1000 values) = 1,000,000 points; at most 1,000 points"
+    fifty = ",".join(str(v) for v in range(1, 51))
+    result = runner.invoke(app, ["sweep", path, "--grid", f"rho={fifty}", "--grid", "mu=1,inf,2", "--quiet"])
+    assert result.output.strip() == (
+        "error: grid too large: rho (50 values) x mu (3 values) x 1 base profile (networks:) = 150 network profiles per unit; at most 100"
+    )
+    digits = "1" * 5000
+    result = runner.invoke(app, ["sweep", path, f"--grid=rho={digits}", "--quiet"])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: --grid rho={digits[:53]}...: a value has more digits than a number may have here (at most 4300)"
+
+
+def test_a_unit_claimed_by_another_process_is_not_run_twice(tmp_path, monkeypatch):
+    plan = plan_sweep(parse_scenario(TINY), {"training.lr": [0.05, 0.1]})
+    held = tmp_path / "sw" / "units" / plan.units[0].key
+    held.mkdir(parents=True)
+    (tmp_path / "sw" / "sweep.yaml").write_text(dump_scenario(plan.base))  # as a running `sweep --resume` has it
+    ran = []
+    original = wirelessfl.simulate.simulate
+
+    def counted(scenario, run_dir=None, **kwargs):
+        ran.append(scenario.training.lr)
+        return original(scenario, run_dir, **kwargs)
+
+    monkeypatch.setattr(wirelessfl.simulate, "simulate", counted)
+    with open(held / "unit.lock", "w") as handle:  # what a live worker holds while it runs the unit
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        handle.write("4242")
+        handle.flush()
+        busy = wirelessfl.sweep(TINY, {"training.lr": [0.05, 0.1]}, out=tmp_path / "sw")
+    assert ran == [0.1]
+    assert busy.outcomes[plan.units[0].key].status == "failed" and not (held / "trace.parquet").exists()
+    assert busy.outcomes[plan.units[0].key].error == (
+        f"UnitBusy: units/{plan.units[0].key} is being run by another process (pid 4242), which holds its unit.lock; "
+        "run `wirelessfl sweep --resume` on the sweep after that process has ended"
+    )
+    after = wirelessfl.sweep(TINY, {"training.lr": [0.05, 0.1]}, out=tmp_path / "sw")  # the holder has ended: its lock is gone
+    assert after.computed == [plan.units[0].key] and ran == [0.1, 0.05]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+def test_pool_workers_die_with_a_killed_sweep_and_release_their_units(tmp_path, signum):
+    out = tmp_path / "sw"
+    path = _write(tmp_path, {**TINY, "rounds": 100_000, "checkpoint_every": 1000})
+    args = [sys.executable, "-m", "wirelessfl", "sweep", str(path), "--grid", "training.lr=0.05,0.1", "--out", str(out)]
+    sweep = subprocess.Popen([*args, "--executor", "process", "--workers", "2", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        locks = []
+        for _ in range(1200):  # until both workers hold their unit (a spawn worker imports torch first)
+            locks = [p for p in out.glob("units/*/unit.lock") if p.read_text().strip().isdigit()]
+            if len(locks) == 2 or sweep.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(locks) == 2, sweep.stderr.read().decode() if sweep.poll() is not None else "the workers did not start"
+        family = psutil.Process(sweep.pid).children(recursive=True)
+        assert {int(p.read_text()) for p in locks} <= {child.pid for child in family}
+        os.kill(sweep.pid, signum)
+        sweep.wait(timeout=10)
+        _, alive = psutil.wait_procs(family, timeout=10)
+        assert alive == [], f"still running after the sweep was killed: {[(p.pid, p.name()) for p in alive]}"
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    for lock in locks:  # released with the dead workers: a --resume can claim the units at once
+        with open(lock) as handle:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

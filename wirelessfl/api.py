@@ -115,7 +115,7 @@ def sweep(
         axes = merge_grids(sc.sweep, grid)
     plan = plan_sweep(sc, axes)
     target = Path(out) if out is not None else None
-    check_out(target)
+    check_out(target, plan)
     preflight(plan, target if target is not None and target.exists() else None)
     todo = len(pending(plan, target)) if target is not None else len(plan.units)
     runner = make_executor(executor, workers, address, todo)

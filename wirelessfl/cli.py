@@ -297,15 +297,17 @@ def sweep(
     address: str | None = typer.Option(None, "--address", help="with --executor ray: join this Ray cluster (default: a local Ray)"),
     workers: int | None = typer.Option(None, "--workers", min=1, help="units run at once (default: one per CPU, at most the units)"),
     resume: Path | None = typer.Option(None, "--resume", help="continue a sweep directory with its own sweep.yaml"),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, help="override the number of rounds (recorded in sweep.yaml)"),
+    seed: int | None = typer.Option(None, "--seed", min=0, help="run this single seed instead of the scenario's seeds (recorded in sweep.yaml)"),
     settings: list[str] | None = typer.Option(None, "--set", help="override a field of the scenario: PATH=VALUE (repeatable)"),
-    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar; a line per finished unit"),
 ) -> None:
     """Run a scenario over a grid of network, algorithm and scenario values; write sweep.csv and trade-off maps."""
     from wirelessfl.config import load_scenario
     from wirelessfl.sweep import check_out, make_executor, merge_grids, pending, plan_sweep, preflight, sweep_dir_for
 
     if resume is not None:
-        given = {"SCENARIO": scenario, "--grid": grids or None, "--out": out, "--set": settings or None}
+        given = {"SCENARIO": scenario, "--grid": grids or None, "--out": out, "--rounds": rounds, "--seed": seed, "--set": settings or None}
         clashing = [flag for flag, value in given.items() if value is not None]
         if clashing:
             _fail(f"--resume continues {resume} with the scenario and grid in its sweep.yaml; leave out {', '.join(clashing)}")
@@ -316,7 +318,8 @@ def sweep(
     else:
         if scenario is None:
             _fail("give a SCENARIO file to sweep, or --resume SWEEP_DIR to continue an interrupted sweep")
-        sc = _guard(load_scenario, scenario, None, settings)
+        overrides: dict[str, Any] = {"rounds": rounds, "seeds": [seed] if seed is not None else None}
+        sc = _guard(load_scenario, scenario, overrides, settings)
     grid = _guard(merge_grids, sc.sweep, grids)
     if not grid:
         _fail(f"{scenario or resume}: nothing to sweep; give --grid KEY=V1,V2,... or a sweep: block in the scenario")
@@ -325,7 +328,7 @@ def sweep(
 
         _guard(import_ray)
     plan = _guard(plan_sweep, sc, grid)
-    _guard(check_out, out)
+    _guard(check_out, out, plan)
     _guard(preflight, plan, out if out is not None and out.exists() else None)
     todo = len(pending(plan, out)) if out is not None else len(plan.units)
     kind = executor.value if executor is not None else ("process" if todo > 1 else "local")
@@ -339,10 +342,25 @@ def sweep(
 
 
 def _sweep_with_progress(plan, sweep_dir: Path, runner, quiet: bool):
+    """A progress bar on a terminal; otherwise (a log, a CI job, ``--quiet``) one line per finished unit,
+    so a long sweep is not silent until it ends."""
     from wirelessfl.sweep import pending, run_sweep
 
     if quiet:
-        return run_sweep(plan, sweep_dir, runner)
+        total, ended = len(pending(plan, sweep_dir)), [0]
+
+        def log(kind: str, unit, payload) -> None:
+            if kind not in ("done", "failed", "retry"):
+                return
+            if kind == "retry":
+                line = f"unit {ended[0] + 1}/{total} retrying: {unit.label} ({payload})"
+            else:
+                ended[0] += 1
+                what = f"({payload.wall_s:.1f} s)" if kind == "done" else f"({payload})"
+                line = f"unit {ended[0]}/{total} {'done' if kind == 'done' else 'failed'}: {unit.label} {what}"
+            err_console.print(escape(line), highlight=False, soft_wrap=True)
+
+        return run_sweep(plan, sweep_dir, runner, log)
     with _progress() as progress:
         task_id = progress.add_task(f"{plan.base.name} units", total=len(pending(plan, sweep_dir)), status="")
 
@@ -417,20 +435,25 @@ def _describe(entry: Any) -> str:
 
 
 @app.command()
-def plot(run_dir: Path = typer.Argument(..., help="a run directory written by simulate")) -> None:
-    """Re-make the figures of a finished run."""
+def plot(run_dir: Path = typer.Argument(..., help="a run directory written by simulate, or a sweep directory")) -> None:
+    """Re-make the figures of a finished run, or the trade-off maps of a sweep (from its sweep.parquet)."""
     from wirelessfl.results.figures import plot_run
+    from wirelessfl.sweep.run import is_sweep_dir, replot_sweep
 
-    written = _guard(_need_run(plot_run), run_dir)
-    for path in written.paths:
+    if is_sweep_dir(run_dir):
+        paths, notes = _guard(replot_sweep, run_dir)
+    else:
+        written = _guard(_need_run(plot_run), run_dir)
+        paths, notes = written.paths, written.notes
+    for path in paths:
         console.print(escape(str(path)), highlight=False, soft_wrap=True)
-    for note in written.notes:
+    for note in notes:
         _note(note)
 
 
 @app.command()
 def report(
-    run_dirs: list[Path] = typer.Argument(..., help="run directories written by simulate"),
+    run_dirs: list[Path] = typer.Argument(..., help="run directories written by simulate, or sweep directories"),
     target: float | None = typer.Option(None, "--target", help="target accuracy for time-to-target"),
     reproduction: Path | None = typer.Option(
         None, "--reproduction", help="also write the comparison of the runs with their paper (tables, claims) to this file"
@@ -439,15 +462,25 @@ def report(
         None, "--paper", help="the paper of --reproduction (default: the one whose scenarios the runs are)"
     ),
 ) -> None:
-    """Re-make summary.md of finished runs; with --reproduction, compare a paper's scenario runs with the paper."""
+    """Re-make summary.md of finished runs (of a sweep: with its table and maps, from its units); with
+    --reproduction, compare a paper's scenario runs with the paper. Says which files it rewrote."""
     from wirelessfl.results.figures import report_run
     from wirelessfl.results.reproduction import write_reproduction
+    from wirelessfl.sweep.run import is_sweep_dir, rereport_sweep
 
     if paper is not None and reproduction is None:
         _fail("--paper needs --reproduction FILE")
     for run_dir in run_dirs:
-        path = _guard(_need_run(report_run), run_dir, target)
-        console.print(escape(str(path)), highlight=False, soft_wrap=True)
+        existed, notes = (run_dir / "summary.md").exists(), []
+        if is_sweep_dir(run_dir):
+            result = _guard(rereport_sweep, run_dir, target)
+            path, also, notes = result.dir / "summary.md", ", sweep.csv, sweep.parquet and the trade-off maps", result.notes
+        else:
+            path, also = _guard(_need_run(report_run), run_dir, target), ""
+        at = f" with --target {target:g}" if target is not None else ""
+        console.print(escape(f"{'rewrote' if existed else 'wrote'} {path}{also}{at}"), highlight=False, soft_wrap=True)
+        for note in notes:
+            _note(note)
     if reproduction is not None:
         command = "wirelessfl report " + " ".join(str(d) for d in run_dirs) + f" --reproduction {reproduction}"
         command += f" --paper {paper}" if paper is not None else ""

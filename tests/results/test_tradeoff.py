@@ -127,11 +127,25 @@ def test_best_k_ranks_every_seed_first_and_prints_auto_beside_it():
     assert _cells(grey)["4", "inf"] == (0.0, "not reached<br>auto: not reached")
 
 
+def test_the_best_k_colour_bar_lists_only_the_k_some_cell_took():
+    table = make_table()
+    table = table[table["point"] == "rho=4 mu=1"]  # k=1 wins; k=4 competes but never reaches the target
+    fig = tradeoff_figures(table, AXES)["best_k"]
+    ((values, _),) = _traces(fig)
+    assert list(fig.layout.coloraxis.colorbar.ticktext) == ["1"] and list(fig.layout.coloraxis.colorbar.tickvals) == [0]
+    assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (-0.5, 0.5)
+    assert _cells(values)["4", "1"] == (0, "k=1<br>15.0<br>auto: 15.0*")
+    nowhere = make_table()
+    nowhere = nowhere[nowhere["point"] == "rho=4 mu=inf"]  # no k reaches the target: no colour bar at all
+    fig = tradeoff_figures(nowhere, AXES)["best_k"]
+    assert list(fig.layout.coloraxis.colorbar.ticktext) == [] and fig.layout.coloraxis.showscale is False
+
+
 def test_best_method_groups_stream_counts_into_one_method():
     fig = tradeoff_figures(make_table(), AXES)["best_method"]
     ((values, _),) = _traces(fig)
     methods = list(fig.layout.coloraxis.colorbar.ticktext)
-    assert methods == ["fedavg", "ucfl", "ucfl streams=auto"]
+    assert methods == ["fedavg", "ucfl"]  # ucfl streams=auto wins no cell, so the colour bar does not list it
     cells = _cells(values)
     assert cells["1", "1"] == (1, "ucfl streams=4<br>6.00")
     assert cells["4", "1"] == (1, "ucfl streams=1<br>15.0")
@@ -169,6 +183,14 @@ def test_one_panel_per_facet_value_and_per_base_profile():
     values, _ = _traces(best_k)[2]
     assert (list(values.x), list(values.y)) == (["1", "4"], [""])
     assert _cells(values)["1", ""] == (0, "k=1<br>9.00<br>auto: not reached")
+
+
+def test_base_profile_panels_take_the_given_labels():
+    labels = {"wired": "wired: t_min=1", "slow": "slow: t_min=2"}
+    figs = tradeoff_figures(make_table(bases=("wired", "slow")), AXES, x="rho", y=K, facet="mu", profile_labels=labels)
+    titles = [a.text for a in figs["time_to_target"].layout.annotations]
+    assert titles == ["mu=1, wired: t_min=1", "mu=1, slow: t_min=2", "mu=inf, wired: t_min=1", "mu=inf, slow: t_min=2"]
+    assert [a.text for a in figs["best_method"].layout.annotations] == titles
 
 
 def test_axes_read_back_from_csv_give_the_same_maps(tmp_path):

@@ -271,8 +271,8 @@ def _seed_note(entries: pd.DataFrame) -> str:
     return f"<br><sup>{note}</sup>"
 
 
-def _panels(entries: pd.DataFrame, panel_axes: list[str]) -> list[tuple[str, pd.DataFrame]]:
-    """(title, rows) per combination of the panel axes, in axis order."""
+def _panels(entries: pd.DataFrame, panel_axes: list[str], labels: dict[str, str] | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """(title, rows) per combination of the panel axes, in axis order; ``labels`` titles a base profile's panels."""
     if not panel_axes:
         return [("", entries)]
     orders = [_category_order(entries[a]) for a in panel_axes]
@@ -281,13 +281,21 @@ def _panels(entries: pd.DataFrame, panel_axes: list[str]) -> list[tuple[str, pd.
     for combo in pd.MultiIndex.from_product(orders) if len(orders) > 1 else [(v,) for v in orders[0]]:
         chosen = entries[keys == tuple(combo)]
         if len(chosen):
-            name = ", ".join(f"{_short(a)}={v}" for a, v in zip(panel_axes, combo))
+            name = ", ".join(_panel_name(a, v, labels or {}) for a, v in zip(panel_axes, combo))
             out.append((name, chosen))
     return out
 
 
-def _short(axis: str) -> str:
-    return "profile" if axis == "base_profile" else axis
+def _panel_name(axis: str, value: str, labels: dict[str, str]) -> str:
+    """``mu=1``; a base profile by its label (the values that tell it apart), else ``profile=<name>``.
+
+    A grid over ``rho`` overrides the ``rho`` of every ``networks:`` entry, so
+    "profile=wired" on a panel at ρ = 4 would name a network the panel does not
+    show; the label says what the entry still sets.
+    """
+    if axis == "base_profile":
+        return labels.get(value, f"profile={value}")
+    return f"{axis}={value}"
 
 
 def _panel_axes(entries: pd.DataFrame, axes: list[str], shown: list[str], facet: str | None) -> list[str]:
@@ -311,13 +319,14 @@ def _heatmap(
     cell,
     title: str,
     coloraxis: dict,
+    labels: dict[str, str] | None = None,
 ) -> go.Figure:
     """One heatmap panel per panel-axis combination; ``cell(ranked rows) -> (state, z, text, hover)``.
 
     Cells whose state is not "ok" are painted grey (not reached) or dark grey
     (every unit failed) by an overlay, with the state as text.
     """
-    panels = _panels(entries, panel_axes)
+    panels = _panels(entries, panel_axes, labels)
     rows, cols = 1, len(panels)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[name for name, _ in panels], horizontal_spacing=0.08)
     units = list(dict.fromkeys(entries["time_unit"]))
@@ -386,7 +395,7 @@ def _state_text(ranked: pd.DataFrame) -> str:
     return "failed" if ranked.empty else "not reached"
 
 
-def fig_time_to_target(entries: pd.DataFrame, axes: list[str], x, y, facet) -> go.Figure:
+def fig_time_to_target(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict[str, str] | None = None) -> go.Figure:
     """Time of the fastest curve per cell, named in the cell; grey "not reached" where no curve reached the target."""
     shown = [a for a in (x, y) if a]
     rows = entries
@@ -404,7 +413,7 @@ def fig_time_to_target(entries: pd.DataFrame, axes: list[str], x, y, facet) -> g
     units = list(dict.fromkeys(rows["time_unit"]))
     title = f"Time to reach {_target_text(rows)} average accuracy: fastest curve per cell{_seed_note(rows)}"
     coloraxis = {"colorscale": "Viridis", "reversescale": True, "colorbar": {"title": {"text": _time_title(units), "side": "right"}}}
-    return _heatmap(rows, x, y, _panel_axes(rows, axes, shown, facet), cell, title, coloraxis)
+    return _heatmap(rows, x, y, _panel_axes(rows, axes, shown, facet), cell, title, coloraxis, labels)
 
 
 def _categorical_axis(categories: list[str], title: str) -> dict:
@@ -422,6 +431,24 @@ def _categorical_axis(categories: list[str], title: str) -> dict:
     }
 
 
+def _only_winners(fig: go.Figure, categories: list[str], title: str) -> go.Figure:
+    """Re-number a categorical map over the categories some cell took, so its colour bar lists only those.
+
+    The candidates (every k, every method) are known before the cells are
+    ranked; a colour bar over all of them would show values no cell has.
+    """
+    coloured = [trace for trace in fig.data if trace.coloraxis == "coloraxis"]
+    taken = sorted({int(v) for trace in coloured for v in np.asarray(trace.z, dtype=float).ravel() if not math.isnan(v)})
+    new = {old: index for index, old in enumerate(taken)}
+    for trace in coloured:
+        z = np.asarray(trace.z, dtype=float)
+        trace.z = np.vectorize(lambda v: math.nan if math.isnan(v) else float(new[int(v)]), otypes=[float])(z) if z.size else z
+    coloraxis = _categorical_axis([categories[i] for i in taken], title)
+    coloraxis["showscale"] = bool(taken)
+    fig.update_layout(coloraxis=coloraxis)
+    return fig
+
+
 def _best_map_axes(axes: list[str], x, y, facet) -> tuple[str | None, str | None, str | None]:
     """x, y, facet of the per-cell "best" maps, where the stream counts and methods compete within a cell.
 
@@ -436,7 +463,7 @@ def _best_map_axes(axes: list[str], x, y, facet) -> tuple[str | None, str | None
     return kept[0], kept[1], facet
 
 
-def fig_best_k(entries: pd.DataFrame, axes: list[str], x, y, facet) -> go.Figure | None:
+def fig_best_k(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict[str, str] | None = None) -> go.Figure | None:
     """The number of streams that reaches the target first per cell; ``auto``'s time beside it. None without k."""
     with_k = entries[entries["k"] != _NA]
     if with_k.empty:
@@ -461,10 +488,11 @@ def fig_best_k(entries: pd.DataFrame, axes: list[str], x, y, facet) -> go.Figure
 
     title = f"Number of streams k that reaches {_target_text(with_k)} average accuracy first{_seed_note(with_k)}"
     shown = [a for a in (bx, by) if a]
-    return _heatmap(with_k, bx, by, _panel_axes(with_k, axes, shown, facet), cell, title, _categorical_axis(ks, "best k"))
+    fig = _heatmap(with_k, bx, by, _panel_axes(with_k, axes, shown, facet), cell, title, _categorical_axis(ks, "best k"), labels)
+    return _only_winners(fig, ks, "best k")
 
 
-def fig_best_method(entries: pd.DataFrame, axes: list[str], x, y, facet) -> go.Figure:
+def fig_best_method(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict[str, str] | None = None) -> go.Figure:
     """The method that reaches the target first per cell (categorical), its curve and time as text."""
     bx, by, facet = _best_map_axes(axes, x, y, facet)
     methods = list(dict.fromkeys(entries["method"]))
@@ -478,7 +506,8 @@ def fig_best_method(entries: pd.DataFrame, axes: list[str], x, y, facet) -> go.F
 
     title = f"Method that reaches {_target_text(entries)} average accuracy first{_seed_note(entries)}"
     shown = [a for a in (bx, by) if a]
-    return _heatmap(entries, bx, by, _panel_axes(entries, axes, shown, facet), cell, title, _categorical_axis(methods, "best method"))
+    fig = _heatmap(entries, bx, by, _panel_axes(entries, axes, shown, facet), cell, title, _categorical_axis(methods, "best method"), labels)
+    return _only_winners(fig, methods, "best method")
 
 
 def pareto_front(times, worst) -> np.ndarray:
@@ -550,12 +579,21 @@ def fig_pareto(entries: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def tradeoff_figures(table: pd.DataFrame, axes, x: str | None = None, y: str | None = None, facet: str | None = None) -> dict[str, go.Figure]:
+def tradeoff_figures(
+    table: pd.DataFrame,
+    axes,
+    x: str | None = None,
+    y: str | None = None,
+    facet: str | None = None,
+    profile_labels: dict[str, str] | None = None,
+) -> dict[str, go.Figure]:
     """The trade-off figures of a sweep table: ``time_to_target``, ``best_k`` (when k varies), ``best_method``, ``pareto``.
 
     ``x``/``y`` default to the first two network axes (then other axes);
     every axis not on x/y gives one panel per value (``facet`` first, then the
-    others), so nothing is averaged over a grid axis.
+    others), so nothing is averaged over a grid axis. ``profile_labels`` titles the
+    panels of each ``networks:`` entry (base profile name -> title; default
+    ``profile=<name>``).
     """
     axes = list(axes)
     x, y, facet = _check(table, axes, x, y, facet)
@@ -564,11 +602,11 @@ def tradeoff_figures(table: pd.DataFrame, axes, x: str | None = None, y: str | N
         raise ValueError("tradeoff: the sweep table has no rows")
     figures = {"pareto": fig_pareto(entries)}
     if x is not None:
-        figures["time_to_target"] = fig_time_to_target(entries, axes, x, y, facet)
-        best_k = fig_best_k(entries, axes, x, y, facet)
+        figures["time_to_target"] = fig_time_to_target(entries, axes, x, y, facet, profile_labels)
+        best_k = fig_best_k(entries, axes, x, y, facet, profile_labels)
         if best_k is not None:
             figures["best_k"] = best_k
-        figures["best_method"] = fig_best_method(entries, axes, x, y, facet)
+        figures["best_method"] = fig_best_method(entries, axes, x, y, facet, profile_labels)
     return {name: figures[name] for name in FIGURES if name in figures}
 
 

@@ -4,16 +4,24 @@ A unit is ``simulate(scenario, run_dir=unit_dir)``: it resumes from its own
 checkpoints and counts as finished once ``trace.parquet`` and
 ``clients.parquet`` exist, so a finished unit is never run again. Every
 executor calls the same :func:`run_unit`, and all randomness derives from
-the seeds, so the three give the same tables.
+the seeds, so the three give the same tables. A unit is claimed by one process
+at a time (:func:`claim`), and pool workers die with the sweep's process
+(:func:`die_with_parent`), so a killed sweep and its ``--resume`` never write
+the same unit.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
+import signal
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +31,9 @@ from wirelessfl.config import Scenario, dump_scenario
 EXECUTORS = ("local", "process", "ray")
 RAY_MISSING = '--executor ray: Ray is not installed; pip install -e ".[ray]"'
 EventFn = Callable[[str, "UnitTask", Any], None]
+LOCK_NAME = "unit.lock"
+PR_SET_PDEATHSIG = 1
+PARENT_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -42,10 +53,51 @@ class Outcome:
     attempts: int = 0
     trained_units: int = 0
     computed: bool = False
+    wall_s: float = 0.0
 
 
 def is_done(unit_dir: Path) -> bool:
     return (unit_dir / "trace.parquet").is_file() and (unit_dir / "clients.parquet").is_file()
+
+
+class UnitBusy(RuntimeError):
+    """Another live process holds the unit's claim (``unit.lock``); this one must not write the unit."""
+
+
+@contextmanager
+def claim(unit_dir: Path) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``unit_dir/unit.lock`` while the unit runs, so one process at a time writes it.
+
+    The lock belongs to the open file, so a holder that dies (even by SIGKILL)
+    releases it: a stale lock file never blocks a ``--resume``. A second
+    process finding it held raises :class:`UnitBusy` at once rather than
+    waiting, since the holder may run for hours; the sweep reports the unit
+    as failed and a later ``--resume`` runs it. No claim where there is no
+    ``fcntl`` (Windows).
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(unit_dir / LOCK_NAME, "a+") as handle:  # "a": opening never truncates the holder's pid
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip()
+            raise UnitBusy(
+                f"units/{unit_dir.name} is being run by another process"
+                f"{f' (pid {holder})' if holder.isdigit() else ''}, which holds its {LOCK_NAME}; "
+                "run `wirelessfl sweep --resume` on the sweep after that process has ended"
+            ) from None
+        try:
+            handle.truncate(0)
+            handle.write(str(os.getpid()))
+            handle.flush()
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def run_unit(task: UnitTask, threads: int | None = None, on_round: Callable[[dict], None] | None = None) -> dict[str, Any]:
@@ -62,13 +114,16 @@ def run_unit(task: UnitTask, threads: int | None = None, on_round: Callable[[dic
 
         torch.set_num_threads(threads)
     unit_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(unit_dir / "scenario.yaml", dump_scenario(task.scenario))
-    began = time.perf_counter()
-    result = simulate(task.scenario, run_dir=unit_dir, on_round=on_round)
-    elapsed = time.perf_counter() - began
-    atomic_write_json(unit_dir / "unit.json", {"label": task.label, "trained_units": result.trained_units, "wall_s": elapsed})
-    write_run_outputs(unit_dir, task.scenario, result, elapsed, figures="none", notes=[f"sweep unit {task.label}."])
-    return {"trained_units": result.trained_units, "computed": True}
+    with claim(unit_dir):
+        if is_done(unit_dir):  # finished by the process that held the claim before this one
+            return {"trained_units": 0, "computed": False}
+        atomic_write_text(unit_dir / "scenario.yaml", dump_scenario(task.scenario))
+        began = time.perf_counter()
+        result = simulate(task.scenario, run_dir=unit_dir, on_round=on_round)
+        elapsed = time.perf_counter() - began
+        atomic_write_json(unit_dir / "unit.json", {"label": task.label, "trained_units": result.trained_units, "wall_s": elapsed})
+        write_run_outputs(unit_dir, task.scenario, result, elapsed, figures="none", notes=[f"sweep unit {task.label}."])
+    return {"trained_units": result.trained_units, "computed": True, "wall_s": elapsed}
 
 
 def error_text(err: BaseException) -> str:
@@ -82,6 +137,31 @@ def error_text(err: BaseException) -> str:
 
 def torch_threads(workers: int, cpus: int | None = None) -> int:
     return max(1, (cpus or os.cpu_count() or 1) // max(1, workers))
+
+
+def die_with_parent(parent: int) -> None:
+    """Pool initializer: end this worker as soon as the sweep's process ``parent`` ends, however it ends.
+
+    A worker outliving a killed sweep (SIGKILL or SIGTERM to its pid) would go
+    on writing its unit beside a ``--resume``, and keep the resource tracker
+    alive through the pipe it inherited. On Linux the kernel sends SIGKILL
+    on the parent's death (``prctl(PR_SET_PDEATHSIG)``); everywhere a daemon
+    thread polls ``os.getppid()``, which changes once the parent is gone.
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the prctl took effect
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), name="wirelessfl-parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    os._exit(1)
 
 
 class LocalExecutor:
@@ -123,7 +203,12 @@ class ProcessExecutor:
     def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
         workers = max(1, min(self.workers, len(tasks)))
         threads = torch_threads(workers)
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=die_with_parent,
+            initargs=(os.getpid(),),
+        )
         try:
             futures = {}
             for task in tasks:
@@ -223,7 +308,7 @@ def execute(tasks: list[UnitTask], executor, on_event: EventFn | None = None) ->
                     outcomes[task.key] = Outcome("failed", error, attempt)
                     emit("retry" if attempt == 1 else "failed", task, error)
                 else:
-                    outcomes[task.key] = Outcome("ok", "", attempt, info["trained_units"], info["computed"])
+                    outcomes[task.key] = Outcome("ok", "", attempt, info["trained_units"], info["computed"], info.get("wall_s", 0.0))
                     emit("done", task, outcomes[task.key])
             pending = failed
             if not pending:

@@ -21,12 +21,15 @@ import copy
 import hashlib
 import itertools
 import math
+import sys
 from dataclasses import dataclass, fields
 from typing import Any
 
 import yaml
 
-from wirelessfl.config import Scenario, ScenarioError, _UniqueKeyLoader, apply_settings, dump_scenario, parse_scenario
+from wirelessfl.config import (
+    MAX_NETWORKS, MAX_SWEEP_POINTS, Scenario, ScenarioError, _UniqueKeyLoader, apply_settings, dump_scenario, parse_scenario,
+)
 from wirelessfl.network import SystemProfile
 from wirelessfl.network.profile import PhysicalChannel
 
@@ -71,8 +74,17 @@ def parse_grid_option(text: str) -> tuple[str, list[Any]]:
     try:
         parsed = yaml.load(f"[{values}]", Loader=_UniqueKeyLoader)
     except yaml.YAMLError:
-        raise SweepError(f"--grid {text}: the values are not valid YAML") from None
+        raise SweepError(f"--grid {_cut(text)}: the values are not valid YAML") from None
+    except ValueError:  # Python's limit on int("<more than 4300 digits>"), the only ValueError a scalar raises
+        raise SweepError(
+            f"--grid {_cut(text)}: a value has more digits than a number may have here (at most {sys.get_int_max_str_digits()})"
+        ) from None
     return key, parsed
+
+
+def _cut(text: str, limit: int = 60) -> str:
+    """A user's ``--grid`` text cut to ``limit`` characters, so a 5,000-digit value stays a one-line error."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
 
 
 def merge_grids(file_grid: dict[str, list[Any]], options: list[str] | None) -> dict[str, list[Any]]:
@@ -140,7 +152,8 @@ def classify(key: str, values: list[Any], raw: dict[str, Any]) -> Axis:
     parts = key.split(".")
     if not isinstance(values, list) or not values:
         raise SweepError(f"--grid {key}: give at least one value")
-    repeated = [v for i, v in enumerate(values) if any(_same(v, w) for w in values[:i])]
+    seen: set[str] = set()
+    repeated = [v for v in values if value_text(v) in seen or seen.add(value_text(v))]
     if repeated:
         raise SweepError(f"--grid {key}: give each value once; repeated: {', '.join(value_text(v) for v in repeated)}")
     if key in NETWORK_FIELDS or (parts[0] == "physical" and len(parts) == 2 and parts[1]):
@@ -156,11 +169,6 @@ def classify(key: str, values: list[Any], raw: dict[str, Any]) -> Axis:
     if parts[0] in Scenario.model_fields and parts[0] not in NOT_AXES and all(parts):
         return Axis(key, tuple(values), "scenario")
     raise SweepError(f"--grid {key}: {UNKNOWN_AXIS}")
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Two grid values that would name the same point (``1`` and ``1``, ``inf`` and ``.inf``)."""
-    return value_text(a) == value_text(b)
 
 
 def _profile_raw(base: dict[str, Any], assignment: tuple[tuple[str, Any], ...], name: str) -> dict[str, Any]:
@@ -239,13 +247,39 @@ def unit_key(scenario: Scenario) -> str:
     return hashlib.sha256(yaml.safe_dump(canonical, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
+def _sizes(keys_and_counts: list[tuple[str, int]]) -> str:
+    return " x ".join(f"{key} ({count} values)" for key, count in keys_and_counts)
+
+
+def _check_points(grid: dict[str, list[Any]]) -> None:
+    """Refuse a grid of more than ``MAX_SWEEP_POINTS`` points from its axis lengths alone, before any is expanded
+    (a 1000 x 1000 grid used to be refused only after its million profiles were built and validated)."""
+    points = math.prod(len(values) for values in grid.values())
+    if points > MAX_SWEEP_POINTS:
+        sizes = _sizes([(key, len(values)) for key, values in grid.items()])
+        raise SweepError(f"grid too large: {sizes} = {points:,} points; at most {MAX_SWEEP_POINTS:,} points")
+
+
+def _check_profiles(networks: int, axes: list[Axis]) -> None:
+    """Every unit holds each ``networks:`` entry at every network point: at most ``MAX_NETWORKS`` profiles."""
+    profiles = networks * math.prod(len(axis.values) for axis in axes)
+    if profiles > MAX_NETWORKS:
+        sizes = _sizes([(axis.key, len(axis.values)) for axis in axes])
+        raise SweepError(
+            f"grid too large: {sizes} x {networks} base profile{'s' if networks > 1 else ''} (networks:) = "
+            f"{profiles:,} network profiles per unit; at most {MAX_NETWORKS}"
+        )
+
+
 def plan_sweep(base: Scenario, grid: dict[str, list[Any]] | None = None) -> SweepPlan:
     """Expand and validate ``grid`` (default: the scenario's ``sweep:`` block) over ``base``."""
     grid = {key: list(values) for key, values in (base.sweep if grid is None else grid).items()}
+    _check_points(grid)
     raw = base.model_dump()
     raw["sweep"] = {}
     axes = tuple(classify(key, values, raw) for key, values in grid.items())
     network = [a for a in axes if a.kind == "network"]
+    _check_profiles(len(raw["networks"]), network)
     algorithm = [a for a in axes if a.kind == "algorithm"]
     scenario = [a for a in axes if a.kind == "scenario"]
     networks, profiles = _profiles(raw, network)

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 
 from wirelessfl.config import Scenario
 from wirelessfl.sweep.executors import Outcome, UnitTask, execute, is_done
-from wirelessfl.sweep.grid import SweepError, SweepPlan, UnitSpec, assignment_text, value_text
+from wirelessfl.sweep.grid import SweepError, SweepPlan, UnitSpec, assignment_text, plan_sweep, value_text
 
 TABLE_COLUMNS = (
     "base_profile", "profile", "curve", "algorithm", "variant", "seed", "status", "error", "target",
@@ -43,6 +44,8 @@ class SweepResult:
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    profile_labels: dict[str, str] = field(default_factory=dict)
+    """Panel title per ``networks:`` entry (see :func:`profile_labels`)."""
 
     @property
     def computed(self) -> list[str]:
@@ -62,15 +65,87 @@ class SweepResult:
         """The trade-off figures (plotly) of the table; ``x``, ``y``, ``facet`` choose the axes."""
         from wirelessfl.results.tradeoff import tradeoff_figures
 
-        return tradeoff_figures(self.table, self.axes, **choice)
+        return tradeoff_figures(self.table, self.axes, **{"profile_labels": self.profile_labels, **choice})
 
 
-def check_out(out: Path | None) -> None:
-    """``out`` must be new, empty, or an earlier sweep directory (whose finished units are reused)."""
+def check_out(out: Path | None, plan: SweepPlan | None = None) -> None:
+    """``out`` must be new, empty, or a directory of the same sweep as ``plan`` (whose finished units are reused).
+
+    Writing another sweep into it would replace its sweep.yaml, table and
+    summary and orphan its units; see :func:`sweep_differences` for "same".
+    """
     if out is not None and Path(out).exists():
         out = Path(out)
         if not (out.is_dir() and ((out / "sweep.yaml").is_file() or not any(out.iterdir()))):
             raise SweepError(f"--out {out}: already exists and is neither empty nor a sweep directory; choose a new one")
+        if plan is not None and (out / "sweep.yaml").is_file():
+            differing = sweep_differences(out, plan)
+            if differing:
+                raise SweepError(
+                    f"--out {out}: holds a sweep of another scenario or grid (its sweep.yaml differs in {', '.join(differing)}); "
+                    f"choose a new folder, or `wirelessfl sweep --resume {out}` to finish that sweep"
+                )
+
+
+def sweep_differences(sweep_dir: Path, plan: SweepPlan) -> list[str]:
+    """The top-level fields in which ``sweep_dir``'s sweep.yaml is not the sweep ``plan`` would run.
+
+    The same sweep: the resolved base scenario (every field but ``sweep:``, all
+    defaults written) is equal, and the grid has the same axes in the same order,
+    each keeping at least its earlier values. So a grid grown by values reuses
+    every finished unit and its table still covers every earlier point; a
+    changed scenario, a dropped value, or an added or reordered axis is another sweep.
+    """
+    from wirelessfl.config import ScenarioError, dump_scenario, load_scenario
+
+    try:
+        earlier = yaml.safe_load(dump_scenario(load_scenario(Path(sweep_dir) / "sweep.yaml")))
+    except ScenarioError as err:
+        raise SweepError(f"--out {sweep_dir}: its sweep.yaml cannot be read ({str(err).splitlines()[0]}); choose a new folder") from None
+    now = yaml.safe_load(dump_scenario(plan.base))
+    differing = [key for key in dict.fromkeys([*earlier, *now]) if key != "sweep" and earlier.get(key) != now.get(key)]
+    old_grid, new_grid = earlier.get("sweep") or {}, now.get("sweep") or {}
+    grown = list(old_grid) == list(new_grid) and all(
+        {value_text(v) for v in values} <= {value_text(v) for v in new_grid[key]} for key, values in old_grid.items()
+    )
+    return differing if grown else [*differing, "sweep"]
+
+
+def profile_labels(plan: SweepPlan) -> dict[str, str]:
+    """Panel title per ``networks:`` entry: its name and the values that still tell it apart from the others.
+
+    A network axis overrides that field in every entry, so after a grid over
+    ``rho`` the entry named "wired" is wired only in its other fields; the title
+    shows those (``wired: mu=inf``), or says the grid sets every field the entries
+    differ in. One entry: no panels, no labels.
+    """
+    profiles = plan.base.profiles()
+    if len(profiles) < 2:
+        return {}
+    swept = {axis.key for axis in plan.axes if axis.kind == "network"}
+    fields = [_flat(p.to_dict()) for p in profiles]
+    differing = [key for key in fields[0] if key not in ("name", "description") and len({repr(f.get(key)) for f in fields}) > 1]
+    kept = [key for key in differing if key not in swept]
+    labels = {}
+    for profile, values in zip(profiles, fields):
+        if kept:
+            labels[profile.name] = f"{profile.name}: " + ", ".join(f"{key}={_shown(values[key])}" for key in kept)
+        else:
+            labels[profile.name] = f"{profile.name}: {', '.join(differing) or 'every field'} set by the grid"
+    return labels
+
+
+def _flat(profile: dict[str, Any]) -> dict[str, Any]:
+    physical = profile.pop("physical", None) or {}
+    return {**profile, **{f"physical.{key}": value for key, value in physical.items()}}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    return value_text(value)
 
 
 def sweep_dir_for(base: Scenario, out: Path | None) -> Path:
@@ -148,12 +223,71 @@ def run_sweep(
         atomic_write_frame(sweep_dir / "trace.parquet", trace)
     axes = list(plan.grid)
     result = SweepResult(sweep_dir, table, trace, axes, outcomes, {u.key: u.label for u in plan.units})
-    result.notes = _figures(sweep_dir, table, axes, png)
+    result.profile_labels = profile_labels(plan)
+    result.notes = _figures(sweep_dir, table, axes, png, result.profile_labels)
     atomic_write_text(sweep_dir / "summary.md", summary_markdown(plan, result, units))
     return result
 
 
-def _figures(sweep_dir: Path, table: pd.DataFrame, axes: list[str], png: bool) -> list[str]:
+def is_sweep_dir(directory: Path) -> bool:
+    return (Path(directory) / "sweep.yaml").is_file() and (Path(directory) / "sweep.parquet").is_file()
+
+
+def load_plan(sweep_dir: Path) -> SweepPlan:
+    """The plan of a sweep directory, from its sweep.yaml (the base scenario with its grid)."""
+    from wirelessfl.config import load_scenario
+
+    return plan_sweep(load_scenario(Path(sweep_dir) / "sweep.yaml"))
+
+
+def replot_sweep(sweep_dir: Path, png: bool = True) -> tuple[list[Path], list[str]]:
+    """Re-make the trade-off maps of a sweep directory from its sweep.parquet; (files written, notes)."""
+    from wirelessfl.results.tradeoff import FIGURES
+
+    sweep_dir = Path(sweep_dir)
+    plan = load_plan(sweep_dir)
+    table = pd.read_parquet(sweep_dir / "sweep.parquet")
+    began = {name: _mtime(sweep_dir / name) for name in _figure_files(FIGURES)}
+    notes = _figures(sweep_dir, table, list(plan.grid), png, profile_labels(plan))
+    written = [sweep_dir / name for name in _figure_files(FIGURES) if _mtime(sweep_dir / name) not in (None, began[name])]
+    return written, notes
+
+
+def _figure_files(names) -> list[str]:
+    return [f"{name}.{ext}" for name in names for ext in ("html", "png")]
+
+
+def _mtime(path: Path) -> int | None:
+    return path.stat().st_mtime_ns if path.exists() else None
+
+
+def rereport_sweep(sweep_dir: Path, target: float | None = None, png: bool = True) -> SweepResult:
+    """Re-make a sweep's table, trace, summary.md and maps from its finished units, at ``target`` (default: sweep.yaml's).
+
+    Nothing is trained: a unit without its trace is a failed row ("not finished").
+    The target changes the time-to-target columns, so the table is re-made with the summary.
+    """
+    from wirelessfl.results.io import atomic_write_frame, atomic_write_text
+
+    sweep_dir = Path(sweep_dir)
+    plan = load_plan(sweep_dir)
+    unfinished = f"not finished; `wirelessfl sweep --resume {sweep_dir}` runs it"
+    outcomes = {
+        task.key: Outcome("ok") if is_done(Path(task.dir)) else Outcome("failed", unfinished) for task in tasks_of(plan, sweep_dir)
+    }
+    table, trace, units = collect(plan, sweep_dir, outcomes, target)
+    atomic_write_frame(sweep_dir / "sweep.csv", table)
+    atomic_write_frame(sweep_dir / "sweep.parquet", table)
+    if not trace.empty:
+        atomic_write_frame(sweep_dir / "trace.parquet", trace)
+    axes = list(plan.grid)
+    result = SweepResult(sweep_dir, table, trace, axes, outcomes, {u.key: u.label for u in plan.units}, profile_labels=profile_labels(plan))
+    result.notes = _figures(sweep_dir, table, axes, png, result.profile_labels)
+    atomic_write_text(sweep_dir / "summary.md", summary_markdown(plan, result, units))
+    return result
+
+
+def _figures(sweep_dir: Path, table: pd.DataFrame, axes: list[str], png: bool, labels: dict[str, str] | None = None) -> list[str]:
     try:
         from wirelessfl.results.tradeoff import write_tradeoff_figures
     except ImportError:
@@ -161,7 +295,7 @@ def _figures(sweep_dir: Path, table: pd.DataFrame, axes: list[str], png: bool) -
     if not (table["status"] == "ok").any():
         return ["trade-off figures skipped: no unit finished."]
     try:
-        return list(write_tradeoff_figures(sweep_dir, table, axes, png=png))
+        return list(write_tradeoff_figures(sweep_dir, table, axes, png=png, profile_labels=labels or {}))
     except ValueError as err:
         return [f"trade-off figures skipped: {err}"]
 
@@ -193,8 +327,13 @@ def _point_columns(plan: SweepPlan, assignments: list[dict[str, Any]]) -> pd.Dat
     return pd.DataFrame({name: pd.Series(values).reset_index(drop=True) for name, values in columns.items()})
 
 
-def collect(plan: SweepPlan, sweep_dir: Path, outcomes: dict[str, Outcome]) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    """The sweep table (failed units included, metrics NaN), the joined trace of the finished units, each row's unit."""
+def collect(
+    plan: SweepPlan, sweep_dir: Path, outcomes: dict[str, Outcome], target: float | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """The sweep table (failed units included, metrics NaN), the joined trace of the finished units, each row's unit.
+
+    ``target``: the accuracy the time-to-target columns use (default: each unit's ``target_accuracy``).
+    """
     from wirelessfl.results.io import read_trace
     from wirelessfl.results.tables import time_to_target
 
@@ -203,13 +342,14 @@ def collect(plan: SweepPlan, sweep_dir: Path, outcomes: dict[str, Outcome]) -> t
         outcome = outcomes[unit.key]
         per_curve = plan.curve_axes(unit)
         sc = unit.scenario
+        goal = float(sc.target_accuracy if target is None else target)
         entries = [(a.name, v, c) for a in sc.algorithms for v, c, _ in a.expand()]
         reached: dict[tuple[str, str, int], tuple[float, float]] = {}
         final: dict[tuple[str, str, int], dict[str, float]] = {}
         if outcome.status == "ok":
             trace = read_trace(sweep_dir / "units" / unit.key)
             for seed, rows_of_seed in trace.groupby("seed", sort=False):
-                hits = time_to_target(rows_of_seed, sc.target_accuracy)
+                hits = time_to_target(rows_of_seed, goal)
                 for hit in hits.itertuples():
                     reached[(hit.profile, hit.curve, int(seed))] = (hit.time, hit.round)
             for (profile, curve, seed), group in trace.sort_values("round", kind="stable").groupby(["profile", "curve", "seed"], sort=False):
@@ -233,7 +373,7 @@ def collect(plan: SweepPlan, sweep_dir: Path, outcomes: dict[str, Outcome]) -> t
                     rows.append({
                         "base_profile": point.base, "profile": point.name, "curve": curve, "algorithm": algorithm,
                         "variant": variant, "seed": seed, "status": outcome.status, "error": "" if ok else outcome.error,
-                        "target": float(sc.target_accuracy), "time_to_target": float(time),
+                        "target": goal, "time_to_target": float(time),
                         "time_unit": metrics.get("time_unit", point.time_unit), "rounds_to_target": float(rounds),
                         **{c: metrics.get(c, math.nan) for c in TABLE_COLUMNS[12:]},
                     })
@@ -269,7 +409,8 @@ def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> 
         + ", ".join(f"{a.key} ({a.kind}, {len(a.values)} values)" for a in plan.axes)
         + ".",
         "",
-        "## Fastest curve per cell (time to the target average accuracy, mean over seeds; NaN unless every seed reached it)",
+        f"## Fastest curve per cell (time to {' / '.join(f'{t:.0%}' for t in dict.fromkeys(table['target']))} average accuracy, "
+        "mean over seeds; NaN unless every seed reached it)",
         "",
     ]
     body = []
@@ -295,7 +436,9 @@ def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> 
     lines.append(markdown_table(["point", "base profile", "best curve", "time to target", "final avg acc", "final worst acc"], body))
     lines += ["", "## Failed units", ""]
     failed = [(key, o) for key, o in result.outcomes.items() if o.status == "failed"]
-    lines += [f"- {result.labels[key]} (units/{key}), after {o.attempts} attempts: {o.error}" for key, o in failed] or ["none"]
+    lines += [
+        f"- {result.labels[key]} (units/{key}){f', after {o.attempts} attempts' if o.attempts else ''}: {o.error}" for key, o in failed
+    ] or ["none"]
     if result.notes:
         lines += ["", "## Notes", ""] + [f"- {note}" for note in result.notes]
     return "\n".join(lines) + "\n"
