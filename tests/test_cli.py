@@ -334,3 +334,31 @@ def test_hostile_scenarios_are_one_line_with_the_file_and_exit_2(tmp_path, conte
     assert result.exit_code == 2, result.output
     assert re.search(message, result.output.strip()) and len(result.output.strip().splitlines()) == 1, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+@pytest.mark.parametrize(
+    "text, shown",
+    [
+        ('"ten"', "Input should be a valid integer (got 'ten')"),
+        ("true", "Input should be a valid integer (got True)"),
+        ("1e12", "Input should be a valid integer (got 1000000000000.0)"),
+        ("0", "Input should be greater than or equal to 1 (got 0)"),
+    ],
+)
+def test_an_override_does_not_hide_a_bad_value_in_the_file(tmp_path, text, shown):
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(SCENARIO).replace("rounds: 2", f"rounds: {text}"))
+    result = runner.invoke(app, ["simulate", str(path), "--rounds", "1", "--out", str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {path}: rounds: {shown}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_set_value_with_thousands_of_digits_is_one_line(tmp_path):
+    path = _write(tmp_path, SCENARIO)
+    setting = "training.batch_size=" + "9" * 5000
+    result = runner.invoke(app, ["validate", str(path), "--set", setting])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"error: {path}: --set {setting[:57]}...: the value has more digits than a number may have here (at most 4300)"
+    )

@@ -193,6 +193,11 @@ def _new_run_dir(sc, out: Path | None, resolved: str) -> Path:
 def _preflight(sc, source: Path):
     """Fail before anything is written: the memory guard (nothing big allocated yet), then the data, the
     model and every curve's algorithm built once. Returns the run's cost estimate."""
+    from wirelessfl.learning.data_files import missing_dataset
+
+    missing = missing_dataset(sc.data.dataset, sc.data.root, sc.data.download, sc.data.options)
+    if missing is not None:  # before torch is imported: the answer in a second, not after the whole stack loads
+        raise UserError(f"{source}: {missing}")
     from wirelessfl.simulate import preflight
 
     run_cost = _check_cost(sc, source)

@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import re
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -462,10 +463,15 @@ def apply_settings(raw: dict[str, Any], settings: list[str]) -> dict[str, Any]:
         keys = path.strip().split(".")
         if not sep or not all(keys):
             raise ScenarioError(f"--set {setting}: expected PATH=VALUE, e.g. training.lr=0.01")
+        shown = setting if len(setting) <= 60 else setting[:57] + "..."
         try:
             value = yaml.load(text, Loader=_UniqueKeyLoader)
         except yaml.YAMLError:
-            raise ScenarioError(f"--set {setting}: the value is not valid YAML") from None
+            raise ScenarioError(f"--set {shown}: the value is not valid YAML") from None
+        except ValueError:  # Python's limit on int("<more than 4300 digits>")
+            raise ScenarioError(
+                f"--set {shown}: the value has more digits than a number may have here (at most {sys.get_int_max_str_digits()})"
+            ) from None
         node: Any = out
         for depth, key in enumerate(keys):
             where = ".".join(keys[: depth + 1])
@@ -515,8 +521,11 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, set
         raise
     except ValueError as err:  # e.g. an integer of more than 4300 digits
         raise ScenarioError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
-    if isinstance(raw, dict) and overrides:
-        raw = {**raw, **{k: v for k, v in overrides.items() if v is not None}}
+    given = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if given or settings:
+        parse_scenario(raw, source=str(path))  # the file as written first: an override must not hide a bad value
+    if isinstance(raw, dict) and given:
+        raw = {**raw, **given}
     if isinstance(raw, dict) and settings:
         try:
             raw = apply_settings(raw, settings)

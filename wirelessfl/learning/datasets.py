@@ -25,11 +25,18 @@ from types import MappingProxyType
 import numpy as np
 import torch
 
+from wirelessfl.learning.data_files import (  # noqa: F401 (resolve_root and the constants are this module's API too)
+    DEFAULT_ROOT,
+    HOW_TO_GET,
+    OFFLINE_HINT,
+    ROOT_ENV_VAR,
+    idx_files,
+    missing_message,
+    resolve_root,
+)
+
 CACHE_DIR_NAME = ".wirelessfl-cache"
 CACHE_FORMAT = 1
-DEFAULT_ROOT = Path("~/.cache/wirelessfl")
-ROOT_ENV_VAR = "WIRELESSFL_DATA"
-OFFLINE_HINT = "python ../shared/data/prepare.py ROOT"
 CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
@@ -100,13 +107,6 @@ def register_dataset(name: str, description: str, options: Mapping[str, object])
     return decorate
 
 
-def resolve_root(root: str | os.PathLike | None) -> Path:
-    """``root`` if given, else ``$WIRELESSFL_DATA``, else ``~/.cache/wirelessfl``."""
-    if root is None or str(root) == "":
-        root = os.environ.get(ROOT_ENV_VAR) or DEFAULT_ROOT
-    return Path(root).expanduser().resolve()
-
-
 def load_pool(name: str, root: str | os.PathLike | None = None, download: bool = False, options: Mapping | None = None) -> Pool:
     """Load every requested split of dataset ``name`` as one ``Pool``."""
     if name not in DATASETS:
@@ -150,24 +150,9 @@ def _check_pool_option(name: str, pool: object) -> tuple[str, ...]:
     return tuple(dict.fromkeys(pool))
 
 
-HOW_TO_GET = {
-    "mnist": "Get it with `download: true` (needs internet); the offline machines have no copy of it (see ../shared/data/README.md)",
-    "fashion_mnist": "Get it with `download: true` (needs internet); the offline machines have no copy of it (see ../shared/data/README.md)",
-    "emnist": (
-        f"Get it with `download: true` (needs internet), or on the offline machines run `{OFFLINE_HINT}` "
-        "and set data.root to that ROOT (it holds only the byclass test split: set data.options to {split: byclass, pool: [test]})"
-    ),
-    "cifar10": f"Get it with `download: true` (needs internet), or on the offline machines run `{OFFLINE_HINT}` and set data.root to that ROOT",
-    "imagefolder": (
-        "Point data.root, or data.options.path (relative to data.root, or absolute), at a folder laid out as "
-        "<folder>/<class>/<image>; `download` cannot fetch an arbitrary ImageFolder"
-    ),
-}
-
-
 def _missing(dataset: str, where: Path | str, what: str, extra: str = "") -> DatasetError:
     """The one error for a missing dataset: the exact path looked at and how to get the data (per dataset)."""
-    return DatasetError(f"dataset {dataset!r}: {what} not found at {where}{extra}. {HOW_TO_GET[dataset]}")
+    return DatasetError(missing_message(dataset, where, what, extra))
 
 
 def _first_line(error: BaseException) -> str:
@@ -216,13 +201,8 @@ def _mnist_family(
 
 
 def _idx_files(prefix: str = "") -> Callable[[str], list[str]]:
-    """Raw idx file names of a split: MNIST-style (``train``/``t10k``) or EMNIST-style (``emnist-<split>-train``)."""
-
-    def files(split: str) -> list[str]:
-        stem = f"{prefix}{split}" if prefix else ("train" if split == "train" else "t10k")
-        return [f"{stem}-images-idx3-ubyte", f"{stem}-labels-idx1-ubyte"]
-
-    return files
+    """Raw idx file names of a split (see ``data_files.idx_files``)."""
+    return lambda split: idx_files(split, prefix)
 
 
 @register_dataset("mnist", "torchvision MNIST: 70,000 handwritten digits, 28x28, 10 classes", {"pool": ("train", "test")})
