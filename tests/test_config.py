@@ -90,6 +90,10 @@ MALFORMED = [
     ("algorithms[0]", {"name": "ucfl", "variants": {"streams": 4}}, r"algorithms\[0\].variants.streams: Input should be a valid list \(got 4\)"),
     ("algorithms[0]", {"name": "ucfl", "variants": {"streams": []}}, r"algorithms\[0\]: variants.streams must list at least one value$"),
     ("networks[0]", {"preset": "wired", "deadline": -1}, r"networks\[0\]: deadline must be > 0 and finite, or null for no deadline, got -1.0$"),
+    ("networks[0]", {"preset": "wired", "physical": {"path_loss_exponent": 1e6}},
+     r"networks\[0\]: physical.path_loss_exponent must be in \[1.5, 8\] \(1.6-1.8 in corridors, 2 in free space, 2.7-6 in cities and buildings\), got 1e\+06$"),
+    ("networks[0]", {"preset": "wired", "physical": {"ue_power_dbm": -1e300}},
+     r"networks\[0\]: physical.ue_power_dbm must be in \[-40, 40\] \(0-10 dBm IoT devices, 23-26 dBm phones\), got -1e\+300$"),
 ]
 
 

@@ -52,8 +52,16 @@ def test_from_dict_names_unknown_keys_and_lists_the_allowed_ones():
         SystemProfile.from_dict({"name": "x", "rho": 1.0, "physical": {"radius": 5}})
     with pytest.raises(ValueError, match=r"preset must be one of 'slow-ul-unreliable', 'fast-ul-reliable', 'wired', got 'lte'"):
         SystemProfile.from_dict({"preset": "lte"})
-    with pytest.raises(ValueError, match=r"profile needs 'rho'"):
+    with pytest.raises(ValueError, match=r"^profile needs 'rho' \(T_ul / T_dl\), or a 'preset' that sets it, or a 'physical' channel$"):
         SystemProfile.from_dict({"name": "x"})
+
+
+def test_a_physical_profile_needs_no_rho_and_round_trips():
+    cell = SystemProfile.from_dict({"name": "cell", "physical": {"cell_radius_m": 500}})
+    assert cell.rho is None and cell.time_unit == "s"
+    assert SystemProfile.from_dict(cell.to_dict()) == cell
+    with pytest.raises(ValueError, match=r"^profile needs 'rho'"):
+        SystemProfile(name="x")
 
 
 @pytest.mark.parametrize(
@@ -91,15 +99,49 @@ def test_bad_profile_fields_raise_with_the_field_named(overrides, message):
     "overrides, message",
     [
         ({"cell_radius_m": 5.0}, r"^physical.cell_radius_m must be > physical.min_distance_m \(10.0\), got 5.0$"),
-        ({"min_distance_m": 0}, r"^physical.min_distance_m must be > 0, got 0.0$"),
-        ({"bandwidth_hz": -1e6}, r"^physical.bandwidth_hz must be > 0, got -1000000.0$"),
+        ({"min_distance_m": 0}, r"^physical.min_distance_m must be in \[0.1, 10000\] \(the closest a user stands to the antenna\), got 0$"),
+        ({"bandwidth_hz": -1e6}, r"^physical.bandwidth_hz must be in \[1000, 1e\+10\] \(.*\), got -1e\+06$"),
         ({"fading": "rician"}, r"^physical.fading must be one of 'rayleigh', 'none', got 'rician'$"),
-        ({"bs_power_dbm": math.inf}, r"^physical.bs_power_dbm must be finite, got inf$"),
+        ({"bs_power_dbm": math.inf}, r"^physical.bs_power_dbm must be in \[-30, 80\] \(20-30 dBm small cells, 43-49 dBm macro cells\), got inf$"),
+        ({"path_loss_exponent": 1e6}, r"^physical.path_loss_exponent must be in \[1.5, 8\] \(.*\), got 1e\+06$"),
+        ({"ue_power_dbm": -1e300}, r"^physical.ue_power_dbm must be in \[-40, 40\] \(0-10 dBm IoT devices, 23-26 dBm phones\), got -1e\+300$"),
+        ({"noise_density_dbm_hz": -300}, r"^physical.noise_density_dbm_hz must be in \[-200, -100\] \(.*\), got -300$"),
+        ({"reference_loss_db": 1000}, r"^physical.reference_loss_db must be in \[0, 150\] \(.*\), got 1000$"),
+        ({"cell_radius_m": 1e7}, r"^physical.cell_radius_m must be in \[1, 100000\] \(.*\), got 1e\+07$"),
+        ({"ul_bandwidth_hz": 1e12}, r"^physical.ul_bandwidth_hz must be in \[1000, 1e\+10\] \(as bandwidth_hz\), got 1e\+12$"),
     ],
 )
 def test_bad_physical_fields_raise_with_the_field_named(overrides, message):
     with pytest.raises(ValueError, match=message):
         PhysicalChannel(**overrides)
+
+
+def test_every_physical_default_and_range_is_plausible():
+    from wirelessfl.network.profile import PHYSICAL_RANGES
+
+    defaults = PhysicalChannel()
+    for name, (low, high, _) in PHYSICAL_RANGES.items():
+        value = getattr(defaults, name)
+        assert value is None or low <= value <= high, name
+        fits = {"cell_radius_m": {"min_distance_m": 0.5}, "min_distance_m": {"cell_radius_m": 1.0}}.get(name, {})
+        edge = PhysicalChannel(**{name: low, **fits})
+        assert getattr(edge, name) == low
+
+
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"rho": 1e7}, r"^rho must be at most 1e\+06, got 1e\+07$"),
+        ({"t_min": [1, 1e10]}, r"^t_min\[1\] must be at most 1e\+09, got 1e\+10$"),
+        ({"mu": 1e12}, r"^mu must be at most 1e\+09, got 1e\+12$"),
+        ({"channels": 10**6}, r"^channels must be at most 100000, got 1e\+06$"),
+        ({"deadline": 1e13}, r"^deadline must be at most 1e\+12, got 1e\+13$"),
+        ({"bits_per_parameter": 128}, r"^bits_per_parameter must be at most 64, got 128$"),
+    ],
+)
+def test_profile_fields_have_upper_limits(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        SystemProfile(**{"name": "bad", "rho": 1.0, **overrides})
 
 
 def test_network_rejects_unknown_clients_and_bad_sizes():

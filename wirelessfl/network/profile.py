@@ -39,11 +39,37 @@ def _positive_finite(field: str, value: Any) -> float:
     return number
 
 
-def _finite(field: str, value: Any) -> float:
+PHYSICAL_RANGES: dict[str, tuple[float, float, str]] = {
+    "cell_radius_m": (1.0, 100_000.0, "from a 1 m picocell to a 100 km rural macro cell"),
+    "min_distance_m": (0.1, 10_000.0, "the closest a user stands to the antenna"),
+    "path_loss_exponent": (1.5, 8.0, "1.6-1.8 in corridors, 2 in free space, 2.7-6 in cities and buildings"),
+    "reference_loss_db": (0.0, 150.0, "free space at 1 m is 22-72 dB from 300 MHz to 100 GHz"),
+    "bs_power_dbm": (-30.0, 80.0, "20-30 dBm small cells, 43-49 dBm macro cells"),
+    "ue_power_dbm": (-40.0, 40.0, "0-10 dBm IoT devices, 23-26 dBm phones"),
+    "bandwidth_hz": (1e3, 1e10, "from a narrowband-IoT tone to a 10 GHz mmWave carrier"),
+    "ul_bandwidth_hz": (1e3, 1e10, "as bandwidth_hz"),
+    "noise_density_dbm_hz": (-200.0, -100.0, "thermal noise is -174 dBm/Hz, plus the receiver's noise figure"),
+}
+"""Plausible physical values, closed intervals: a value outside names its field and the range
+(``path_loss_exponent: 1e6`` or ``ue_power_dbm: -1e300`` made rates of 0 and rounds of inf)."""
+
+PROFILE_LIMITS: dict[str, float] = {"rho": 1e6, "t_dl": 1e9, "t_min": 1e9, "channels": 100_000, "deadline": 1e12, "bits_per_parameter": 64}
+"""Upper limits of the normalised fields (finite mu above 1e9 is refused too: use inf for exactly t_min)."""
+
+
+def _in_range(field: str, value: Any) -> float:
+    """A physical field's value within ``PHYSICAL_RANGES``."""
+    low, high, why = PHYSICAL_RANGES[field.removeprefix("physical.")]
     number = _number(field, value)
-    if not math.isfinite(number):
-        raise ValueError(f"{field} must be finite, got {number}")
+    if not low <= number <= high:
+        raise ValueError(f"{field} must be in [{low:g}, {high:g}] ({why}), got {number:g}")
     return number
+
+
+def _at_most(field: str, number: float, limit: float | None = None) -> None:
+    limit = PROFILE_LIMITS[field.split("[")[0]] if limit is None else limit
+    if number > limit:
+        raise ValueError(f"{field} must be at most {limit:g}, got {number:g}")
 
 
 def _choice(field: str, value: Any, allowed: tuple[str, ...]) -> str:
@@ -66,6 +92,7 @@ def _t_min_value(field: str, value: Any) -> float:
     number = _number(field, value)
     if not (number >= 0 and math.isfinite(number)):
         raise ValueError(f"{field} must be >= 0 and finite, got {number}")
+    _at_most(field, number)
     return number
 
 
@@ -73,6 +100,8 @@ def _mu_value(field: str, value: Any) -> float:
     number = _number(field, value)
     if not number > 0:
         raise ValueError(f"{field} must be > 0 (inf allowed), got {number}")
+    if math.isfinite(number):
+        _at_most(field, number, 1e9)
     return number
 
 
@@ -112,21 +141,16 @@ class PhysicalChannel:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
-        set_(self, "min_distance_m", _positive_finite("physical.min_distance_m", self.min_distance_m))
-        set_(self, "cell_radius_m", _positive_finite("physical.cell_radius_m", self.cell_radius_m))
+        for name in ("min_distance_m", "cell_radius_m", "path_loss_exponent", "reference_loss_db", "bs_power_dbm",
+                     "ue_power_dbm", "bandwidth_hz", "noise_density_dbm_hz"):
+            set_(self, name, _in_range(f"physical.{name}", getattr(self, name)))
         if self.cell_radius_m <= self.min_distance_m:
             raise ValueError(
                 f"physical.cell_radius_m must be > physical.min_distance_m ({self.min_distance_m}), got {self.cell_radius_m}"
             )
-        set_(self, "path_loss_exponent", _positive_finite("physical.path_loss_exponent", self.path_loss_exponent))
-        set_(self, "reference_loss_db", _finite("physical.reference_loss_db", self.reference_loss_db))
         _choice("physical.fading", self.fading, FADING_MODELS)
-        set_(self, "bs_power_dbm", _finite("physical.bs_power_dbm", self.bs_power_dbm))
-        set_(self, "ue_power_dbm", _finite("physical.ue_power_dbm", self.ue_power_dbm))
-        set_(self, "bandwidth_hz", _positive_finite("physical.bandwidth_hz", self.bandwidth_hz))
         if self.ul_bandwidth_hz is not None:
-            set_(self, "ul_bandwidth_hz", _positive_finite("physical.ul_bandwidth_hz", self.ul_bandwidth_hz))
-        set_(self, "noise_density_dbm_hz", _finite("physical.noise_density_dbm_hz", self.noise_density_dbm_hz))
+            set_(self, "ul_bandwidth_hz", _in_range("physical.ul_bandwidth_hz", self.ul_bandwidth_hz))
 
     @property
     def uplink_bandwidth_hz(self) -> float:
@@ -162,11 +186,11 @@ class SystemProfile:
     * ``backend``: ``des`` (SimPy, random draws) or ``analytic`` (the paper's
       closed-form expected round time; phased, no deadline, no physical channel).
     * ``physical``: if set, durations come from Shannon rates in seconds and
-      ``rho``/``t_dl`` are not used.
+      ``rho``/``t_dl`` are not used (``rho`` may then be left out: None).
     """
 
     name: str
-    rho: float
+    rho: float | None = None
     t_dl: float = 1.0
     t_min: float | tuple[float, ...] = 1.0
     mu: float | tuple[float, ...] = math.inf
@@ -185,8 +209,14 @@ class SystemProfile:
         set_ = object.__setattr__
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"name must be a non-empty string, got {self.name!r}")
-        set_(self, "rho", _positive_finite("rho", self.rho))
+        if self.rho is None:
+            if self.physical is None:
+                raise ValueError("profile needs 'rho' (T_ul / T_dl), or a 'preset' that sets it, or a 'physical' channel")
+        else:
+            set_(self, "rho", _positive_finite("rho", self.rho))
+            _at_most("rho", self.rho)
         set_(self, "t_dl", _positive_finite("t_dl", self.t_dl))
+        _at_most("t_dl", self.t_dl)
         set_(self, "t_min", _per_group("t_min", self.t_min, _t_min_value))
         set_(self, "mu", _per_group("mu", self.mu, _mu_value))
         if isinstance(self.t_min, tuple) and isinstance(self.mu, tuple) and len(self.t_min) != len(self.mu):
@@ -197,6 +227,7 @@ class SystemProfile:
             raise ValueError(f"scale_compute_with_work must be true or false, got {self.scale_compute_with_work!r}")
         if isinstance(self.channels, bool) or not isinstance(self.channels, int) or self.channels < 1:
             raise ValueError(f"channels must be an integer >= 1, got {self.channels!r}")
+        _at_most("channels", self.channels)
         _choice("schedule", self.schedule, SCHEDULES)
         _choice("duplex", self.duplex, DUPLEX_MODES)
         _choice("stream_order", self.stream_order, STREAM_ORDERS)
@@ -204,6 +235,7 @@ class SystemProfile:
             deadline = _number("deadline", self.deadline)
             if not (deadline > 0 and math.isfinite(deadline)):
                 raise ValueError(f"deadline must be > 0 and finite, or null for no deadline, got {deadline}")
+            _at_most("deadline", deadline)
             set_(self, "deadline", deadline)
         _choice("backend", self.backend, BACKENDS)
         if self.physical is not None and not isinstance(self.physical, PhysicalChannel):
@@ -214,6 +246,7 @@ class SystemProfile:
             or self.bits_per_parameter < 1
         ):
             raise ValueError(f"bits_per_parameter must be an integer >= 1, got {self.bits_per_parameter!r}")
+        _at_most("bits_per_parameter", self.bits_per_parameter)
         if not isinstance(self.description, str):
             raise ValueError(f"description must be a string, got {self.description!r}")
         if self.backend == "analytic":
@@ -253,8 +286,8 @@ class SystemProfile:
         merged.update({k: v for k, v in values.items() if k != "preset"})
         if "name" not in merged:
             raise ValueError("profile needs a 'name' (or a 'preset' to take the name from)")
-        if "rho" not in merged:
-            raise ValueError("profile needs 'rho' (T_ul / T_dl), or a 'preset' that sets it")
+        if "rho" not in merged and merged.get("physical") is None:
+            raise ValueError("profile needs 'rho' (T_ul / T_dl), or a 'preset' that sets it, or a 'physical' channel")
         for key in ("t_min", "mu"):
             if isinstance(merged.get(key), list):
                 merged[key] = tuple(merged[key])
