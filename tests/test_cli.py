@@ -362,3 +362,41 @@ def test_a_set_value_with_thousands_of_digits_is_one_line(tmp_path):
     assert result.output.strip() == (
         f"error: {path}: --set {setting[:57]}...: the value has more digits than a number may have here (at most 4300)"
     )
+
+
+def test_a_deadline_that_drops_uploads_is_said_on_the_console_and_in_the_summary(tmp_path):
+    doc = {**SCENARIO, "algorithms": [{"name": "fedavg"}, {"name": "local"}], "networks": [{"preset": "slow-ul-unreliable", "deadline": 8}]}
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    trace = pd.read_csv(out / "trace.csv")
+    fedavg = trace[(trace["curve"] == "fedavg") & (trace["round"] > 0)]
+    share = (fedavg["aggregated"] / fedavg["participants"]).mean()
+    assert share < 0.8
+    line = (
+        "warning: on slow-ul-unreliable, under 80% of the participants' uploads were aggregated per round "
+        f"(missed the deadline): fedavg {100 * share:.0f}%"
+    )
+    assert line in result.output.splitlines()
+    summary = (out / "summary.md").read_text()
+    assert f"- **warning** {line.removeprefix('warning: ')}" in summary
+    assert re.search(rf"\| fedavg \| slow-ul-unreliable \| 2 \| [\d.]+ T_dl \|.*\| {100 * share:.1f} \|", summary)
+    assert re.search(r"\| local \| slow-ul-unreliable \| .* \| n/a \|$", summary, re.M)
+
+
+def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
+    doc = {
+        **SCENARIO,
+        "rounds": 1,
+        "data": {**SCENARIO["data"], "clients": 8, "partition": [{"name": "iid"}, {"name": "label_permutation", "groups": 4}]},
+        "algorithms": [{"name": "ucfl", "params": {"streams": 2, "temperature": 1.0}}],
+        "networks": [{"preset": "wired"}],
+    }
+    result = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(tmp_path / "out"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    trace = pd.read_csv(tmp_path / "out" / "trace.csv")
+    last = trace[trace["round"] == 1].iloc[0]
+    assert f"{100 * last['avg_acc']:.1f}" in result.output and f"{last['time']:.1f} T_dl" in result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning: ucfl: streams ")]
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert len(warnings) == 1 and f"- **warning** {warnings[0].removeprefix('warning: ')}" in summary

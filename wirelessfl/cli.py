@@ -258,27 +258,51 @@ def _write_results(sc, run_dir: Path, result, elapsed: float) -> None:
     from wirelessfl.results.run_outputs import write_run_outputs
 
     figure_notes = write_run_outputs(run_dir, sc, result, elapsed)
-    _print_final(result.trace, sc.target_accuracy)
+    _print_final(result, sc.target_accuracy)
+    for warning in _warnings(result):
+        _warn(warning)
     for note in figure_notes:
         _note(note)
     console.print(escape(f"results: {run_dir}"), highlight=False, soft_wrap=True)
 
 
-def _print_final(trace, target: float) -> None:
-    """A terminal-sized digest; summary.md has the full tables."""
-    from wirelessfl.results.tables import time_to_target
+def _warn(message: str) -> None:
+    err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
-    last = trace[trace["round"] == trace["round"].max()]
-    final = last.groupby(["curve", "profile"], sort=False)[["avg_acc", "worst_acc", "time"]].mean()
-    reached = time_to_target(trace, target).set_index(["curve", "profile"])
+
+def _warnings(result) -> list[str]:
+    """What summary.md flags, said on the console too: dropped uploads and streams that miss the true groups."""
+    import json
+
+    from wirelessfl.results.io import jsonable
+    from wirelessfl.results.streams import stream_report, stream_warnings
+    from wirelessfl.results.tables import aggregation_warnings
+
+    diagnostics = json.loads(json.dumps(result.diagnostics, default=jsonable))  # as diagnostics.json has them
+    return aggregation_warnings(result.trace) + stream_warnings(stream_report(diagnostics, result.clients))
+
+
+def _print_final(result, target: float) -> None:
+    """A terminal-sized digest in summary.md's units: percent (mean ± std over seeds), times with their unit."""
+    from wirelessfl.results.tables import summary_table
+
+    table = summary_table(result.trace, result.clients, target)
     shown = Table(show_header=True, header_style="bold", title=f"final round; time to {target:.0%} average accuracy")
-    for column in ("curve", "profile", "avg acc", "worst acc", "time", "time to target"):
+    for column in ("curve", "profile", "avg acc %", "worst acc %", "aggregated %", "time", "time to target"):
         shown.add_column(column, no_wrap=column in ("curve", "profile"))
-    for (curve, profile), row in final.iterrows():
-        hit = reached.loc[(curve, profile)] if (curve, profile) in reached.index else None
-        when = "not reached" if hit is None or hit["time"] != hit["time"] else f"{hit['time']:.1f}"
-        shown.add_row(escape(curve), escape(profile), f"{row.avg_acc:.3f}", f"{row.worst_acc:.3f}", f"{row.time:.1f}", when)
+    for r in table.itertuples():
+        when = "not reached" if r.time_to_target != r.time_to_target else f"{r.time_to_target:.1f} {r.time_unit}"
+        shown.add_row(
+            escape(r.curve), escape(r.profile), _percent(r.avg_acc, r.avg_acc_std), _percent(r.worst_acc, r.worst_acc_std),
+            _percent(r.aggregated_fraction), f"{r.final_time:.1f} {r.time_unit}", when,
+        )
     console.print(shown)
+
+
+def _percent(value: float, std: float = float("nan")) -> str:
+    if value != value:
+        return "n/a"
+    return f"{100 * value:.1f}" if std != std else f"{100 * value:.1f} ± {100 * std:.1f}"
 
 
 class Executor(str, Enum):

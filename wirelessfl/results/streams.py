@@ -139,6 +139,17 @@ def stream_summary_md(frame: pd.DataFrame) -> list[str]:
         ari = "n/a (one group)" if np.isnan(r.ari) else f"{r.ari:.2f}"
         profile = f" {r.profile} |" if show_profile else ""
         lines.append(f"| {r.curve} | {r.seed} |{profile} {r.round} | {r.streams} | {r.sizes} | {ari} |")
+    warnings = stream_warnings(frame)
+    if warnings:
+        lines += ["", *(f"- **warning** {w}" for w in warnings)]
+    return lines + [""]
+
+
+def stream_warnings(frame: pd.DataFrame) -> list[str]:
+    """One line per curve whose streams or clusters miss the true groups (see :func:`stream_summary_md`)."""
+    if frame.empty:
+        return []
+    last = last_formations(frame)
     warnings = []
     for curve, runs in last.groupby("curve", sort=False):
         one_stream = (runs["kind"] == "streams") & (runs["streams"] == 1)  # asked for: no grouping to judge
@@ -155,9 +166,7 @@ def stream_summary_md(frame: pd.DataFrame) -> list[str]:
                 f"{curve}: {noun} {worst['sizes']} (seed {worst['seed']}) do not follow the {groups} true groups "
                 f"(ARI {grouped['ari'].mean():.2f}, mean over {len(grouped)} runs)"
             )
-    if warnings:
-        lines += ["", *(f"- **warning** {w}" for w in warnings)]
-    return lines + [""]
+    return warnings
 
 
 def _not_per_user(sizes: str) -> bool:
