@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from wirelessfl.cli import app
-from wirelessfl.config import dump_scenario, parse_scenario
+from wirelessfl.config import dump_scenario, parse_scenario, resolved
 from wirelessfl.results.io import TRACE_COLUMNS
 
 runner = CliRunner()
@@ -66,7 +66,7 @@ def test_simulate_writes_the_trace_one_row_per_round_algorithm_profile(run):
     assert ((trace[ACCURACIES] >= 0) & (trace[ACCURACIES] <= 1)).all().all()
     assert (trace["worst_acc"] <= trace["avg_acc"]).all()
     pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "trace.parquet"), trace, check_dtype=False)
-    assert yaml.safe_load((run_dir / "scenario.yaml").read_text()) == parse_scenario(SCENARIO).model_dump(mode="json")
+    assert yaml.safe_load((run_dir / "scenario.yaml").read_text()) == resolved(parse_scenario(SCENARIO))
 
 
 def test_simulate_writes_summary_figures_and_runtime(run):
@@ -400,3 +400,17 @@ def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
     warnings = [line for line in result.output.splitlines() if line.startswith("warning: ucfl: streams ")]
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert len(warnings) == 1 and f"- **warning** {warnings[0].removeprefix('warning: ')}" in summary
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"wirelessfl {version('wirelessfl')}"
+
+
+def test_list_shows_bracketed_text_as_text():
+    result = runner.invoke(app, ["list"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0
+    assert "2x [conv64 5x5 + maxpool 3x3/2], fc384, fc192, fc" in result.output

@@ -184,8 +184,21 @@ def test_resolved_scenario_round_trips(tmp_path):
     sc = parse_scenario(VALID)
     path = tmp_path / "resolved.yaml"
     path.write_text(dump_scenario(sc))
-    assert load_scenario(path) == sc
+    again = load_scenario(path)
+    assert again.model_dump(exclude={"networks"}) == sc.model_dump(exclude={"networks"})
+    assert again.profiles() == sc.profiles()
+    assert dump_scenario(again) == dump_scenario(sc)
     assert yaml.safe_load(path.read_text())["training"]["lr"] == 0.1
+
+
+def test_the_resolved_scenario_writes_every_profile_field():
+    sc = parse_scenario({**VALID, "networks": [{"preset": "wired"}, {"name": "cell", "physical": {"cell_radius_m": 500}}]})
+    networks = yaml.safe_load(dump_scenario(sc))["networks"]
+    fields = ["name", "rho", "t_dl", "t_min", "mu", "scale_compute_with_work", "channels", "schedule", "duplex",
+              "stream_order", "deadline", "backend", "physical", "bits_per_parameter", "description"]
+    assert [list(entry) for entry in networks] == [fields, fields]
+    assert networks[0]["rho"] == 1.0 and networks[0]["mu"] == "inf" and networks[1]["rho"] is None
+    assert networks[1]["physical"]["cell_radius_m"] == 500.0 and networks[1]["physical"]["path_loss_exponent"] == 3.5
 
 
 def test_shipped_scenarios_validate():

@@ -63,8 +63,19 @@ def _guard(fn, *args, **kwargs):
         _fail(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        console.print(f"wirelessfl {version('wirelessfl')}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def main(debug: bool = typer.Option(False, "--debug", help="show tracebacks for errors")) -> None:
+def main(
+    debug: bool = typer.Option(False, "--debug", help="show tracebacks for errors"),
+    show_version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, help="print the version and exit"),
+) -> None:
     _state["debug"] = debug
 
 
@@ -148,8 +159,10 @@ def _resumable(run_dir: Path, scenario: Path | None):
         raise UserError(f"--resume {run_dir}: no scenario.yaml there (not a wirelessfl run directory)")
     saved = load_scenario(source)
     if scenario is not None:
-        given = load_scenario(scenario)
-        differing = [name for name in type(saved).model_fields if getattr(saved, name) != getattr(given, name)]
+        from wirelessfl.config import resolved
+
+        before, given = resolved(saved), resolved(load_scenario(scenario))
+        differing = [name for name in before if before[name] != given[name]]
         if differing:
             raise UserError(
                 f"--resume {run_dir}: {scenario} differs from the run's scenario.yaml in {', '.join(differing)}; "
@@ -442,7 +455,7 @@ def list_components() -> None:
         table.add_column("name", style="bold")
         table.add_column("what")
         for name, what in rows:
-            table.add_row(name, what)
+            table.add_row(escape(name), escape(what))  # "[conv 5x5]" is text, not rich markup
         console.print(table)
 
     section("algorithms", [(n, f"{c.description}; params {dict(c.hparams)}") for n, c in sorted(ALGORITHMS.items())])

@@ -565,9 +565,17 @@ def algorithm_path(scenario: Scenario, message: str) -> str:
     return (quoted or [path for path, _ in places] or [f"algorithms[{candidates[0][0]}].params.{key}"])[0]
 
 
+def resolved(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as plain data with every default written out, network profiles included (a preset
+    becomes its fields), so that two spellings of the same scenario compare equal."""
+    content = scenario.model_dump(mode="json")
+    content["networks"] = [profile.to_dict() for profile in scenario.profiles()]
+    return content
+
+
 def dump_scenario(scenario: Scenario) -> str:
-    """The resolved scenario as YAML (every default written out)."""
-    return yaml.safe_dump(scenario.model_dump(mode="json"), sort_keys=False)
+    """The resolved scenario as YAML (every default written out, presets expanded); loads back to the same runs."""
+    return yaml.safe_dump(resolved(scenario), sort_keys=False)
 
 
 #: Fields that cannot change what a unit trains or its records: editing them in a run folder's scenario.yaml
@@ -582,7 +590,6 @@ def scenario_fingerprint(scenario: Scenario) -> str:
     the same network), so rewriting a scenario.yaml in canonical form keeps the
     stamp; ``FINGERPRINT_IGNORES`` are left out.
     """
-    content = scenario.model_dump(mode="python", exclude=set(FINGERPRINT_IGNORES))
-    content["networks"] = [profile.to_dict() for profile in scenario.profiles()]
-    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=repr)
+    content = {key: value for key, value in resolved(scenario).items() if key not in FINGERPRINT_IGNORES}
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
