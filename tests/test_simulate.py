@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -173,3 +175,15 @@ def test_runtime_names_each_algorithms_own_pass(algorithm, label):
     (unit,) = result.runtime.values()
     assert unit["phases"].get(label, 0.0) > 0.0, unit["phases"]
     assert unit["phases"]["evaluation"] > 0.0
+
+
+def test_the_uma_cell_scenario_runs_in_seconds(tmp_path):
+    """scenarios/uma-cell.yaml cut to 2 rounds and one seed: TR 38.901 UMa, walking users, truncated Shannon,
+    coverage multicast with unicast repairs; every round ends in finite seconds."""
+    from wirelessfl.config import load_scenario
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "uma-cell.yaml"
+    scenario = load_scenario(path, {"rounds": 2, "seeds": [0]})
+    trace = simulate(scenario).trace
+    assert set(trace["time_unit"]) == {"s"}
+    assert np.isfinite(trace["time"]).all() and (trace.loc[trace["round"] > 0, "round_time"] > 0).all()

@@ -101,7 +101,7 @@ def test_bad_profile_fields_raise_with_the_field_named(overrides, message):
         ({"cell_radius_m": 5.0}, r"^physical.cell_radius_m must be > physical.min_distance_m \(10.0\), got 5.0$"),
         ({"min_distance_m": 0}, r"^physical.min_distance_m must be in \[0.1, 10000\] \(the closest a user stands to the antenna\), got 0$"),
         ({"bandwidth_hz": -1e6}, r"^physical.bandwidth_hz must be in \[1000, 1e\+10\] \(.*\), got -1e\+06$"),
-        ({"fading": "rician"}, r"^physical.fading must be one of 'rayleigh', 'none', got 'rician'$"),
+        ({"fading": "nakagami"}, r"^physical.fading must be one of 'rayleigh', 'rician', 'none', got 'nakagami'$"),
         ({"bs_power_dbm": math.inf}, r"^physical.bs_power_dbm must be in \[-30, 80\] \(20-30 dBm small cells, 43-49 dBm macro cells\), got inf$"),
         ({"path_loss_exponent": 1e6}, r"^physical.path_loss_exponent must be in \[1.5, 8\] \(.*\), got 1e\+06$"),
         ({"ue_power_dbm": -1e300}, r"^physical.ue_power_dbm must be in \[-40, 40\] \(0-10 dBm IoT devices, 23-26 dBm phones\), got -1e\+300$"),

@@ -61,7 +61,7 @@ class NetworkModel:
         self.path_loss_db: np.ndarray | None = None
         if profile.physical is not None:
             self.distances_m = phy.drop_users(profile.physical, self.num_clients, rng)
-            self.path_loss_db = phy.path_loss_db(profile.physical, self.distances_m)
+            self.path_loss_db = phy.static_loss_db(profile.physical, self.distances_m, rng)
 
     def time_round(self, plan: CommPlan, rng: np.random.Generator) -> RoundTiming:
         self._check_plan(plan)
@@ -103,6 +103,12 @@ class NetworkModel:
         if profile.physical is None:
             stream_durations = payloads * profile.t_dl
             upload = uplink_payload * profile.rho * profile.t_dl
+        elif profile.physical.block_s is not None:
+            bits_per_model = plan.model_params * profile.bits_per_parameter
+            stream_durations, upload = phy.block_durations(
+                profile.physical, self.path_loss_db, members, payloads * bits_per_model,
+                uplink_payload * bits_per_model, clients, rng,
+            )
         else:
             channel = profile.physical
             dl_gain = phy.draw_fading(channel, n, rng)

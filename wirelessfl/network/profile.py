@@ -15,7 +15,10 @@ SCHEDULES = ("phased", "pipelined")
 DUPLEX_MODES = ("fdd", "tdd")
 STREAM_ORDERS = ("plan", "largest_first")
 BACKENDS = ("des", "analytic")
-FADING_MODELS = ("rayleigh", "none")
+FADING_MODELS = ("rayleigh", "rician", "none")
+PATH_LOSS_MODELS = ("log_distance", "UMa", "UMi", "RMa")
+LINK_MODELS = ("shannon", "truncated_shannon")
+MULTICAST_POLICIES = ("worst_user", "coverage")
 
 
 def _number(field: str, value: Any) -> float:
@@ -49,6 +52,11 @@ PHYSICAL_RANGES: dict[str, tuple[float, float, str]] = {
     "bandwidth_hz": (1e3, 1e10, "from a narrowband-IoT tone to a 10 GHz mmWave carrier"),
     "ul_bandwidth_hz": (1e3, 1e10, "as bandwidth_hz"),
     "noise_density_dbm_hz": (-200.0, -100.0, "thermal noise is -174 dBm/Hz, plus the receiver's noise figure"),
+    "carrier_ghz": (0.5, 100.0, "TR 38.901's range; RMa stops at 30 GHz"),
+    "k_factor_db": (-10.0, 30.0, "Rician K: 9 dB is TR 38.901's UMa LOS mean"),
+    "coherence_s": (1e-5, 3600.0, "from a 10 us mmWave block to a static hour"),
+    "ue_speed_mps": (0.0, 150.0, "still, walking 1.4 m/s, driving, high-speed train"),
+    "coverage_q": (0.01, 1.0, "the share of a stream's receivers its rate serves"),
 }
 """Plausible physical values, closed intervals: a value outside names its field and the range
 (``path_loss_exponent: 1e6`` or ``ue_power_dbm: -1e300`` made rates of 0 and rounds of inf)."""
@@ -126,6 +134,23 @@ class PhysicalChannel:
     ``ul_bandwidth_hz`` is the bandwidth of *each* uplink channel (default: the
     downlink bandwidth), so that, as in normalised mode, every channel carries a
     full-rate upload.
+
+    Standard channels (``network/pathloss.py``, ``network/link.py``; the defaults
+    keep the model above, so old scenarios time identically):
+
+    * ``path_loss_model``: ``log_distance`` (above) or TR 38.901 ``UMa``, ``UMi``
+      (street canyon), ``RMa`` at ``carrier_ghz``, each user's LOS state drawn
+      from the TR's LOS probability and, with ``shadowing``, log-normal
+      shadowing with the TR's standard deviation (drawn once per drop).
+    * ``fading``: ``rayleigh``, ``rician`` (``k_factor_db``) or ``none``.
+    * ``coherence_s`` (or ``ue_speed_mps`` at ``carrier_ghz``, T_c = 0.423/f_D):
+      a transfer is cut into blocks of that length with independent fading, so
+      a long transfer sees the ergodic rate and a short one the block rate.
+      Unset: one draw per user per round, held for the whole transfer.
+    * ``link``: ``shannon`` or ``truncated_shannon`` (TR 36.942 annex A).
+    * ``multicast``: ``worst_user`` (every block at the weakest receiver's rate) or
+      ``coverage`` (the ``coverage_q`` quantile receiver's rate; with block
+      fading only).
     """
 
     cell_radius_m: float = 250.0
@@ -138,6 +163,15 @@ class PhysicalChannel:
     bandwidth_hz: float = 10e6
     ul_bandwidth_hz: float | None = None
     noise_density_dbm_hz: float = -174.0
+    path_loss_model: str = "log_distance"
+    carrier_ghz: float = 3.5
+    shadowing: bool = True
+    k_factor_db: float = 9.0
+    coherence_s: float | None = None
+    ue_speed_mps: float | None = None
+    link: str = "shannon"
+    multicast: str = "worst_user"
+    coverage_q: float = 1.0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -151,6 +185,34 @@ class PhysicalChannel:
         _choice("physical.fading", self.fading, FADING_MODELS)
         if self.ul_bandwidth_hz is not None:
             set_(self, "ul_bandwidth_hz", _in_range("physical.ul_bandwidth_hz", self.ul_bandwidth_hz))
+        _choice("physical.path_loss_model", self.path_loss_model, PATH_LOSS_MODELS)
+        _choice("physical.link", self.link, LINK_MODELS)
+        _choice("physical.multicast", self.multicast, MULTICAST_POLICIES)
+        if not isinstance(self.shadowing, bool):
+            raise ValueError(f"physical.shadowing must be true or false, got {self.shadowing!r}")
+        for name in ("carrier_ghz", "k_factor_db", "coverage_q"):
+            set_(self, name, _in_range(f"physical.{name}", getattr(self, name)))
+        for name in ("coherence_s", "ue_speed_mps"):
+            if getattr(self, name) is not None:
+                set_(self, name, _in_range(f"physical.{name}", getattr(self, name)))
+        if self.coherence_s is not None and self.ue_speed_mps is not None:
+            raise ValueError("physical: give coherence_s or ue_speed_mps (which sets it from the Doppler shift), not both")
+        if self.multicast == "coverage" and self.block_s is None:
+            raise ValueError("physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps")
+        if self.path_loss_model == "RMa" and self.carrier_ghz > 30.0:
+            raise ValueError(f"physical.carrier_ghz must be at most 30 for path_loss_model RMa (TR 38.901), got {self.carrier_ghz:g}")
+
+    @property
+    def block_s(self) -> float | None:
+        """The fading block length in seconds: ``coherence_s``, or Clarke's 0.423/f_D from the speed; None for one
+        draw per round (also at speed 0, where the channel never changes)."""
+        if self.coherence_s is not None:
+            return self.coherence_s
+        if self.ue_speed_mps:
+            from .link import coherence_time_s
+
+            return float(coherence_time_s(self.ue_speed_mps, self.carrier_ghz))
+        return None
 
     @property
     def uplink_bandwidth_hz(self) -> float:
