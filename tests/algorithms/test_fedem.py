@@ -12,7 +12,8 @@ import torch
 import wirelessfl.algorithms.fedavg  # noqa: F401  (registers fedavg)
 import wirelessfl.algorithms.fedem  # noqa: F401  (registers fedem)
 from wirelessfl.algorithms.base import Context, derive_seed, draw_held_out, get_algorithm
-from wirelessfl.algorithms.fedem import e_step, mixture_scores
+from wirelessfl.algorithms.fedem import batched_e_step, e_step, mixture_scores
+from wirelessfl.learning import optim
 from wirelessfl.learning.federated import DataSpec, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
@@ -68,6 +69,18 @@ def test_e_step_by_hand():
     assert abs(float(pi.sum()) - 1.0) < 1e-12
 
 
+def test_batched_e_step_one_sample_updates_and_no_sample_keeps_pi():
+    """Eq. 9 over n = 1 sample is that sample's q; a client with no samples (all padding) keeps its pi."""
+    pi = torch.tensor([[0.25, 0.75], [0.6, 0.4]], dtype=torch.float64)
+    log_lik = torch.log(torch.tensor([[[0.5, 0.9], [0.1, 0.1]], [[0.2, 0.2], [0.7, 0.7]]], dtype=torch.float64))
+    mask = torch.tensor([[True, False], [False, False]])
+    q, new = batched_e_step(pi, log_lik, mask)
+    # client 0, sample 0: (0.25 * 0.5, 0.75 * 0.1) = (0.125, 0.075) -> (0.625, 0.375); its padding is ignored
+    assert torch.allclose(q[0, :, 0], torch.tensor([0.625, 0.375], dtype=torch.float64), atol=1e-15)
+    assert torch.allclose(new[0], torch.tensor([0.625, 0.375], dtype=torch.float64), atol=1e-15)
+    assert torch.equal(new[1], pi[1])
+
+
 def test_mixture_scores_by_hand():
     # two samples, 3 classes; p = 0.2 * softmax(b0) + 0.8 * softmax(b1)
     b0, b1 = [2.0, 0.0, 0.0], [0.0, 1.0, 0.0]
@@ -115,9 +128,8 @@ def test_evaluate_is_the_pi_weighted_mixture_by_hand(ctx):
         assert float(result.accuracy[client]) == pytest.approx(sum(label == predicted for label in y) / len(y))
         assert float(result.loss[client]) == pytest.approx(sum(-math.log(p[label]) for label in y) / len(y), rel=1e-5)
         assert int(result.count[client]) == len(y)
-    # client 0 leans on component 0 (predicts class 0), client 1 on component 1 (class 1)
-    assert torch.equal(algo.client_params()[0], algo.components[0])
-    assert torch.equal(algo.client_params()[1], algo.components[1])
+    # client 0 leans on component 0 (predicts class 0), every other client on component 1 (class 1)
+    assert torch.equal(algo.client_params(), algo.components[[0, 1, 1, 1, 1, 1]])
 
 
 # -- parameters, plan ---------------------------------------------------------------------------
@@ -190,6 +202,59 @@ def test_one_component_equals_fedavg(ctx, kept_adam):
     assert torch.equal(mine.accuracy, theirs.accuracy) and torch.equal(mine.count, theirs.count)
     assert torch.allclose(mine.loss, theirs.loss, atol=1e-5)
     assert torch.equal(fedem.pi, torch.ones(6, 1, dtype=torch.float64))
+
+
+def test_defaults():
+    """M = 3 (§4: "unless otherwise stated, the number of components ... was M = 3"); one EM step for new clients (§3.2)."""
+    assert get_algorithm("fedem").hparams == {"components": 3, "unseen_em_steps": 1}
+
+
+def test_mixture_weights_start_uniform(ctx):
+    """Before a client's first E-step its prediction is the equal-weight mixture of the components."""
+    assert torch.equal(get_algorithm("fedem")(ctx).pi, torch.full((6, 3), 1 / 3, dtype=torch.float64))
+
+
+def _cat_states(states):
+    """Nested optimizer states of single slots stacked into one state, in order."""
+    if isinstance(states[0], torch.Tensor):
+        return torch.cat(states)
+    return tuple(_cat_states(list(inner)) for inner in zip(*states))
+
+
+def test_kept_adam_state_belongs_to_each_client_and_component():
+    """M = 2, half the clients per round: every (client, component) pair resumes its own Adam moments and step count.
+
+    The reference trains each round's pairs in one engine call whose optimizer state is
+    gathered pair by pair from what that pair's own last training left (fresh if none).
+    """
+    half = make_ctx(participation=0.5)
+    ctx = replace(half, train=replace(half.train, optimizer="adam", lr=1e-2), keep_optimizer_state=True)
+    algo = get_algorithm("fedem")(ctx, components=2)
+    fresh = optim.build(ctx.train).init(torch.zeros(1, ctx.arch.param_count))
+    kept: dict[tuple[int, int], tuple] = {}
+    seen: list[int] = []
+    for r in (1, 2, 3):
+        members = algo.participants(r)
+        pairs = [(int(i), c) for i in members for c in range(2)]
+        start, pi0 = algo.components.clone(), algo.pi.clone()
+        qs = [e_step(pi0[i], ll)[0] for i, ll in zip(members, algo.component_log_likelihoods(members, "train"))]
+        result = ctx.engine.train(
+            start.repeat(len(members), 1),
+            [s for s in ctx.train_sets(members) for _ in range(2)],
+            ctx.train,
+            torch.Generator().manual_seed(derive_seed(ctx.seed, r, "train")),
+            sample_weights=[q[:, c].float() for q in qs for c in range(2)],
+            opt_state=_cat_states([kept.get(pair, fresh) for pair in pairs]),
+        )
+        kept.update({pair: optim.select_rows(result.opt_state, slice(k, k + 1)) for k, pair in enumerate(pairs)})
+        n = torch.as_tensor(ctx.sizes()[members], dtype=torch.float32)
+        expected = torch.einsum("t,tmp->mp", n / n.sum(), result.params.view(len(members), 2, -1))
+        seen += members.tolist()
+
+        algo.step(r, frozenset(range(6)))
+
+        assert torch.allclose(algo.components, expected, atol=1e-6, rtol=0)
+    assert len(seen) > len(set(seen))  # some client came back and resumed its state
 
 
 def test_step_aggregates_by_sample_count_over_arrived(ctx):

@@ -9,10 +9,12 @@ import pytest
 import torch
 
 from wirelessfl.algorithms.base import Context
-from wirelessfl.algorithms.base import FORWARD_COST
+from wirelessfl.algorithms.base import FORWARD_COST, torch_generator
 from wirelessfl.algorithms.fedmoe import FedMoE
 from wirelessfl.algorithms.ifca import IFCA
+from wirelessfl.learning import optim
 from wirelessfl.learning.federated import DataSpec, build_federated_data
+from wirelessfl.learning.gating import train_gates
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 
@@ -50,6 +52,17 @@ def test_plan_is_ifcas_traffic_with_the_on_device_work_added(ctx):
     gate_share = algo.gate.param_count / ctx.arch.param_count
     expected = 1 + FORWARD_COST * 4 / E + 1 / E + gate_share / E
     assert dict(plan.work) == pytest.approx({i: expected for i in range(6)})
+
+
+def test_work_with_early_stopping_divides_the_validation_pass_by_the_local_epochs(ctx):
+    """The early-stopping validation pass is F n_val / (n_train E), like the other passes (E = 2 here)."""
+    algo = FedMoE(ctx, clusters=3, early_stopping_patience=2)
+    E = ctx.train.epochs
+    assert E == 2
+    base = 1 + FORWARD_COST * 4 / E + 1 / E + algo.gate.param_count / ctx.arch.param_count / E
+    plan = algo.plan(1)
+    for i, client in enumerate(ctx.data.clients):
+        assert plan.work[i] == pytest.approx(base + FORWARD_COST * len(client.y_val) / (len(client.y_train) * E), rel=1e-12)
 
 
 def test_federation_is_exactly_ifca(ctx):
@@ -122,6 +135,48 @@ def test_removed_model_is_delivered_once_more_then_leaves_the_broadcast(ctx):
     assert [s.label for s in algo.plan(3).streams] == ["cluster-models"]
 
 
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_gate_learns_from_the_split_it_is_given(ctx, split):
+    """Round 2's gates are AdamW on ``gate_split``'s samples against the round's frozen experts: the received
+    cluster models and the local expert just trained, continuing each gate's optimizer state."""
+    algo = FedMoE(ctx, clusters=2, gate_split=split, **FAST)
+    everyone, members = frozenset(range(6)), np.arange(6)
+    algo.step(1, everyone)
+    models, gates = algo.models.clone(), algo.gates.clone()
+    gate_opt = optim.map_state(torch.clone, algo.gate_opt)
+
+    algo.step(2, everyone)
+
+    sets = ctx.train_sets(members) if split == "train" else ctx.val_sets(members)
+    local = ctx.engine.logits(algo.local, sets)  # the experts trained this round, before the gates
+    experts = [torch.cat([c, z.unsqueeze(1)], dim=1) for c, z in zip(algo.expert_logits(models, members, sets), local)]
+    expected = train_gates(
+        algo.gate, gates, [x for x, _ in sets], experts, [y for _, y in sets], algo.gate_cfg,
+        torch_generator(ctx.seed, 2, "gate"), epochs=[1.0] * 6, opt_state=gate_opt,
+    )
+    torch.testing.assert_close(algo.gates, expected.params, atol=0, rtol=0)
+
+
+def test_held_tracks_who_has_each_models_current_version(ctx):
+    """Client i holds model j's current version iff it last received the models in a round after j last changed
+    (j changes when a chooser's upload arrives); a removed model is re-sent to exactly the participants lacking it."""
+    algo = FedMoE(replace(ctx, participation=0.5), clusters=3, epsilon=1.0, **FAST)
+    received, changed = np.zeros(6, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    for round_ in (1, 2, 3):
+        members = algo.participants(round_).tolist()
+        arrived = frozenset(members[1:])  # the first participant straggles
+        algo.step(round_, arrived)
+        received[members] = round_
+        changed[sorted({int(algo.assignment[i]) for i in arrived})] = round_
+        assert algo.held.tolist() == (received[:, None] > changed[None, :]).tolist()
+    assert 0 < algo.held.sum() < algo.held.size
+    algo.selectable[:] = [True, False, False]  # models 1 and 2 removed: their final versions are sent once more
+    members = algo.participants(4).tolist()
+    lacking = {f"final-cluster-{j}": frozenset(i for i in members if received[i] <= changed[j]) for j in (1, 2)}
+    streams = {s.label: s.receivers for s in algo.plan(4).streams}
+    assert streams == {"cluster-models": frozenset(members), **{k: v for k, v in lacking.items() if v}}
+
+
 @pytest.mark.parametrize(
     ("hparams", "message"),
     [
@@ -131,12 +186,33 @@ def test_removed_model_is_delivered_once_more_then_leaves_the_broadcast(ctx):
         ({"gate_weight_decay": -1.0}, "fedmoe: gate_weight_decay must be a finite number >= 0, got -1.0"),
         ({"gate_hidden": 0}, "fedmoe: gate_hidden must be an int >= 1, got 0"),
         ({"local_epochs": 1.5}, "fedmoe: local_epochs must be an int >= 0, got 1.5"),
+        ({"local_lr": True}, "fedmoe: local_lr must be a finite number > 0, got True"),
+        ({"gate_lr": float("inf")}, "fedmoe: gate_lr must be a finite number > 0, got inf"),
     ],
 )
 def test_bad_parameters_are_one_line_errors(ctx, hparams, message):
     with pytest.raises(ValueError) as info:
         FedMoE(ctx, **hparams)
     assert str(info.value) == message
+
+
+def test_boundary_parameters_are_accepted(ctx):
+    """No local-expert or gate epochs, one hidden unit and no weight decay are valid settings."""
+    algo = FedMoE(ctx, local_epochs=0, gate_epochs=0, gate_hidden=1, local_weight_decay=0.0, gate_weight_decay=0.0)
+    assert algo.gate.hidden == 1 and algo.local_cfg.weight_decay == 0.0 and algo.gate_cfg.weight_decay == 0.0
+
+
+def test_stopped_federation_still_trains_experts_and_gates_but_not_a_cluster_model(ctx):
+    """Every model removed: no cluster model is trained or uploaded (work loses its 1), the on-device models go on."""
+    algo = FedMoE(ctx, clusters=2, early_stopping_patience=1, **FAST)
+    algo.selectable[:] = False
+    E = ctx.train.epochs
+    expected = FORWARD_COST * 3 / E + 1 / E + algo.gate.param_count / ctx.arch.param_count / E
+    assert dict(algo.plan(1).work) == pytest.approx({i: expected for i in range(6)}, rel=1e-12)
+    models, local = algo.models.clone(), algo.local.clone()
+    info = algo.step(1, frozenset(range(6)))
+    assert info.aggregated == 0 and info.extra["stopped"] is True and np.isnan(info.train_loss)
+    assert torch.equal(algo.models, models) and not torch.equal(algo.local, local)
 
 
 def test_state_round_trip_continues_identically(ctx):

@@ -132,6 +132,14 @@ def test_plan_is_one_broadcast_of_all_cluster_models(ctx):
     assert dict(plan.uplink) == {i: 1.0 for i in range(6)}
     assert dict(plan.work) == pytest.approx({i: 1.0 + 3 * FORWARD_COST for i in range(6)})
     assert plan.model_params == ctx.arch.param_count
+    assert algo.num_streams == 1
+
+
+def test_a_single_participant_still_receives_the_broadcast(ctx):
+    algo = IFCA(replace(ctx, participation=1 / 6), clusters=2)
+    (member,) = algo.participants(1).tolist()
+    plan = algo.plan(1)
+    assert [(s.payload, s.receivers) for s in plan.streams] == [(2.0, frozenset({member}))]
 
 
 def test_partial_participation_plans_and_trains_only_the_sample(ctx):
@@ -169,6 +177,13 @@ def test_early_stopping_removes_a_stalled_model_and_shrinks_the_broadcast(ctx):
     assert torch.equal(algo.models[1], frozen)
 
 
+def test_an_equal_validation_loss_is_not_a_new_best(ctx):
+    algo = IFCA(ctx, clusters=2, early_stopping_patience=1)
+    members, choice, everyone = np.arange(6), np.zeros(6, dtype=np.int64), frozenset(range(6))
+    assert algo.early_stopping(members, choice, np.full(6, 1.0), everyone) == []
+    assert algo.early_stopping(members, choice, np.full(6, 1.0), everyone) == [0]
+
+
 def test_a_straggler_does_not_report_validation_loss(ctx):
     algo = IFCA(ctx, clusters=2, early_stopping_patience=1)
     members, choice = np.arange(6), np.zeros(6, dtype=np.int64)
@@ -182,8 +197,10 @@ def test_all_models_removed_means_the_federation_stopped(ctx):
     algo.selectable[:] = False
     plan = algo.plan(5)
     assert plan.streams == () and plan.uplink_payload == 0.0 and dict(plan.work) == {i: 0.0 for i in range(6)}
+    assert algo.num_streams == 0
     before = algo.models.clone()
-    assert algo.step(5, frozenset(range(6))).aggregated == 0
+    info = algo.step(5, frozenset(range(6)))
+    assert info.aggregated == 0 and info.extra == {"stopped": True}
     assert torch.equal(algo.models, before)
 
 
@@ -204,6 +221,10 @@ def test_bad_parameters_are_one_line_errors(ctx, hparams, message):
     assert str(info.value) == message
 
 
+def test_one_cluster_per_client_is_allowed(ctx):
+    assert IFCA(ctx, clusters=6).models.shape == (6, ctx.arch.param_count)
+
+
 def test_state_round_trip_continues_identically(ctx):
     algo = IFCA(ctx, clusters=2, epsilon=0.5, early_stopping_patience=3)
     algo.step(1, frozenset(range(6)))
@@ -215,3 +236,40 @@ def test_state_round_trip_continues_identically(ctx):
     assert np.array_equal(clone.assignment, algo.assignment)
     assert np.array_equal(clone.best_val_loss, algo.best_val_loss)
     assert np.array_equal(clone.stale_rounds, algo.stale_rounds)
+
+
+def test_defaults_are_plain_ifca():
+    """epsilon 0 is Ghosh et al.'s IFCA (the epsilon-greedy variant is opt-in); early stopping is off."""
+    assert IFCA.hparams == {"clusters": 3, "epsilon": 0.0, "early_stopping_patience": 0}
+
+
+@pytest.mark.parametrize("patience", [0, 2])
+def test_step_measures_the_chosen_models_validation_loss_only_with_early_stopping(ctx, patience):
+    """Alg. 1 l. 11-12 through ``step``: the mean validation loss of each model's arrived choosers, before training."""
+    algo = IFCA(ctx, clusters=2, early_stopping_patience=patience)
+    members, arrived = np.arange(6), frozenset({0, 1, 3, 4, 5})  # client 2 straggles
+    before = algo.models.clone()
+    choice = algo.choose(1, members, algo.cluster_losses(members))
+    val = ctx.engine.evaluate(before[torch.as_tensor(choice)], ctx.val_sets(members)).loss.double().numpy()
+
+    algo.step(1, arrived)
+
+    assert algo.assignment.tolist() == choice.tolist()
+    if not patience:
+        assert algo.best_val_loss.tolist() == [np.inf, np.inf]
+        return
+    reported = np.array([i in arrived for i in members])
+    expected = [float(val[reported & (choice == j)].mean()) if (reported & (choice == j)).any() else np.inf for j in range(2)]
+    assert np.isfinite(expected).any()
+    np.testing.assert_allclose(algo.best_val_loss, expected, rtol=1e-12, atol=0)
+    assert algo.stale_rounds.tolist() == [0, 0]
+
+
+def test_work_divides_the_evaluation_passes_by_the_local_epochs(ctx):
+    """Work 1 = one local round of E epochs: J loss passes and the validation pass are F/E each (E = 3 here)."""
+    ctx = replace(ctx, train=replace(ctx.train, epochs=3))
+    plain, stopping = IFCA(ctx, clusters=3), IFCA(ctx, clusters=3, early_stopping_patience=2)
+    for i, client in enumerate(ctx.data.clients):
+        assert plain.plan(1).work[i] == pytest.approx(1 + 3 * FORWARD_COST / 3, rel=1e-12)
+        val_pass = FORWARD_COST * len(client.y_val) / (len(client.y_train) * 3)
+        assert stopping.plan(1).work[i] == pytest.approx(1 + 3 * FORWARD_COST / 3 + val_pass, rel=1e-12)

@@ -19,11 +19,12 @@ from handmade import CLASSES, SHAPE, mlp_logits, tiny_data
 SIZES = (3, 7, 5, 12, 2, 9)  # unequal, so alpha_i = N_i / sum N matters
 
 
-def make_ctx(hidden=(5,), participation=1.0, epochs=1) -> Context:
-    data = tiny_data(SIZES)
+def make_ctx(hidden=(5,), participation=1.0, epochs=1, held_out=(), sizes=SIZES) -> Context:
+    data = tiny_data(sizes)
     arch = get_architecture("mlp", SHAPE, CLASSES, hidden=hidden)
     train = TrainConfig(epochs=epochs, batch_size=16, lr=0.1, momentum=0.0)
-    return Context(data, arch, LockstepEngine(arch, "cpu"), train, seed=3, participation=participation)
+    held = np.asarray(held_out, dtype=np.int64)
+    return Context(data, arch, LockstepEngine(arch, "cpu"), train, seed=3, participation=participation, held_out=held)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,9 @@ def client_gradient(ctx, flat, i):
 
 
 def alphas(ctx):
-    sizes = np.asarray(SIZES, dtype=np.float64)
+    """alpha_i = N_i / sum_j N_j over the training clients (eq. 1); 0 for a held-out client."""
+    sizes = np.asarray(ctx.data.train_sizes, dtype=np.float64)
+    sizes[ctx.held_out] = 0.0
     return sizes / sizes.sum()
 
 
@@ -134,6 +137,88 @@ def test_binomial_round_without_participants_changes_nothing():
     assert info.aggregated == 0 and torch.equal(algo.client_params(), before)
 
 
+HELD = (1, 4)  # training clients 0, 2, 3, 5: I = 4
+TRAINING = [0, 2, 3, 5]
+
+
+@pytest.mark.parametrize("sampling", ["fixed", "binomial"])
+def test_held_out_clients_are_never_sampled_and_weigh_nothing(sampling):
+    """I_t is drawn from the training clients only, every one of them is drawn, and alpha sums to 1 over them."""
+    ctx = make_ctx(participation=0.5, held_out=HELD)
+    algo = get_algorithm("pflego")(ctx, tau=2, sampling=sampling)
+    drawn = set()
+    for round_ in range(1, 41):
+        members = algo.participants(round_)
+        assert set(members.tolist()) <= set(TRAINING)
+        assert algo.plan(round_).participants == frozenset(members.tolist())
+        if sampling == "fixed":
+            assert len(members) == 2  # round(0.5 * 4), not round(0.5 * 6)
+        drawn |= set(members.tolist())
+    assert drawn == set(TRAINING)
+    sizes = np.asarray(SIZES, dtype=np.float64)[TRAINING]
+    expected = np.zeros(6)
+    expected[TRAINING] = sizes / sizes.sum()
+    np.testing.assert_allclose(algo.alpha.numpy(), expected, rtol=1e-15, atol=0)
+
+
+def test_held_out_tau1_full_participation_is_one_gradient_step_on_the_training_objective():
+    """With held-out clients, eq. 1 is over the training clients: one exact step on it; held-out heads untouched."""
+    ctx = make_ctx(held_out=HELD)
+    rho = 0.5
+    algo = get_algorithm("pflego")(ctx, tau=1, server_lr=rho)
+    body = algo.body.detach().double().clone().requires_grad_(True)
+    heads = algo.heads.detach().double().clone().requires_grad_(True)
+    alpha = alphas(ctx)
+    assert alpha.sum() == pytest.approx(1.0, abs=1e-15) and alpha[list(HELD)].tolist() == [0.0, 0.0]
+    loss = sum(alpha[i] * client_loss(ctx, torch.cat([body, heads[i]]), i) for i in TRAINING)
+    g_body, g_heads = torch.autograd.grad(loss, [body, heads])
+
+    info = algo.step(1, frozenset(range(6)))
+
+    assert info.aggregated == 4 and info.extra["unbiasing_factor"] == 1.0
+    assert torch.allclose(algo.body.double(), body - rho * g_body, atol=1e-6, rtol=0)
+    assert torch.allclose(algo.heads.double(), heads - rho * g_heads, atol=1e-6, rtol=0)
+    assert torch.equal(algo.heads[list(HELD)], heads[list(HELD)].detach().float())
+
+
+@pytest.mark.parametrize("sampling", ["fixed", "binomial"])
+def test_held_out_partial_participation_scales_by_training_clients_over_r(sampling):
+    """I/r with I = 4 training clients: fixed r = 2 gives 2 (not 6/2 = 3); Binomial gives 1 / 0.5."""
+    ctx = make_ctx(participation=0.5, held_out=HELD)
+    rho = 0.4
+    algo = get_algorithm("pflego")(ctx, tau=1, server_lr=rho, sampling=sampling)
+    round_ = next(r for r in range(1, 200) if len(algo.participants(r)) == 2)
+    members = [int(i) for i in algo.participants(round_)]
+    body, heads = algo.body.double().clone(), algo.heads.double().clone()
+    alpha = alphas(ctx)
+    direction = sum(alpha[i] * client_gradient(ctx, torch.cat([body, heads[i]]), i)[: body.numel()] for i in members)
+
+    info = algo.step(round_, frozenset(members))
+
+    assert info.extra["unbiasing_factor"] == 2.0
+    assert torch.allclose(algo.body.double(), body - rho * 2.0 * direction, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("head_step", ["exact", "eq3"])
+def test_a_client_without_training_data_keeps_its_head_and_adds_nothing(head_step):
+    """N_1 = 0: alpha_1 = 0 and l_1 is undefined (a NaN gradient), so client 1 neither moves its head nor the body."""
+    ctx = make_ctx(sizes=(3, 0, 5, 12, 2, 9))
+    rho, beta = 0.5, 0.7
+    algo = get_algorithm("pflego")(ctx, tau=2, server_lr=rho, client_lr=beta, final_head_step=head_step)
+    body, heads = algo.body.double().clone(), algo.heads.clone()
+    alpha = alphas(ctx)
+    assert alpha[1] == 0.0
+    direction = torch.zeros_like(body)
+    for i in (0, 2, 3, 4, 5):
+        w = heads[i].double() - beta * client_gradient(ctx, torch.cat([body, heads[i].double()]), i)[body.numel() :]
+        direction += alpha[i] * client_gradient(ctx, torch.cat([body, w]), i)[: body.numel()]
+
+    algo.step(1, frozenset(range(6)))
+
+    assert torch.equal(algo.heads[1], heads[1])
+    assert torch.allclose(algo.body.double(), body - rho * direction, atol=1e-6, rtol=0)
+
+
 # -- plan --------------------------------------------------------------------------
 
 
@@ -145,6 +230,7 @@ def test_plan_sends_and_uploads_only_the_body(ctx):
     assert plan.streams[0].payload == pytest.approx(85 / 103)
     assert dict(plan.uplink) == pytest.approx({i: 85 / 103 for i in range(6)})
     assert plan.model_params == 103
+    assert get_algorithm("pflego")(ctx, tau=1).num_streams == 1
 
 
 @pytest.mark.parametrize(("tau", "epochs", "work"), [(1, 1, 1.0), (5, 1, 1 + 1 / 3 + 4 * 18 / 103), (5, 2, (1 + 1 / 3 + 4 * 18 / 103) / 2)])
@@ -192,6 +278,13 @@ def test_bad_hparams_are_rejected(ctx, hparams, message):
     with pytest.raises(ValueError) as error:
         get_algorithm("pflego")(ctx, **hparams)
     assert str(error.value) == message
+
+
+def test_defaults_are_the_papers():
+    """tau = 50 for every dataset (§4.2); both rates default to train.lr; I_t of fixed size; eq. 5's exact head step."""
+    assert get_algorithm("pflego").hparams == {
+        "tau": 50, "server_lr": None, "client_lr": None, "sampling": "fixed", "final_head_step": "exact"
+    }
 
 
 def test_learning_rates_default_to_train_lr(ctx):

@@ -61,13 +61,6 @@ from wirelessfl.learning.lockstep import EvalResult
 from wirelessfl.seam import CommPlan, Stream
 
 
-def label_log_likelihood(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """``[..., M, n]`` log p_m(y_i | x_i) (= -cross-entropy, eq. 3) from logits ``[..., M, n, C]``, labels ``[..., n]``."""
-    log_probs = torch.log_softmax(logits.double(), dim=-1)
-    index = labels.to(log_probs.device).long().unsqueeze(-2).unsqueeze(-1).expand(*log_probs.shape[:-1], 1)
-    return log_probs.gather(-1, index).squeeze(-1)
-
-
 def batched_e_step(pi: torch.Tensor, log_lik: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 8 and 9 for T clients at once: ``(q [T, M, N], new pi [T, M])``.
 

@@ -10,6 +10,9 @@ linear layer, ``arch.head_mask()``). The objective is eq. 1,
     L(psi) = sum_i alpha_i l_i(W_i, theta),  alpha_i = N_i / sum_j N_j,
 
 with l_i the mean cross-entropy over client i's N_i training samples (eq. 2).
+The I clients of eq. 1 are the training clients: held-out ones
+(``training.unseen_fraction``) are never sampled and have alpha_i = 0, so the
+alphas sum to 1 over the clients that train and I/r is unbiased for them.
 Round t samples I_t (§3.2.1): ``sampling: fixed`` draws r = |I_t| clients
 uniformly (the same draw as every other algorithm's ``participation``);
 ``sampling: binomial`` lets each client take part independently with
@@ -96,7 +99,8 @@ class PFLEGO(Algorithm):
         init = arch.init_flat(1, torch_generator(ctx.seed, "init")).to(ctx.device)[0]
         self.body = init[: self.split].clone()
         self.heads = init[self.split :].expand(ctx.num_clients, -1).clone()
-        sizes = ctx.sizes()
+        sizes = ctx.sizes().copy()
+        sizes[ctx.held_out] = 0.0  # eq. 1 sums over the clients that train: held-out ones have alpha_i = 0
         self.alpha = torch.as_tensor(sizes / sizes.sum(), dtype=torch.float64)
 
     def _validate(self) -> None:
@@ -129,17 +133,23 @@ class PFLEGO(Algorithm):
         return float(self.params["client_lr"] if self.params["client_lr"] is not None else self.ctx.train.lr)
 
     def participants(self, round: int) -> np.ndarray:
-        """I_t: a fixed-size uniform sample, or each client independently (Binomial B(I, rho))."""
+        """I_t: a fixed-size uniform sample, or each client independently (Binomial B(I, rho)).
+
+        Both draw from the training clients only (I = their number): a held-out
+        client (``training.unseen_fraction``) must stay unseen, as in the base class.
+        """
         if self.params["sampling"] == "fixed":
             return super().participants(round)
+        pool = self.ctx.training_clients()
         rng = numpy_generator(self.ctx.seed, round, "participation")
-        return np.flatnonzero(rng.random(self.ctx.num_clients) < self.ctx.participation)
+        return pool[rng.random(len(pool)) < self.ctx.participation]
 
     def unbiasing_factor(self, drawn: int) -> float:
-        """I / r = 1 / P(i in I_t): r = |I_t| (``drawn``) for fixed-size sampling, I * participation for Binomial."""
+        """I / r = 1 / P(i in I_t), I the training clients: r = |I_t| (``drawn``) for fixed-size sampling,
+        I * participation for Binomial."""
         if self.params["sampling"] == "binomial":
             return 1.0 / min(self.ctx.participation, 1.0)
-        return self.ctx.num_clients / drawn
+        return len(self.ctx.training_clients()) / drawn
 
     # -- plan -----------------------------------------------------------------
     @property
