@@ -184,6 +184,14 @@ def test_the_uma_cell_scenario_runs_in_seconds(tmp_path):
 
     path = Path(__file__).resolve().parents[1] / "scenarios" / "uma-cell.yaml"
     scenario = load_scenario(path, {"rounds": 2, "seeds": [0]})
-    trace = simulate(scenario).trace
+    result = simulate(scenario)
+    trace = result.trace
     assert set(trace["time_unit"]) == {"s"}
     assert np.isfinite(trace["time"]).all() and (trace.loc[trace["round"] > 0, "round_time"] > 0).all()
+    from wirelessfl.results.run_outputs import write_run_outputs
+
+    write_run_outputs(tmp_path, scenario, result, 1.0, figures="none")
+    assert (
+        "- uma-walking: cell 35-500 m, TR 38.901 UMa at 3.5 GHz (with shadowing), Rayleigh fading in 25.9 ms blocks "
+        "(1.4 m/s), TR 36.942 truncated Shannon rates, 20 MHz, coverage multicast (q = 0.9, unicast repairs)."
+    ) in (tmp_path / "summary.md").read_text().splitlines()

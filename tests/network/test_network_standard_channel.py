@@ -140,3 +140,13 @@ def test_rician_gains_have_mean_one_in_round_mode():
 def test_bad_channel_settings_name_the_field(fields, message):
     with pytest.raises(ValueError, match=message):
         PhysicalChannel(**fields)
+
+
+def test_the_summary_line_names_the_models():
+    assert PhysicalChannel(fading="none").summary() == (
+        "cell 10-250 m, log-distance path loss (exponent 3.5), no fading, Shannon rates, 10 MHz, worst-user multicast"
+    )
+    assert PhysicalChannel(path_loss_model="RMa", carrier_ghz=0.7, shadowing=False, fading="rician", coherence_s=0.01).summary() == (
+        "cell 10-250 m, TR 38.901 RMa at 0.7 GHz (no shadowing), Rician K = 9 dB fading in 10 ms blocks, Shannon rates, "
+        "10 MHz, worst-user multicast"
+    )

@@ -202,6 +202,28 @@ class PhysicalChannel:
         if self.path_loss_model == "RMa" and self.carrier_ghz > 30.0:
             raise ValueError(f"physical.carrier_ghz must be at most 30 for path_loss_model RMa (TR 38.901), got {self.carrier_ghz:g}")
 
+    def summary(self) -> str:
+        """One line naming the channel and link models, for summary.md's notes."""
+        if self.path_loss_model == "log_distance":
+            loss = f"log-distance path loss (exponent {self.path_loss_exponent:g})"
+        else:
+            loss = f"TR 38.901 {self.path_loss_model} at {self.carrier_ghz:g} GHz ({'with' if self.shadowing else 'no'} shadowing)"
+        fading = {"rayleigh": "Rayleigh", "rician": f"Rician K = {self.k_factor_db:g} dB", "none": "no"}[self.fading] + " fading"
+        block = self.block_s
+        if self.fading == "none":
+            held = ""
+        elif block is None:
+            held = ", one draw per round"
+        else:
+            speed = f" ({self.ue_speed_mps:g} m/s)" if self.coherence_s is None else ""
+            held = f" in {1e3 * block:.3g} ms blocks{speed}"
+        link = {"shannon": "Shannon", "truncated_shannon": "TR 36.942 truncated Shannon"}[self.link]
+        multicast = "worst-user multicast" if self.multicast == "worst_user" else f"coverage multicast (q = {self.coverage_q:g}, unicast repairs)"
+        return (
+            f"cell {self.min_distance_m:g}-{self.cell_radius_m:g} m, {loss}, {fading}{held}, {link} rates, "
+            f"{self.bandwidth_hz / 1e6:g} MHz, {multicast}"
+        )
+
     @property
     def block_s(self) -> float | None:
         """The fading block length in seconds: ``coherence_s``, or Clarke's 0.423/f_D from the speed; None for one
