@@ -9,6 +9,10 @@ SimPy (``closed_form=False``, or ``record_events=True``); the closed-form / SimP
 speed-ups on the same rounds in this process; and, at 10,000 clients, the
 slowest mode of each engine against the issue's 1 s target.
 Part 2 prints mean round times for 100 users under several schedules.
+Part 3 times 10,000-client physical rounds: the one-draw Rayleigh cell against
+standard channels (TR 38.901 UMa, walking users' fading blocks, truncated
+Shannon, worst-user and 90%-coverage multicast with unicast repairs), as a ratio
+to the one-draw round in this process and against the 1 s target.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import time
 
 import numpy as np
 
-from wirelessfl.network import PRESETS, NetworkModel, SystemProfile, analytic_round_time
+from wirelessfl.network import PRESETS, NetworkModel, PhysicalChannel, SystemProfile, analytic_round_time
 from wirelessfl.seam import CommPlan, Stream
 
 
@@ -94,9 +98,31 @@ def schedule_table(quick: bool) -> None:
         print(f"{preset:<20} {'analytic (paper closed form)':<28} {cells} {analytic[2] / analytic[0]:>10.2f}")
 
 
+def physical_rounds(quick: bool) -> None:
+    num_clients, rounds = 10_000, 2 if quick else 5
+    plan = grouped_plan(num_clients, 10)
+    plan = CommPlan(streams=plan.streams, uplink=plan.uplink, work=plan.work, model_params=50_000)
+    uma = {"path_loss_model": "UMa", "cell_radius_m": 500, "min_distance_m": 35, "bandwidth_hz": 20e6, "ue_speed_mps": 1.4,
+           "link": "truncated_shannon"}
+    cases = [
+        ("one draw per round (Rayleigh)", {}),
+        ("UMa, 26 ms blocks, worst user", uma),
+        ("UMa, 26 ms blocks, coverage 0.9", {**uma, "multicast": "coverage", "coverage_q": 0.9}),
+    ]
+    print(f"\n{num_clients:,}-client physical rounds, 10 multicast streams, every client uploading ({rounds} rounds)")
+    base = None
+    for label, channel in cases:
+        profile = SystemProfile(name="cell", t_min=0.05, mu=20.0, channels=4, physical=PhysicalChannel(**channel))
+        seconds = seconds_per_round(NetworkModel(profile, num_clients, np.random.default_rng(0)), plan, rounds)
+        base = base or seconds
+        verdict = "under" if seconds < 1.0 else "NOT under"
+        print(f"{label:<34} {seconds:8.3f} s/round  {seconds / base:7.1f}x the one-draw round  {verdict} 1 s")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds")
     args = parser.parse_args()
     throughput(args.quick)
     schedule_table(args.quick)
+    physical_rounds(args.quick)
