@@ -297,7 +297,7 @@ def _warnings(result) -> list[str]:
 
 def _print_final(result, target: float) -> None:
     """A terminal-sized digest in summary.md's units: percent (mean ± std over seeds), times with their unit."""
-    from wirelessfl.results.tables import summary_table
+    from wirelessfl.results.tables import percent, summary_table
 
     table = summary_table(result.trace, result.clients, target)
     shown = Table(show_header=True, header_style="bold", title=f"final round; time to {target:.0%} average accuracy")
@@ -306,16 +306,10 @@ def _print_final(result, target: float) -> None:
     for r in table.itertuples():
         when = "not reached" if r.time_to_target != r.time_to_target else f"{r.time_to_target:.1f} {r.time_unit}"
         shown.add_row(
-            escape(r.curve), escape(r.profile), _percent(r.avg_acc, r.avg_acc_std), _percent(r.worst_acc, r.worst_acc_std),
-            _percent(r.aggregated_fraction), f"{r.final_time:.1f} {r.time_unit}", when,
+            escape(r.curve), escape(r.profile), percent(r.avg_acc, r.avg_acc_std), percent(r.worst_acc, r.worst_acc_std),
+            percent(r.aggregated_fraction), f"{r.final_time:.1f} {r.time_unit}", when,
         )
     console.print(shown)
-
-
-def _percent(value: float, std: float = float("nan")) -> str:
-    if value != value:
-        return "n/a"
-    return f"{100 * value:.1f}" if std != std else f"{100 * value:.1f} ± {100 * std:.1f}"
 
 
 class Executor(str, Enum):

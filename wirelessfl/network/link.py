@@ -1,6 +1,7 @@
-"""Link abstractions and block-fading transfers: pure numpy building blocks for issue 28.
+"""Link abstractions and block-fading transfers, pure numpy.
 
-Not yet selectable in a profile (today's physical mode is ``physical.py``). What is here:
+``physical.py`` uses them when a profile sets ``physical.link``, ``coherence_s`` or
+``ue_speed_mps``, or ``multicast``. What is here:
 
 * **Spectral efficiency of one block** (bit/s/Hz) from a linear SNR:
   ``shannon`` (log2(1 + SNR)) and ``truncated_shannon``, the attenuated and

@@ -1,7 +1,7 @@
 """3GPP TR 38.901 (V17) large-scale channel: path loss, LOS probability, shadow fading.
 
-A building block for issue 28: pure numpy, vectorised over arrays of 2D distances,
-not yet selectable in a profile. Three outdoor scenarios:
+Pure numpy, vectorised over arrays of 2D distances; a profile selects it with
+``physical.path_loss_model`` (``physical.static_loss_db``). Three outdoor scenarios:
 
 * ``"UMa"``: urban macro, BS height 25 m;
 * ``"UMi"``: urban micro, street canyon, BS height 10 m;

@@ -245,7 +245,8 @@ def _warning_lines(warnings: list[str]) -> list[str]:
     return ["", *(f"- **warning** {w}" for w in warnings)] if warnings else []
 
 
-def _pct(value: float, std: float = math.nan) -> str:
+def percent(value: float, std: float = math.nan) -> str:
+    """A fraction as percent with one decimal, "± std" when given, "n/a" when missing (summary.md and the console)."""
     if pd.isna(value):
         return "n/a"
     if pd.isna(std):
@@ -300,11 +301,11 @@ def summary_markdown(
                     r.profile,
                     str(int(r.rounds)),
                     f"{_num(r.final_time)} {r.time_unit}",
-                    _pct(r.avg_acc, r.avg_acc_std),
-                    _pct(r.worst_acc, r.worst_acc_std),
-                    _pct(r.p10_acc, r.p10_acc_std),
-                    _pct(r.worst_group_acc),
-                    _pct(r.aggregated_fraction),
+                    percent(r.avg_acc, r.avg_acc_std),
+                    percent(r.worst_acc, r.worst_acc_std),
+                    percent(r.p10_acc, r.p10_acc_std),
+                    percent(r.worst_group_acc),
+                    percent(r.aggregated_fraction),
                 ]
                 for r in summary.itertuples()
             ],
@@ -357,7 +358,7 @@ def summary_markdown(
         markdown_table(
             ["curve", "profile", "avg acc (%)", "worst client acc (%)", "clients", "seeds"],
             [
-                [r.curve, r.profile, _pct(r.avg_acc, r.avg_acc_std), _pct(r.worst_acc, r.worst_acc_std), str(r.clients), str(r.seeds)]
+                [r.curve, r.profile, percent(r.avg_acc, r.avg_acc_std), percent(r.worst_acc, r.worst_acc_std), str(r.clients), str(r.seeds)]
                 for r in worst_client_table(clients).itertuples()
             ],
             [False, False, True, True, True, True],

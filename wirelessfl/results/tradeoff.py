@@ -1,6 +1,6 @@
 """Trade-off maps of a sweep: which method and which k reach the target first, and what the worst user gets.
 
-The question behind a sweep (issue 12) is the one of M. Mestoukirdi et al.,
+The question behind a sweep is the one of M. Mestoukirdi et al.,
 "User-Centric Federated Learning: Trading off Wireless Resources for
 Personalization" (../shared/papers/user-centric-fl.txt, Fig. 3 and §IV-C):
 more downlink streams k personalize better but cost downlink time, and whether

@@ -1,4 +1,4 @@
-"""Sweeps (issue 12): a grid over network, algorithm and scenario axes, run as cached, resumable units.
+"""Sweeps: a grid over network, algorithm and scenario axes, run as cached, resumable units.
 
 ``plan_sweep`` expands and validates the grid (``grid``), ``run_sweep`` runs
 the units still to do on an executor (``executors``: local, process, Ray) and

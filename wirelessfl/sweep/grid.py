@@ -1,6 +1,6 @@
 """Grid expansion: a base scenario and ``{axis: values}`` -> training units and generated profiles.
 
-Three kinds of axis (issue 12):
+Three kinds of axis:
 
 * network axes, a ``SystemProfile`` field (``rho``, ``mu``, ``channels``, ...)
   or ``physical.<field>``: every base profile of ``networks:`` times every

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import yaml
 
 from wirelessfl.config import Scenario
 from wirelessfl.sweep.executors import Outcome, UnitTask, execute, is_done
@@ -96,13 +95,13 @@ def sweep_differences(sweep_dir: Path, plan: SweepPlan) -> list[str]:
     every finished unit and its table still covers every earlier point; a
     changed scenario, a dropped value, or an added or reordered axis is another sweep.
     """
-    from wirelessfl.config import ScenarioError, dump_scenario, load_scenario
+    from wirelessfl.config import ScenarioError, load_scenario, resolved
 
     try:
-        earlier = yaml.safe_load(dump_scenario(load_scenario(Path(sweep_dir) / "sweep.yaml")))
+        earlier = resolved(load_scenario(Path(sweep_dir) / "sweep.yaml"))
     except ScenarioError as err:
         raise SweepError(f"--out {sweep_dir}: its sweep.yaml cannot be read ({str(err).splitlines()[0]}); choose a new folder") from None
-    now = yaml.safe_load(dump_scenario(plan.base))
+    now = resolved(plan.base)
     differing = [key for key in dict.fromkeys([*earlier, *now]) if key != "sweep" and earlier.get(key) != now.get(key)]
     old_grid, new_grid = earlier.get("sweep") or {}, now.get("sweep") or {}
     grown = list(old_grid) == list(new_grid) and all(
