@@ -70,11 +70,12 @@ class NetworkModel:
         inputs = self.draw_round(plan, rng)
         profile = self.profile
         shortcut = self.closed_form and not self.record_events
+        uplink = profile.physical.uplink if profile.physical is not None else "orthogonal"
         if shortcut and profile.schedule == "phased":
-            times = phased_closed_form(inputs, channels=profile.channels, deadline=profile.deadline)
+            times = phased_closed_form(inputs, channels=profile.channels, deadline=profile.deadline, uplink=uplink)
         elif shortcut:
             times = pipelined_closed_form(
-                inputs, duplex=profile.duplex, channels=profile.channels, deadline=profile.deadline
+                inputs, duplex=profile.duplex, channels=profile.channels, deadline=profile.deadline, uplink=uplink
             )
         else:
             times = simulate(
@@ -84,6 +85,7 @@ class NetworkModel:
                 channels=profile.channels,
                 deadline=profile.deadline,
                 record=self.record_events,
+                uplink=uplink,
             )
         return to_round_timing(inputs, times, profile.deadline, profile.time_unit)
 
@@ -119,6 +121,11 @@ class NetworkModel:
             weakest = np.array([dl_rate[m].min() for m in members])
             stream_durations = payloads * bits_per_model / weakest if streams else np.zeros(0)
             upload = uplink_payload * bits_per_model / ul_rate
+            if channel.link == "nr":
+                stream_durations, upload = phy.add_held_harq_tails(
+                    channel, self.path_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
+                    stream_durations, upload,
+                )
         return RoundInputs(
             clients=clients,
             stream_members=members,
