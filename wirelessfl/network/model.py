@@ -136,11 +136,17 @@ class NetworkModel:
         )
 
     def nominal_downlink_rates(self) -> np.ndarray | None:
-        """Each client's downlink Shannon rate (bit/s) at unit fading gain, from its static path loss;
-        None without a physical channel. What channel-aware stream formation knows before a round."""
-        if self.profile.physical is None:
+        """Each client's downlink rate (bit/s) from its static path loss; None without a physical channel.
+        What channel-aware stream formation knows before a round. Shannon and truncated Shannon: the rate at
+        unit fading gain. ``nr``: the mean rate over the fading law (``physical.ergodic_downlink_rates``),
+        since a user whose mean SINR is below the lowest MCS has rate 0 at unit gain yet gets bits in good
+        blocks."""
+        channel = self.profile.physical
+        if channel is None:
             return None
-        return phy.downlink_rates(self.profile.physical, self.path_loss_db, np.ones(self.num_clients))
+        if channel.link == "nr":
+            return phy.ergodic_downlink_rates(channel, self.path_loss_db)
+        return phy.downlink_rates(channel, self.path_loss_db, np.ones(self.num_clients))
 
     def bits(self, plan: CommPlan) -> tuple[float, float]:
         """(downlink, uplink) bits: payload x model_params x bits_per_parameter; a multicast counts once."""

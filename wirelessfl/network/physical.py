@@ -107,6 +107,21 @@ def _rates(channel: PhysicalChannel, direction: str, power_dbm: float, bandwidth
     return bandwidth_hz * link.spectral_efficiency(snr, link_model(channel, direction))
 
 
+FADING_SAMPLES = 4096
+"""Fading gains averaged over in ``ergodic_downlink_rates``: a fixed draw, so the mean is the same every call."""
+
+
+def ergodic_downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray) -> np.ndarray:
+    """Each user's downlink rate averaged over the channel's fading law (bit/s): the rate a long transfer sees.
+
+    The gains are a fixed draw of ``FADING_SAMPLES`` (seeded apart from the run's generators), so the
+    answer depends only on the channel and the user's static loss.
+    """
+    gains = link.draw_fading(np.random.default_rng(0), FADING_SAMPLES, channel.fading, k_factor(channel))
+    rates = [np.mean(downlink_rates(channel, np.full(FADING_SAMPLES, loss), gains)) for loss in np.asarray(loss_db).tolist()]
+    return np.array(rates, dtype=float)
+
+
 def downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.ndarray) -> np.ndarray:
     return _rates(channel, "dl", channel.bs_power_dbm, channel.bandwidth_hz, loss_db, fading_gain)
 
