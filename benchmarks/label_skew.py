@@ -17,7 +17,7 @@ import argparse
 import numpy as np
 
 from wirelessfl.config import load_scenario
-from wirelessfl.learning.federated import build_federated_data
+from wirelessfl.learning.data.federated import build_federated_data
 
 
 def label_skew(histograms: np.ndarray) -> dict[str, float]:

@@ -21,7 +21,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from wirelessfl.algorithms.base import Context
 from wirelessfl.algorithms.ucfl import UserCentricFL, collaboration_weights, squared_distances, stream_mixing
-from wirelessfl.learning.federated import DataSpec, build_federated_data
+from wirelessfl.learning.data.federated import DataSpec, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 

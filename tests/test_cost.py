@@ -12,7 +12,7 @@ import pytest
 import wirelessfl.cost as cost
 from wirelessfl.config import load_scenario, parse_scenario
 from wirelessfl.cost import MEMORY_FRACTION, RunCost, available_memory, check_run, format_duration
-from wirelessfl.learning.federated import build_federated_data
+from wirelessfl.learning.data.federated import build_federated_data
 from wirelessfl.learning.memory import MemoryEstimate
 from wirelessfl.simulate import simulate
 

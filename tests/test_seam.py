@@ -49,6 +49,7 @@ def test_bad_plans_are_rejected(build, message):
      ("wirelessfl.learning.gating", "simpy"), ("wirelessfl.results.papers", "torch"),
      ("wirelessfl.learning.memory", "simpy"), ("wirelessfl.results.tradeoff", "torch"), ("wirelessfl.results.streams", "torch"),
      ("wirelessfl.algorithms.streams", "simpy"), ("wirelessfl.learning", "simpy"),
+     ("wirelessfl.learning.data.data_files", "torch"), ("wirelessfl.learning.data.federated", "simpy"),
      ("wirelessfl.results.run_outputs", "torch")],
 )
 def test_layering(module, forbidden):

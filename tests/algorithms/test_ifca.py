@@ -12,7 +12,7 @@ from wirelessfl.algorithms.base import Context
 from wirelessfl.algorithms.fedavg import FedAvg
 from wirelessfl.algorithms.base import FORWARD_COST
 from wirelessfl.algorithms.ifca import IFCA, cluster_mixing, epsilon_greedy_choice
-from wirelessfl.learning.federated import DataSpec, build_federated_data
+from wirelessfl.learning.data.federated import DataSpec, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 

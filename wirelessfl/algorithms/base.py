@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from wirelessfl.learning import optim
-from wirelessfl.learning.federated import FederatedData
+from wirelessfl.learning.data.federated import FederatedData
 from wirelessfl.learning.lockstep import EvalResult, LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture
 from wirelessfl.seam import CommPlan, Stream
