@@ -6,8 +6,8 @@ w_ii, the mean weight on same-group peers, and the adjusted Rand index of the
 k-means streams (k = true number of groups) against the true groups. Uses
 training splits only (no test data).
 
-    python benchmarks/ucfl_groups.py --clients 20 --per-client 80 --seeds 0 1
-    python benchmarks/ucfl_groups.py --dataset emnist --root DATA --per-client 834 --seeds 0
+    python scripts/ucfl_groups.py --clients 20 --per-client 80 --seeds 0 1
+    python scripts/ucfl_groups.py --dataset emnist --root DATA --per-client 834 --seeds 0
 """
 
 from __future__ import annotations

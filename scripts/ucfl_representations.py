@@ -7,7 +7,7 @@ several representations of the same data: the rows of W (eq. 6) at several
 temperatures, rows of log W, rows of Delta, rows of the cosine-similarity
 matrix, and the same two on body-only gradients. Training splits only.
 
-    python benchmarks/ucfl_representations.py --root DATA --alpha 0.4 --seed 0 --warmup 15
+    python scripts/ucfl_representations.py --root DATA --alpha 0.4 --seed 0 --warmup 15
 """
 
 from __future__ import annotations
