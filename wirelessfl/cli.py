@@ -502,6 +502,7 @@ def report(
     --reproduction, compare a paper's scenario runs with the paper. Says which files it rewrote."""
     from wirelessfl.results.figures import report_run
     from wirelessfl.results.reproduction import write_reproduction
+    from wirelessfl_papers import papers
     from wirelessfl.sweep.run import is_sweep_dir, rereport_sweep
 
     if paper is not None and reproduction is None:
@@ -520,7 +521,7 @@ def report(
     if reproduction is not None:
         command = "wirelessfl report " + " ".join(str(d) for d in run_dirs) + f" --reproduction {reproduction}"
         command += f" --paper {paper}" if paper is not None else ""
-        path = _guard(write_reproduction, run_dirs, reproduction, command, paper)
+        path = _guard(write_reproduction, run_dirs, reproduction, command, papers(), paper)
         console.print(escape(str(path)), highlight=False, soft_wrap=True)
 
 

@@ -1,8 +1,8 @@
 """Plotly figures of a finished trace, in the style of the user-centric FL paper.
 
 Fig. 3 of M. Mestoukirdi et al., "User-Centric Federated Learning: Trading off
-Wireless Resources for Personalization" (../shared/papers/user-centric-fl.txt)
-plots average accuracy against normalised time, one panel per network profile;
+Wireless Resources for Personalization" plots average accuracy against normalised
+time, one panel per network profile;
 Fig. 2 plots it against the round. Both are reproduced here for any trace, with
 the mean over seeds as a line and the min-max over seeds as a band.
 

@@ -2,7 +2,7 @@
 
 The question behind a sweep is the one of M. Mestoukirdi et al.,
 "User-Centric Federated Learning: Trading off Wireless Resources for
-Personalization" (../shared/papers/user-centric-fl.txt, Fig. 3 and §IV-C):
+Personalization" (Fig. 3 and §IV-C):
 more downlink streams k personalize better but cost downlink time, and whether
 that pays depends on the network (rho, mu, T_min, channels, cell size). A sweep
 times every curve under every grid point; these figures read its table
