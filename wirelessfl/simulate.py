@@ -42,6 +42,7 @@ from wirelessfl.learning.data.federated import FederatedData, build_federated_da
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.models import get_architecture
 from wirelessfl.network import NetworkModel, SystemProfile
+from wirelessfl.network.physical import link_model as physical_link_model
 from wirelessfl.checkpoint import SEAM_TYPES, SUFFIX, CheckpointError, FingerprintMismatch, load_checkpoint, save_checkpoint
 from wirelessfl.results.io import resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming
@@ -423,12 +424,25 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
     prefixed with ``source``; an algorithm's error also with the YAML path of
     the parameter it names (``config.algorithm_path``).
     """
+    for profile in scenario.profiles():
+        try:
+            prepare_links(profile)
+        except ValueError as err:
+            raise ScenarioError(f"{source}: network {profile.name!r}: {err}") from None
     try:
         build_units(scenario, scenario.seeds[0])
     except ValueError as err:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         where = algorithm_path(scenario, message)
         raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
+
+
+def prepare_links(profile: SystemProfile) -> None:
+    """Build a profile's link abstractions now (``nr``: Sionna's tables, once, in a child process), so a
+    missing Sionna is one line before anything is written rather than an error mid-run."""
+    if profile.physical is not None:
+        for direction in ("dl", "ul"):
+            physical_link_model(profile.physical, direction)
 
 
 def build_units(

@@ -133,7 +133,7 @@ def test_rician_gains_have_mean_one_in_round_mode():
         ({"coherence_s": 1e-3, "ue_speed_mps": 3}, r"^physical: give coherence_s or ue_speed_mps .*, not both$"),
         ({"multicast": "coverage", "coverage_q": 0.9}, r"^physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps$"),
         ({"coverage_q": 1.5, "coherence_s": 1e-3}, r"^physical.coverage_q must be in \[0.01, 1\] .*, got 1.5$"),
-        ({"link": "nr"}, r"^physical.link must be one of 'shannon', 'truncated_shannon', got 'nr'$"),
+        ({"link": "lte"}, r"^physical.link must be one of 'shannon', 'truncated_shannon', 'nr', got 'lte'$"),
         ({"shadowing": "yes"}, r"^physical.shadowing must be true or false, got 'yes'$"),
     ],
 )
