@@ -7,7 +7,7 @@ Part 1 prints client-rounds timed per second for 100 / 1,000 / 10,000 clients
 pipelined TDD rounds, each through its closed form (the default) and through
 SimPy (``closed_form=False``, or ``record_events=True``); the closed-form / SimPy
 speed-ups on the same rounds in this process; and, at 10,000 clients, the
-slowest mode of each engine against the issue's 1 s target.
+slowest mode of each engine against a 1 s target (a 10,000-client round in under a second).
 Part 2 prints mean round times for 100 users under several schedules.
 Part 3 times 10,000-client physical rounds: the one-draw Rayleigh cell against
 standard channels (TR 38.901 UMa, walking users' fading blocks, truncated

@@ -1,4 +1,4 @@
-"""Closed-form checks of the channel and link building blocks (issue 28, point 5).
+"""Closed-form checks of the channel and link building blocks against the 3GPP tables and hand-computed rates.
 
 wirelessfl/network/pathloss.py: 3GPP TR 38.901 Table 7.4.1-1 path loss, Table 7.4.2-1
 LOS probability, shadow-fading standard deviations. wirelessfl/network/link.py:
