@@ -468,8 +468,11 @@ def build_units(
 
 
 def static_rng(seed: int, profile: SystemProfile) -> np.random.Generator:
-    """The draws a network makes once (user positions), per seed and profile."""
-    return np.random.default_rng(derive_seed(seed, "static", profile.name))
+    """The draws a network makes once (user positions, LOS states, shadowing), per seed and profile; with
+    ``physical.drop: common`` per seed only, so every such profile of a scenario places the same users
+    (the same uniform draws, scaled to each cell) and a difference between profiles is their channels'."""
+    common = profile.physical is not None and profile.physical.drop == "common"
+    return np.random.default_rng(derive_seed(seed, "static", "common drop" if common else profile.name))
 
 
 CHECKPOINT_TYPES = (*SEAM_TYPES, RoundRecord)

@@ -20,6 +20,7 @@ PATH_LOSS_MODELS = ("log_distance", "UMa", "UMi", "RMa")
 LINK_MODELS = ("shannon", "truncated_shannon", "nr")
 MULTICAST_POLICIES = ("worst_user", "coverage")
 UPLINK_ACCESS = ("orthogonal", "shared")
+DROPS = ("per_profile", "common")
 NR_SPACINGS_KHZ = (15, 30, 60)
 
 
@@ -210,6 +211,8 @@ class PhysicalChannel:
     * ``uplink``: ``orthogonal`` (each of the profile's ``channels`` is a full
       ``ul_bandwidth_hz`` pipe) or ``shared`` (one uplink carrier that every
       concurrent uploader shares equally, ``channels`` must be 1).
+    * ``drop``: ``per_profile`` (each profile draws its own users) or ``common``
+      (every ``common`` profile of a run places the same users, from the seed alone).
     * ``multicast``: ``worst_user`` (every block at the weakest receiver's rate) or
       ``coverage`` (the ``coverage_q`` quantile receiver's rate; with block
       fading only).
@@ -236,6 +239,7 @@ class PhysicalChannel:
     coverage_q: float = 1.0
     uplink: str = "orthogonal"
     nr: NrSettings | None = None
+    drop: str = "per_profile"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -253,6 +257,7 @@ class PhysicalChannel:
         _choice("physical.link", self.link, LINK_MODELS)
         _choice("physical.multicast", self.multicast, MULTICAST_POLICIES)
         _choice("physical.uplink", self.uplink, UPLINK_ACCESS)
+        _choice("physical.drop", self.drop, DROPS)
         if self.nr is not None:
             set_(self, "nr", NrSettings.from_dict(self.nr))
         if self.link == "nr":
