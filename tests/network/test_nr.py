@@ -210,3 +210,28 @@ def test_the_network_process_never_imports_sionna_or_torch_for_nr():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("networks.0.physical.carrier_ghz=200", "networks[0]: physical.carrier_ghz must be in [0.5, 100] (TR 38.901's range; RMa stops at 30 GHz), got 200"),
+        ("networks.0.physical.nr.bler_target=1.5", "networks[0]: physical.nr.bler_target must be in (0, 1) (a transport-block error rate; 0.1 is usual), got 1.5"),
+        ("networks.1.physical.coverage_q=0", "networks[1]: physical.coverage_q must be in [0.01, 1] (the share of a stream's receivers its rate serves), got 0"),
+        ("networks.0.physical.coherence_s=0", "networks[0]: physical.coherence_s must be in [1e-05, 3600] (from a 10 us mmWave block to a static hour), got 0"),
+        ("networks.0.physical.path_loss_model=UMX", "networks[0]: physical.path_loss_model must be one of 'log_distance', 'UMa', 'UMi', 'RMa', got 'UMX'"),
+    ],
+)
+def test_bad_cell_settings_of_the_nr_scenario_are_one_line_and_write_nothing(tmp_path, setting, message):
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from wirelessfl.cli import app
+
+    scenario = Path(__file__).resolve().parents[2] / "scenarios" / "nr-cell.yaml"
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["simulate", str(scenario), "--out", str(out), "--set", setting])
+    assert result.exit_code == 2
+    assert result.output.strip() == f"error: {scenario}: {message}"
+    assert not out.exists()
