@@ -13,7 +13,10 @@ Each is a mean over seeds with a 95% Student-t interval; a ratio whose interval 
 "no difference measured". Writes the table (markdown) to stdout and, with ``--figure``, a
 plotly figure of the ratios with their intervals (HTML, and PNG when kaleido can export).
 
-    python scripts/channel_aware_nr.py RUN_DIR --figure docs/img/channel-aware-nr
+With ``--downlink-share`` it also times the run's profiles on its plan shape (k equal streams,
+every participant uploading) and prints the mean share of a round spent on the downlink.
+
+    python scripts/channel_aware_nr.py RUN_DIR --figure docs/img/channel-aware-nr --downlink-share
 """
 
 from __future__ import annotations
@@ -110,27 +113,70 @@ def figure(summary: pd.DataFrame, path: Path) -> None:
         )
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="no difference")
     fig.update_layout(
-        title="Channel-aware / data-only streams (ucfl k = 4), NR link; mean over seeds, 95% interval",
+        title="Channel-aware / data-only streams (ucfl k = 4, NR link): mean over seeds, 95% interval",
         yaxis_title="ratio (below 1: channel-aware faster)", barmode="group", template="plotly_white",
         width=900, height=500,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.write_html(path.with_suffix(".html"), include_plotlyjs="cdn")
+    from wirelessfl.results.figures import PngExportError, export_png
+
     try:
-        fig.write_image(path.with_suffix(".png"))
-    except Exception as error:  # kaleido or its browser missing: the HTML is still there
+        path.with_suffix(".png").write_bytes(export_png({path.name: fig})[path.name])
+    except PngExportError as error:  # kaleido or its browser missing: the HTML is still there
         print(f"note: no PNG ({error})")
+
+
+def downlink_share(run: Path, trace: pd.DataFrame, rounds: int = 200) -> pd.DataFrame:
+    """Per cell: the mean share of a round spent on the downlink, for the run's plan shape (k streams of
+    equal size, every participant uploading one model), timed by the run's own network profiles. Why a
+    grouping of the downlink can move a round's length by at most that share."""
+    import numpy as np
+
+    from wirelessfl.config import load_scenario
+    from wirelessfl.network import NetworkModel
+    from wirelessfl.seam import CommPlan, Stream
+    from wirelessfl.simulate import prepare_links, static_rng
+
+    scenario = load_scenario(run / "scenario.yaml")
+    first = trace[(trace["round"] == 1) & (trace["dl_payload"] > 0)].iloc[0]
+    params = int(round(first["dl_bits"] / first["dl_payload"] / 32))
+    clients, k = scenario.data.clients, int(first["streams"])
+    groups = np.array_split(np.arange(clients), k)
+    plan = CommPlan(
+        streams=tuple(Stream(1.0, frozenset(g.tolist())) for g in groups), uplink={c: 1.0 for c in range(clients)},
+        work={c: 1.0 for c in range(clients)}, model_params=params,
+    )
+    rows = []
+    for profile in scenario.profiles():
+        prepare_links(profile)
+        shares = []
+        for seed in scenario.seeds:
+            network = NetworkModel(profile, clients, static_rng(seed, profile))
+            for r in range(rounds // len(scenario.seeds)):
+                inputs = network.draw_round(plan, np.random.default_rng([seed, r]))
+                end = network.time_round(plan, np.random.default_rng([seed, r])).t_end
+                shares.append(float(np.sum(inputs.stream_durations)) / end)
+        rows.append({"profile": profile.name, "downlink share": float(np.mean(shares))})
+    return pd.DataFrame(rows)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run", type=Path)
     parser.add_argument("--figure", type=Path, default=None, help="write PATH.html (and PATH.png)")
+    parser.add_argument("--downlink-share", action="store_true", help="also time the downlink's share of a round")
     args = parser.parse_args()
-    trace = pd.read_csv(args.run / "trace.csv")
+    parquet = args.run / "trace.parquet"
+    trace = pd.read_parquet(parquet) if parquet.exists() else pd.read_csv(args.run / "trace.csv")
     target = float(yaml.safe_load((args.run / "scenario.yaml").read_text())["target_accuracy"])
     summary = summarise(paired(trace, target))
     print(markdown(summary))
+    if args.downlink_share:
+        print()
+        print("| cell | downlink share of a round |\n|---|---|")
+        for _, row in downlink_share(args.run, trace).iterrows():
+            print(f"| {row['profile']} | {row['downlink share']:.3f} |")
     if args.figure is not None:
         figure(summary, args.figure)
 
