@@ -219,3 +219,25 @@ def test_the_nr_cell_scenario_runs_and_names_its_link(tmp_path):
         f"(1.4 m/s), 5G NR (Sionna SYS {nr.sionna_version()}, MCS table 1, BLER target 0.1, 3 HARQ retransmissions, "
         f"30 kHz) rates, 20 MHz, worst-user multicast, one uplink carrier shared equally by concurrent uploaders."
     ) in lines
+
+
+def test_a_physical_run_reports_every_stream_on_the_air(tmp_path):
+    """streams_link.csv: one row per stream of every round, whose bits add up to the trace's downlink bits,
+    and one summary.md line per physical profile; a normalised run writes none."""
+    from wirelessfl.config import load_scenario
+    from wirelessfl.results.run_outputs import write_run_outputs
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "uma-cell.yaml"
+    scenario = load_scenario(path, {"rounds": 2, "seeds": [0]})
+    result = simulate(scenario)
+    write_run_outputs(tmp_path, scenario, result, 1.0, figures="none")
+    links = pd.read_csv(tmp_path / "streams_link.csv")
+    per_round = links.groupby(["curve", "profile", "seed", "round"])["bits"].sum()
+    trace = result.trace[result.trace["round"] > 0].set_index(["curve", "profile", "seed", "round"])["dl_bits"]
+    pd.testing.assert_series_equal(per_round.sort_index(), trace[trace > 0].sort_index(), check_names=False)
+    assert (links["rate_bps"] > 0).all() and (links["seconds"] >= links["bits"] / links["rate_bps"] - 1e-12).all()
+    assert any(line.startswith("- uma-walking streams (streams_link.csv): median rate ") for line in (tmp_path / "summary.md").read_text().splitlines())
+    quick = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml", {"rounds": 1, "seeds": [0]})
+    (tmp_path / "normalised").mkdir()
+    write_run_outputs(tmp_path / "normalised", quick, simulate(quick), 1.0, figures="none")
+    assert not (tmp_path / "normalised" / "streams_link.csv").exists()

@@ -5,7 +5,8 @@ Only these frozen, torch-free and simpy-free dataclasses cross it:
 * ``CommPlan`` -- what an algorithm sends in one round (downlink streams,
   per-client uplink payloads, per-client relative local work);
 * ``RoundTiming`` -- when each client received, finished computing and finished
-  uploading, who made the deadline, and when the round ended.
+  uploading, who made the deadline, and when the round ended (in physical mode
+  with, per downlink stream, its ``StreamDelivery``: rate and repair traffic).
 
 Payloads are in *model units*: 1.0 is one full model (``model_params``
 parameters). Times in ``RoundTiming`` are measured from the start of the round.
@@ -112,6 +113,24 @@ class CommPlan:
 
 
 @dataclass(frozen=True)
+class StreamDelivery:
+    """How one downlink stream went over the air (physical mode): what the link report shows per stream.
+
+    ``seconds``: the multicast and its unicast repairs; ``rate_bps``: the multicast's effective rate,
+    bits / multicast seconds (0 in outage); ``repair_bits``: the bits sent again by unicast to the
+    ``repaired`` receivers the multicast's rate left behind (``coverage`` policy; 0 under ``worst_user``).
+    """
+
+    label: str
+    receivers: int
+    bits: float
+    seconds: float
+    rate_bps: float
+    repair_bits: float = 0.0
+    repaired: int = 0
+
+
+@dataclass(frozen=True)
 class RoundTiming:
     """When things happened in one round, measured from the round's start."""
 
@@ -122,8 +141,10 @@ class RoundTiming:
     t_end: float
     events: tuple[tuple[float, str], ...] = field(default=(), compare=False)
     time_unit: str = "T_dl"
+    deliveries: tuple[StreamDelivery, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "deliveries", tuple(self.deliveries))
         object.__setattr__(self, "t_received", _frozen_mapping(self.t_received))
         object.__setattr__(self, "t_computed", _frozen_mapping(self.t_computed))
         object.__setattr__(self, "t_uploaded", _frozen_mapping(self.t_uploaded))
@@ -131,4 +152,4 @@ class RoundTiming:
 
     def __reduce__(self):
         fields = (dict(self.t_received), dict(self.t_computed), dict(self.t_uploaded), self.arrived, self.t_end)
-        return (RoundTiming, (*fields, self.events, self.time_unit))
+        return (RoundTiming, (*fields, self.events, self.time_unit, self.deliveries))

@@ -272,6 +272,23 @@ def time_records(
     return [network.time_round(rec.plan, network_rng(seed, profile.name, rec.round)) for rec in records[1:]]
 
 
+def delivery_rows(
+    curve: Curve, seed: int, profile: SystemProfile, records: list[RoundRecord], timings: list[RoundTiming]
+) -> list[dict[str, Any]]:
+    """One row per downlink stream of every round in physical mode: its receivers, bits, seconds, the
+    multicast's rate and the unicast repair traffic (``streams_link.csv``)."""
+    rows = []
+    for rec, timing in zip((r for r in records if r.round > 0), timings):
+        for stream in timing.deliveries:
+            rows.append({
+                "curve": curve.curve, "profile": profile.name, "seed": seed, "round": rec.round,
+                "stream": stream.label, "receivers": stream.receivers, "bits": stream.bits,
+                "seconds": stream.seconds, "rate_bps": stream.rate_bps, "repair_bits": stream.repair_bits,
+                "repaired": stream.repaired,
+            })
+    return rows
+
+
 def rows_for(
     scenario: Scenario, curve: Curve, seed: int, profile: SystemProfile, records: list[RoundRecord],
     timings: list[RoundTiming], network: NetworkModel, groups: np.ndarray,
@@ -342,6 +359,7 @@ class SimulationResult:
     replayed: bool
     diagnostics: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     runtime: dict[str, dict[str, float]] = field(default_factory=dict)
+    links: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def simulate(
@@ -371,6 +389,7 @@ def simulate(
     stamp = scenario_fingerprint(scenario)
     rows: list[dict[str, Any]] = []
     clients: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
     trained = 0
     diagnostics: dict[str, dict[int, dict[str, Any]]] = {}
     runtime: dict[str, dict[str, float]] = {}
@@ -412,8 +431,11 @@ def simulate(
                 r, c = rows_for(scenario, unit.curve, seed, prof, unit.records, timings, network, unit.data.groups)
                 rows.extend(r)
                 clients.extend(c)
+                links.extend(delivery_rows(unit.curve, seed, prof, unit.records, timings))
     replayed = not per_profile and not any(profiles_can_change_training(profiles, c) for c in curves_of(scenario))
-    return SimulationResult(pd.DataFrame(rows), pd.DataFrame(clients), trained, replayed, diagnostics, runtime)
+    return SimulationResult(
+        pd.DataFrame(rows), pd.DataFrame(clients), trained, replayed, diagnostics, runtime, pd.DataFrame(links)
+    )
 
 
 def preflight(scenario: Scenario, source: str = "scenario") -> None:

@@ -166,3 +166,23 @@ def test_a_common_drop_places_the_same_users_in_every_profile():
     assert not np.array_equal(losses("a", "per_profile", "shannon"), losses("b", "per_profile", "shannon"))
     with pytest.raises(ValueError, match=r"^physical.drop must be one of 'per_profile', 'common', got 'shared'$"):
         PhysicalChannel(drop="shared")
+
+
+def test_each_stream_reports_its_rate_and_repairs_by_hand():
+    """No fading, 4 receivers, coverage q = 0.75: the multicast runs at the second-weakest receiver's Shannon
+    rate; the weakest gets all the bits again by unicast at its own rate, after the multicast."""
+    physical = PhysicalChannel(fading="none", coherence_s=0.01, multicast="coverage", coverage_q=0.75)
+    profile = SystemProfile(name="cell", physical=physical)
+    model = NetworkModel(profile, 4, np.random.default_rng(2))
+    plan = CommPlan(streams=(Stream(1.0, [0, 1, 2, 3], label="all"),), uplink={}, work={c: 1.0 for c in range(4)}, model_params=10_000)
+    (delivery,) = model.time_round(plan, np.random.default_rng(0)).deliveries
+    rates = phy.downlink_rates(physical, model.path_loss_db, np.ones(4))
+    weakest, second = np.sort(rates)[:2]
+    bits = 10_000 * 32
+    assert (delivery.label, delivery.receivers, delivery.bits) == ("all", 4, bits)
+    assert delivery.rate_bps == pytest.approx(second, rel=1e-12)
+    assert (delivery.repaired, delivery.repair_bits) == (1, pytest.approx(bits))
+    assert delivery.seconds == pytest.approx(bits / second + bits / weakest, rel=1e-12)
+    worst = SystemProfile(name="cell", physical=PhysicalChannel(fading="none", coherence_s=0.01))
+    (plain,) = NetworkModel(worst, 4, np.random.default_rng(2)).time_round(plan, np.random.default_rng(0)).deliveries
+    assert plain.rate_bps == pytest.approx(weakest, rel=1e-12) and plain.repair_bits == 0.0 and plain.repaired == 0

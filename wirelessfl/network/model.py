@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..seam import CommPlan, RoundTiming
+from ..seam import CommPlan, RoundTiming, StreamDelivery
 from . import physical as phy
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
@@ -102,14 +102,15 @@ class NetworkModel:
         members = tuple(np.searchsorted(clients, sorted(s.receivers)) for s in streams)
         labels = tuple(s.label or str(k) for k, s in enumerate(streams))
         payloads = np.array([s.payload for s in streams])
+        deliveries = ()
         if profile.physical is None:
             stream_durations = payloads * profile.t_dl
             upload = uplink_payload * profile.rho * profile.t_dl
         elif profile.physical.block_s is not None:
             bits_per_model = plan.model_params * profile.bits_per_parameter
-            stream_durations, upload = phy.block_durations(
+            stream_durations, upload, deliveries = phy.block_durations(
                 profile.physical, self.path_loss_db, members, payloads * bits_per_model,
-                uplink_payload * bits_per_model, clients, rng,
+                uplink_payload * bits_per_model, clients, rng, labels,
             )
         else:
             channel = profile.physical
@@ -126,6 +127,12 @@ class NetworkModel:
                     channel, self.path_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
                     stream_durations, upload,
                 )
+            deliveries = tuple(
+                StreamDelivery(label, len(m), float(bits), float(seconds), float(rate))
+                for label, m, bits, seconds, rate in zip(
+                    labels, members, (payloads * bits_per_model).tolist(), np.asarray(stream_durations).tolist(), weakest.tolist()
+                )
+            )
         return RoundInputs(
             clients=clients,
             stream_members=members,
@@ -133,6 +140,7 @@ class NetworkModel:
             stream_durations=np.asarray(stream_durations, dtype=float),
             compute=compute,
             upload=upload,
+            deliveries=deliveries,
         )
 
     def nominal_downlink_rates(self) -> np.ndarray | None:
@@ -198,6 +206,7 @@ def to_round_timing(inputs: RoundInputs, times: RoundTimes, deadline: float | No
         t_end=t_end,
         events=times.events,
         time_unit=time_unit,
+        deliveries=inputs.deliveries,
     )
 
 

@@ -11,6 +11,7 @@ from functools import lru_cache
 import numpy as np
 
 from . import link, nr, pathloss
+from ..seam import StreamDelivery
 from .profile import NrSettings, PhysicalChannel
 
 
@@ -148,27 +149,30 @@ MAX_BLOCKS = 1_000_000
 """Blocks a transfer may take before it is an outage (10^4 s of 10 ms blocks)."""
 
 
-def _stream_time(channel: PhysicalChannel, bits: float, snr: np.ndarray, rng: np.random.Generator) -> float:
-    """A multicast's time, plus the unicast repairs of the receivers its rate left behind (``coverage``), sent
-    one after another on the same carrier after it: the stream counts as received when the last repair lands."""
+def _stream_delivery(
+    channel: PhysicalChannel, label: str, bits: float, snr: np.ndarray, rng: np.random.Generator
+) -> StreamDelivery:
+    """A multicast over fading blocks, plus the unicast repairs of the receivers its rate left behind
+    (``coverage``), sent one after another on the same carrier after it: the stream counts as received
+    when the last repair lands."""
     block, fading, k, dl = channel.block_s, channel.fading, k_factor(channel), link_model(channel, "dl")
     sent = link.multicast_transfer(bits, channel.bandwidth_hz, snr, rng, block, fading, k, dl, channel.multicast, channel.coverage_q, MAX_BLOCKS)
     served = link.coverage_rate(snr, channel.coverage_q) if channel.multicast == "coverage" else snr.min()
     tail = float(harq_tail_s(channel, "dl", np.array([served]))[0]) if bits > 0 else 0.0
     repair = np.asarray(sent.repair_bits, dtype=float)
-    if not repair.any():
-        return float(sent.time_s) + tail
-    owed = repair > 0
-    repairs = link.transfer_time(repair[owed], channel.bandwidth_hz, snr[owed], rng, block, fading, k, dl, MAX_BLOCKS)
-    repair_tails = harq_tail_s(channel, "dl", snr[owed])
-    return float(sent.time_s + tail + np.sum(repairs.time_s + repair_tails))
+    seconds, owed = float(sent.time_s) + tail, repair > 0
+    if owed.any():
+        repairs = link.transfer_time(repair[owed], channel.bandwidth_hz, snr[owed], rng, block, fading, k, dl, MAX_BLOCKS)
+        seconds = float(sent.time_s + tail + np.sum(repairs.time_s + harq_tail_s(channel, "dl", snr[owed])))
+    return StreamDelivery(label, int(snr.size), float(bits), seconds, float(sent.rate_bps), float(repair.sum()), int(owed.sum()))
 
 
 def block_durations(
     channel: PhysicalChannel, loss_db: np.ndarray, stream_members: tuple[np.ndarray, ...], stream_bits: np.ndarray,
-    upload_bits: np.ndarray, clients: np.ndarray, rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Stream and upload durations (s) over block fading of length ``channel.block_s``.
+    upload_bits: np.ndarray, clients: np.ndarray, rng: np.random.Generator, labels: tuple[str, ...] = (),
+) -> tuple[np.ndarray, np.ndarray, tuple[StreamDelivery, ...]]:
+    """Stream and upload durations (s) over block fading of length ``channel.block_s``, and each stream's
+    delivery (rate, repairs).
 
     Draw order: each stream's receivers' blocks (then its repairs' blocks) in
     stream order, then the uploads' blocks (``link.multicast_transfer``,
@@ -180,11 +184,14 @@ def block_durations(
     block, fading, k = channel.block_s, channel.fading, k_factor(channel)
     dl_snr = mean_snr(channel.bs_power_dbm, loss_db, channel.bandwidth_hz, channel.noise_density_dbm_hz)[clients]
     ul_snr = mean_snr(channel.ue_power_dbm, loss_db, channel.uplink_bandwidth_hz, channel.noise_density_dbm_hz)[clients]
-    streams = np.array([
-        _stream_time(channel, float(bits), dl_snr[members], rng) for bits, members in zip(stream_bits.tolist(), stream_members)
-    ])
+    labels = labels or tuple(str(k) for k in range(len(stream_members)))
+    deliveries = tuple(
+        _stream_delivery(channel, label, float(bits), dl_snr[members], rng)
+        for label, bits, members in zip(labels, stream_bits.tolist(), stream_members)
+    )
+    streams = np.array([d.seconds for d in deliveries])
     uploads = link.transfer_time(
         upload_bits, channel.uplink_bandwidth_hz, ul_snr, rng, block, fading, k, link_model(channel, "ul"), MAX_BLOCKS
     ).time_s
     uploads = np.where(np.asarray(upload_bits) > 0, uploads + harq_tail_s(channel, "ul", ul_snr), uploads)
-    return streams, np.asarray(uploads, dtype=float)
+    return streams, np.asarray(uploads, dtype=float), deliveries

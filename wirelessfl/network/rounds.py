@@ -26,6 +26,7 @@ class RoundInputs:
     stream_durations: np.ndarray
     compute: np.ndarray
     upload: np.ndarray
+    deliveries: tuple = ()
 
 
 @dataclass(frozen=True)
