@@ -28,7 +28,8 @@ import torch
 from wirelessfl.algorithms.base import FORWARD_COST
 from wirelessfl.config import Scenario
 from wirelessfl.learning.federated import FederatedData, build_federated_data
-from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, _balanced_group
+from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
+from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
 from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.simulate import resolve_device
@@ -111,7 +112,7 @@ def _units_per_curve(scenario: Scenario) -> int:
 
 def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.device) -> tuple[MemoryEstimate, Architecture]:
     """The memory estimate of ``scenario`` on ``data`` (no model is allocated)."""
-    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, **scenario.model.options)
+    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
     t = scenario.training
     estimate = estimate_memory(
         arch,
@@ -246,7 +247,7 @@ def check_run(
         cfg = scenario.training.train_config()
         participants = max(1, min(data.num_clients, math.ceil(scenario.training.participation * data.num_clients)))
         workers = _workers(dev)
-        group = _balanced_group(participants, max(1, 512 // cfg.batch_size), workers)
+        group = balanced_group(participants, max(1, 512 // cfg.batch_size), workers)
         speed, spent = measure_throughput(arch, cfg, dev, max(1, min(participants, group * workers)))
         seconds = estimate_seconds(scenario, data, arch, speed)
     return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent)

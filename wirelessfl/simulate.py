@@ -444,7 +444,7 @@ def build_units(
     if per_profile is None:
         per_profile = profiles_can_change_training(profiles)
     data = build_federated_data(scenario.data_spec(), seed).to(dev)
-    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, **scenario.model.options)
+    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
     engine = LockstepEngine(arch, dev)
     return [
         Unit(scenario, curve, seed, data, engine, profile)
