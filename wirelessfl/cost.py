@@ -31,6 +31,7 @@ from wirelessfl.learning.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
+from wirelessfl.learning.accelerators import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.simulate import resolve_device
 
@@ -169,7 +170,7 @@ def measure_throughput(
     generator = torch.Generator().manual_seed(0)
     cfg = replace(cfg, epochs=1)
     batch = cfg.batch_size
-    engine = LockstepEngine(arch, device)
+    engine = LockstepEngine(arch, device, accelerators=from_environment())
     params = arch.init_flat(slots, generator).to(device)
     x = torch.randn((slots, steps * batch, *arch.input_shape), generator=generator).to(device)
     y = torch.randint(0, arch.num_classes, (slots, steps * batch), generator=generator).to(device)

@@ -140,7 +140,7 @@ class Activations:
     input: int  # one sample after layout
     tape: int  # everything the training forward keeps for the backward pass (outputs, max-pool indices, logits)
     largest: int  # the largest single activation (gradients of it live two at a time in the backward pass)
-    transient: int  # largest forward-only temporary (the repeated input of a 1-channel convolution)
+    transient: int  # largest forward-only temporary (a convolution input's channels_last copy)
     slot_temporaries: int  # per slot and step: conv weight copies and the largest layer's weight gradient (before its copy into the buffer)
     weight_copies: int  # per slot and pass: the conv weights reshaped out of the flat rows (copies)
 
@@ -164,8 +164,7 @@ def activations(arch: Architecture) -> Activations:
             tape += size * INDEX // FLOAT
         if isinstance(module, nn.Conv2d):
             conv_weights += module.weight.numel()
-            if module.in_channels == 1:  # the depthwise form repeats the input once per output channel
-                transient = max(transient, module.out_channels * input_size)
+            transient = max(transient, input_size)  # the input's channels_last copy for the grouped convolution
         if isinstance(module, nn.Module):
             biggest_layer = max(biggest_layer, sum(p.numel() for p in module.parameters(recurse=False)))
     tape += 2 * arch.num_classes  # log-probabilities and their gradient
