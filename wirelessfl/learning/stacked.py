@@ -136,7 +136,7 @@ class StackedModel:
         for training in (True, False):
             self.module.train(training)
             try:
-                self.graphs[training] = _pool_before_relu(torch.fx.symbolic_trace(self.module))
+                self.graphs[training] = _bias_after_pool(_pool_before_relu(torch.fx.symbolic_trace(self.module)))
             except Exception:  # data-dependent control flow and the like: the whole model runs under vmap
                 self.graphs[training] = None
         self.modules = dict(self.module.named_modules())
@@ -262,12 +262,21 @@ class StackedModel:
         return {name[len(prefix):]: tensor for name, tensor in params.items() if name.startswith(prefix)}
 
     def _run(self, node, args, kwargs, params, n, training, generators):
+        value = self._evaluate(node, args, kwargs, params, n, training, generators)
+        owner = node.meta.get("bias_of")
+        if owner is not None:  # the bias of the conv before this max-pool, added after it (see _bias_after_pool)
+            value = images(value.tensor + params[f"{owner}.bias"].reshape(1, -1, 1, 1), n)
+        return value
+
+    def _evaluate(self, node, args, kwargs, params, n, training, generators):
         stacked = [a for a in tree_flatten((args, kwargs), is_leaf=lambda v: isinstance(v, Stacked))[0] if isinstance(a, Stacked)]
         if node.op == "call_module":
             sub = self.modules[node.target]
             own = self._params_of(node.target, params)
             if not stacked and not own:
                 return sub(*args, **kwargs)
+            if node.meta.get("bias_after_pool"):
+                own = {name: value for name, value in own.items() if name != "bias"}
             fast = self._module(sub, own, args, kwargs, n, training, generators)
             if fast is not NotImplemented:
                 return fast
@@ -498,6 +507,30 @@ def _pool_before_relu(traced: torch.fx.GraphModule) -> torch.fx.GraphModule:
         traced.graph.erase_node(relu)
     traced.graph.lint()
     traced.recompile()
+    return traced
+
+
+def _bias_after_pool(traced: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Mark ``conv -> max-pool`` pairs so the conv's bias is added after the pool: max(v + b) = max(v) + b.
+
+    The bias gradient is then the sum of the pooled gradient (a quarter of the
+    values for a 2x2 pool) instead of oneDNN summing the full-resolution one in
+    the convolution's backward. The values agree to float rounding (a padded
+    window's -inf stays -inf). Only a conv whose one user is the pool is marked.
+    """
+    modules = dict(traced.named_modules())
+    for node in traced.graph.nodes:
+        if node.op != "call_module" or not isinstance(modules[node.target], nn.Conv2d) or modules[node.target].bias is None:
+            continue
+        users = list(node.users)
+        pool = users[0] if len(users) == 1 else None
+        is_pool = pool is not None and (
+            (pool.op == "call_module" and type(modules[pool.target]) is nn.MaxPool2d and not modules[pool.target].return_indices)
+            or (pool.op == "call_function" and pool.target is F.max_pool2d and not pool.kwargs.get("return_indices"))
+        )
+        if is_pool and pool.args and pool.args[0] is node:
+            node.meta["bias_after_pool"] = True
+            pool.meta["bias_of"] = node.target
     return traced
 
 
