@@ -138,9 +138,9 @@ def test_state_round_trip_continues_identically(keep):
 
 
 def test_personal_parameters_named_by_path_equal_counting_layers():
-    """``personal: [3]`` (mlp 16 -> 6 -> 4 -> 3: modules 1, 3, 5) is the last two layers; a step gives the same models."""
+    """``personal_params: [3, 5]`` (mlp 16 -> 6 -> 4 -> 3: modules 1, 3, 5) is the last two layers; a step gives the same models."""
     ctx = make_ctx(hidden=(6, 4))
-    by_path = get_algorithm("fedper")(ctx, personal=["3", "5"])
+    by_path = get_algorithm("fedper")(ctx, personal_params=["3", "5"])
     by_count = get_algorithm("fedper")(ctx, personal_layers=2)
     assert by_path.plan(1) == by_count.plan(1)
     members = frozenset(range(len(SIZES)))
@@ -150,9 +150,9 @@ def test_personal_parameters_named_by_path_equal_counting_layers():
 
 
 def test_personal_paths_that_name_nothing_or_everything_are_rejected(ctx):
-    with pytest.raises(ValueError, match=r"^fedper: personal names no parameters of model 'mlp': fc9 \(its layers: 1, 3\)$"):
-        get_algorithm("fedper")(ctx, personal=["fc9"])
-    with pytest.raises(ValueError, match=r"^fedper: personal covers every parameter of model 'mlp'; at least one must be shared$"):
-        get_algorithm("fedper")(ctx, personal=["1", "3"])
-    with pytest.raises(ValueError, match=r"^fedper: personal must be a list of parameter paths \(e.g. \[fc2\]\), got '3'$"):
-        get_algorithm("fedper")(ctx, personal="3")
+    with pytest.raises(ValueError, match=r"^fedper: personal_params names no parameters of model 'mlp': fc9 \(its layers: 1, 3\)$"):
+        get_algorithm("fedper")(ctx, personal_params=["fc9"])
+    with pytest.raises(ValueError, match=r"^fedper: personal_params covers every parameter of model 'mlp'; at least one must be shared$"):
+        get_algorithm("fedper")(ctx, personal_params=["1", "3"])
+    with pytest.raises(ValueError, match=r"^fedper: personal_params must be a list of parameter paths \(e.g. \[fc2\]\), got '3'$"):
+        get_algorithm("fedper")(ctx, personal_params="3")

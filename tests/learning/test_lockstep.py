@@ -353,3 +353,19 @@ def test_head_steps_on_cached_features_equal_head_only_full_batch_training(name,
     assert torch.equal(LockstepEngine(arch).train_head(params, data, lr=lr, steps=0), params)
     with pytest.raises(ValueError, match=r"^steps must be an int >= 0, got -1$"):
         LockstepEngine(arch).train_head(params, data, lr=lr, steps=-1)
+
+
+def test_worker_threads_call_functional_call_on_their_own_module_copies():
+    """functional_call swaps tensors into the module it is given: two threads sharing one computed with each other's."""
+    import threading
+
+    model = LockstepEngine(model_arch := Architecture.of(conv_prelu, (2, 6, 6), 10)).model
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(model._local_module(True))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(m) for m in seen}) == 2 and all(m is not model.module for m in seen)
+    assert model._local_module(False) is model._local_module(True) and not model._local_module(False).training
+    assert model_arch.param_count == sum(p.numel() for p in seen[0].parameters())

@@ -14,7 +14,7 @@ is (current W_B, W_P,i).
 ``personal_layers`` is K_P, counted in modules with parameters from the output
 (the paper varies K_P); 1 (default) is the model's head (``arch.head_mask()``,
 the last linear layer of the built-in models); 0 leaves nothing personal, and
-FedPer is then FedAvg exactly. ``personal`` instead names the personal
+FedPer is then FedAvg exactly. ``personal_params`` instead names the personal
 parameters by path (``[fc2]`` or ``[blocks.2, fc]``), for any model. With
 ``keep_optimizer_state`` each client's optimizer state (whole model) carries
 over between its rounds, as for FedAvg. Both the downlink stream and the
@@ -57,7 +57,7 @@ class FedPer(Algorithm):
     name = "fedper"
     paper = "Arivazhagan et al., arXiv:1912.00818 (2019)"
     description = "shared body averaged by n_j, personal last layer(s) trained and kept on each device"
-    hparams = {"personal_layers": 1, "personal": None}
+    hparams = {"personal_layers": 1, "personal_params": None}
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
@@ -65,16 +65,16 @@ class FedPer(Algorithm):
         if not (isinstance(layers, numbers.Integral) and not isinstance(layers, bool) and layers >= 0):
             raise ValueError(f"fedper: personal_layers must be an int >= 0, got {layers!r}")
         arch = ctx.arch
-        personal = self.params["personal"]
+        personal = self.params["personal_params"]
         if personal is not None:
             if isinstance(personal, str) or not all(isinstance(p, str) for p in personal):
-                raise ValueError(f"fedper: personal must be a list of parameter paths (e.g. [fc2]), got {personal!r}")
+                raise ValueError(f"fedper: personal_params must be a list of parameter paths (e.g. [fc2]), got {personal!r}")
             names = arch.names_under(personal)
             unknown = [p for p in personal if not arch.names_under([p])]
             if unknown:
-                raise ValueError(f"fedper: personal names no parameters of model {arch.name!r}: {', '.join(unknown)} (its layers: {', '.join(arch.layers)})")
+                raise ValueError(f"fedper: personal_params names no parameters of model {arch.name!r}: {', '.join(unknown)} (its layers: {', '.join(arch.layers)})")
             if len(names) == len(arch.param_names):
-                raise ValueError(f"fedper: personal covers every parameter of model {arch.name!r}; at least one must be shared")
+                raise ValueError(f"fedper: personal_params covers every parameter of model {arch.name!r}; at least one must be shared")
         else:
             available = len(arch.layers)
             if layers >= available:

@@ -190,7 +190,7 @@ def _node_outputs(arch: Architecture) -> list[tuple[object, int, int]]:
     from torch.fx.passes.shape_prop import ShapeProp
 
     module = arch.template
-    sample = torch.zeros(1, *arch.input_shape)
+    sample = torch.zeros(1, *arch.input_shape, device=next(module.parameters()).device)
     try:
         traced = torch.fx.symbolic_trace(module)
     except Exception:  # untraceable forward: the leaf modules' outputs, by hooks

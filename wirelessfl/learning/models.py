@@ -268,9 +268,22 @@ class Architecture:
 
     @cached_property
     def template(self) -> nn.Module:
-        """One checked module on the CPU: parameters only, logits ``[B, num_classes]``."""
-        with torch.random.fork_rng(devices=[]):
-            module = self.new_module()
+        """One checked module, parameters only, logits ``[B, num_classes]``: shapes and names, no values.
+
+        It is built on the meta device where the factory allows, so that
+        describing (and refusing) a model of billions of parameters allocates
+        nothing; a factory that needs real tensors gets a CPU module.
+        """
+        try:
+            with torch.device("meta"):
+                return self._checked(self.new_module())
+        except ValueError:
+            raise
+        except Exception:  # a factory or forward that computes with real values (data-dependent branches)
+            with torch.random.fork_rng(devices=[]):
+                return self._checked(self.new_module())
+
+    def _checked(self, module: nn.Module) -> nn.Module:
         buffers = [name for name, _ in module.named_buffers()]
         if buffers:
             raise ValueError(
@@ -286,8 +299,9 @@ class Architecture:
         if not any(True for _ in module.parameters()):
             raise ValueError(f"model {self.name!r} has no parameters")
         module.train()
+        device = next(module.parameters()).device
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            out = module(torch.zeros(2, *self.input_shape))
+            out = module(torch.zeros(2, *self.input_shape, device=device))
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, self.num_classes):
             got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise ValueError(f"model {self.name!r} must map [B, {', '.join(map(str, self.input_shape))}] inputs to [B, {self.num_classes}] logits, got {got} for B = 2")

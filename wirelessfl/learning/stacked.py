@@ -27,6 +27,7 @@ engine's flat ``[n, P]`` rows; gradients are whatever autograd computes for them
 from __future__ import annotations
 
 import contextlib
+import copy
 import operator
 import threading
 from collections.abc import Callable, Sequence
@@ -131,7 +132,8 @@ class StackedModel:
         self.module = arch.build_module()
         self.module.requires_grad_(False)
         self.slices = {sl.name: sl for sl in arch.param_slices}
-        self._looped: set[int] = set()  # code of the functions vmap could not run (data-dependent control flow)
+        self._looped: set[int] = set()
+        self._threads = threading.local()  # code of the functions vmap could not run (data-dependent control flow)
         self.graphs: dict[bool, torch.fx.GraphModule | None] = {}
         for training in (True, False):
             self.module.train(training)
@@ -249,6 +251,18 @@ class StackedModel:
                 return value.rows()
         raise RuntimeError("the traced graph has no output")
 
+    def _local_module(self, training: bool) -> nn.Module:
+        """This thread's copy of the module, for ``functional_call``.
+
+        ``functional_call`` swaps the given tensors into the module's attributes
+        while it runs, so two worker threads calling it on one module would each
+        compute with the other's parameters.
+        """
+        module = getattr(self._threads, "module", None)
+        if module is None:
+            module = self._threads.module = copy.deepcopy(self.module)
+        return module.train(training)
+
     def _attribute(self, target: str, params, n: int):
         if target in params:
             return Stacked(params[target], n)
@@ -280,7 +294,8 @@ class StackedModel:
             fast = self._module(sub, own, args, kwargs, n, training, generators)
             if fast is not NotImplemented:
                 return fast
-            return self._fallback(lambda p, *a, **k: functional_call(sub, p, a, k), args, kwargs, n, own, generators, training)
+            local = self._local_module(training).get_submodule(node.target)
+            return self._fallback(lambda p, *a, **k: functional_call(local, p, a, k), args, kwargs, n, own, generators, training)
         if not stacked:
             target = node.target if node.op == "call_function" else getattr(args[0], node.target)
             return target(*args, **kwargs) if node.op == "call_function" else target(*args[1:], **kwargs)
@@ -405,7 +420,7 @@ class StackedModel:
 
     def _vmapped(self, params, x: Stacked, training, generators) -> torch.Tensor:
         """The whole model per slot: what runs a model ``torch.fx`` cannot trace."""
-        names, module = list(params), self.module
+        names, module = list(params), self._local_module(training)
 
         def one(xs, *values):
             return functional_call(module, dict(zip(names, values)), (xs,))
