@@ -21,7 +21,6 @@ generators are Python objects, outside a traced graph).
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
@@ -29,16 +28,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from wirelessfl.learning.lockstep import LockstepEngine, _weighted_cross_entropy
 from wirelessfl.learning.models import get_architecture
-
-
-def median_ms(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1e3 * statistics.median(times)
+from profile_step import median_ms  # benchmarks/ is the script's directory
 
 
 def main() -> None:
