@@ -9,9 +9,10 @@ per client, 10 batches of 60, the ``ucfl`` defaults on scenario 2's split), with
 ``--method evaluate`` an evaluation of 600 samples per client; ``--input 3 32 32
 --classes 10`` gives CIFAR-10's shapes (scenario 3's LeNet-5). The other
 engine is ``OTHER/wirelessfl/learning/lockstep.py`` of a checkout made with
-``git worktree add /tmp/old REV``, with that checkout's own kernels, optimizer
-and allocator setting (``ENGINE_MODULES``); it is run with this checkout's
-``models.py``, so use it for revisions whose model layout is the same.
+``git worktree add /tmp/old REV``, with that checkout's own modules
+(``ENGINE_MODULES``: kernels, optimizer, allocator setting, models); both
+engines get the same flat parameters, so use it for revisions whose LeNet-5
+parameter layout is the same (all of them so far).
 
     git worktree add /tmp/old b7ebb06 && python benchmarks/bench_engine_versions.py /tmp/old
     python benchmarks/bench_engine_versions.py /tmp/old --method batch_gradients --clients 20
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_lockstep import make_clients  # noqa: E402
 
 
-ENGINE_MODULES = ("halide_aot", "heap", "optim", "first_block", "lockstep")
+ENGINE_MODULES = ("halide_aot", "heap", "optim", "models", "first_block", "accelerators", "schedule", "workers", "phases", "stacked", "lockstep")
 """The other checkout's modules its engine runs with, in import order (older revisions lack some)."""
 
 
@@ -72,7 +73,7 @@ def load_other(checkout: Path):
                     delattr(package, name)
             else:
                 setattr(package, name, attribute)
-    return loaded["lockstep"]
+    return loaded
 
 
 def main() -> None:
@@ -84,10 +85,12 @@ def main() -> None:
     parser.add_argument("--input", type=int, nargs=3, default=[1, 28, 28], metavar=("C", "H", "W"), help="image shape (3 32 32: CIFAR-10's)")
     parser.add_argument("--classes", type=int, default=62)
     args = parser.parse_args()
-    other = load_other(args.other)
+    loaded = load_other(args.other)
+    other = loaded["lockstep"]
     arch = get_architecture("lenet5", tuple(args.input), args.classes)
+    other_arch = loaded["models"].get_architecture("lenet5", tuple(args.input), args.classes) if "models" in loaded else arch
     settings = dict(epochs=1, batch_size=32, lr=0.1, momentum=0.9)
-    engines = {"other": (other.LockstepEngine(arch), other.TrainConfig(**settings)), "this": (lockstep.LockstepEngine(arch), lockstep.TrainConfig(**settings))}
+    engines = {"other": (other.LockstepEngine(other_arch), other.TrainConfig(**settings)), "this": (lockstep.LockstepEngine(arch), lockstep.TrainConfig(**settings))}
     per_client = 320 if args.method == "train" else 600
 
     def run(engine, cfg, params, data):

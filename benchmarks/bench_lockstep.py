@@ -1,12 +1,19 @@
 """Lockstep engine vs the plain per-client loop, measured in the same process.
 
-LeNet-5 on EMNIST-shaped random data (1x28x28, 62 classes), one local epoch,
-batch 32, SGD lr 0.1 momentum 0.9. For each client count it prints samples/s of
-the reference loop and of the engine (best of --repeats, the two interleaved so
-that load from other processes hits both alike), their ratio, and the fraction of
-this machine's float32 matmul peak (measured here) that the engine reaches. With
---memory-clients it also reports the peak resident memory of a fresh process
-training that many clients.
+LeNet-5 and a user model the engine has no special case for
+(``examples/user_models.py:two_conv_dropout``: two convolutions, functional
+dropout, a reshape by ``x.size(0)``) on EMNIST-shaped random data (1x28x28, 62
+classes), one local epoch, batch 32, SGD lr 0.1 momentum 0.9. For each model and
+client count it prints samples/s of the per-client loop (``ReferenceLoop``: one
+module and one ``torch.optim`` optimizer per client, at its best thread count:
+on a loaded 2-core machine two intra-op threads can make its tiny ops 10x
+slower) and of the engine (default threads), best of --repeats with the two
+interleaved so that load from other processes hits both alike, their ratio, and
+the fraction of this machine's float32 matmul peak (measured here) that the
+engine reaches (``benchmarks/bench_compile.py`` times ``torch.compile`` on the
+stacked step). With --memory-clients it reports, per model, the peak
+resident memory of a fresh process training that many clients and the training
+memory per client.
 
     python benchmarks/bench_lockstep.py                       # 20 and 100 clients + 1,000-client memory
     python benchmarks/bench_lockstep.py --clients 20 --repeats 1 --memory-clients 0
@@ -28,10 +35,11 @@ from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.learning.reference import ReferenceLoop
 
 CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.1, momentum=0.9)
+MODELS = {"lenet5": "LeNet-5", "examples.user_models:two_conv_dropout": "user model (two convs + dropout)"}
 
 
-def lenet5() -> Architecture:
-    return get_architecture("lenet5", (1, 28, 28), 62)
+def model(name: str) -> Architecture:
+    return get_architecture(name, (1, 28, 28), 62)
 
 
 def make_clients(arch: Architecture, clients: int, samples: int, seed: int = 0):
@@ -44,22 +52,21 @@ def make_clients(arch: Architecture, clients: int, samples: int, seed: int = 0):
 
 
 def training_flops_per_sample(arch: Architecture) -> float:
-    """Multiply-adds x 2 of forward, weight gradient and input gradient (none below the first layer)."""
-    channels, height, width = arch.input_shape
-    macs = []
-    for op in arch.ops:
-        if op.kind == "resize":
-            height, width = op.args
-        elif op.kind == "conv":
-            cin, cout, k, padding = op.args
-            height, width = height + 2 * padding - k + 1, width + 2 * padding - k + 1
-            macs.append(cout * cin * k * k * height * width)
-        elif op.kind == "maxpool":
-            kernel, stride, padding = op.args
-            height = (height + 2 * padding - kernel) // stride + 1
-            width = (width + 2 * padding - kernel) // stride + 1
-        elif op.kind == "linear":
-            macs.append(op.args[0] * op.args[1])
+    """Multiply-adds x 2 of forward, weight gradient and input gradient (none below the first layer) of convs and linears."""
+    macs: list[int] = []
+
+    def count(module, inputs, output):
+        if isinstance(module, torch.nn.Conv2d):
+            macs.append(output[0].numel() * module.weight[0].numel())
+        elif isinstance(module, torch.nn.Linear):
+            macs.append(module.weight.numel())
+
+    module = arch.build_module().eval()
+    hooks = [m.register_forward_hook(count) for m in module.modules() if isinstance(m, (torch.nn.Conv2d, torch.nn.Linear))]
+    with torch.no_grad():
+        module(torch.zeros(1, *arch.input_shape))
+    for hook in hooks:
+        hook.remove()
     return 2.0 * (3 * sum(macs) - macs[0])
 
 
@@ -84,27 +91,46 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def compare(clients: int, samples: int, repeats: int, device: torch.device, peak: float) -> None:
-    arch = lenet5()
+def fastest_reference(reference, params, data, repeats: int) -> tuple[float, int]:
+    """Fastest time of the per-client loop over thread counts 1..torch's default, and that count."""
+    default = torch.get_num_threads()
+    best = (float("inf"), default)
+    try:
+        for threads in sorted({1, default}):
+            torch.set_num_threads(threads)
+            for _ in range(repeats):
+                elapsed = timed(lambda: reference.train(params, data, CONFIG, torch.Generator().manual_seed(1)))
+                best = min(best, (elapsed, threads))
+    finally:
+        torch.set_num_threads(default)
+    return best
+
+
+def compare(name: str, clients: int, samples: int, repeats: int, device: torch.device, peak: float) -> None:
+    arch = model(name)
     params, data = make_clients(arch, clients, samples)
     engine, reference = LockstepEngine(arch, device), ReferenceLoop(arch, device)
     run_engine = lambda: engine.train(params, data, CONFIG, torch.Generator().manual_seed(1))  # noqa: E731
-    run_reference = lambda: reference.train(params, data, CONFIG, torch.Generator().manual_seed(1))  # noqa: E731
     warm = max(2, clients // 10)
     engine.train(params[:warm], data[:warm], CONFIG, torch.Generator().manual_seed(1))
     reference.train(params[:warm], data[:warm], CONFIG, torch.Generator().manual_seed(1))
     run_engine()
     best_engine = best_reference = float("inf")
+    threads = torch.get_num_threads()
     for _ in range(repeats):
-        best_reference = min(best_reference, timed(run_reference))
+        elapsed, count = fastest_reference(reference, params, data, 1)
+        if elapsed < best_reference:
+            best_reference, threads = elapsed, count
         best_engine = min(best_engine, timed(run_engine))
     total = clients * samples
     engine_rate, reference_rate = total / best_engine, total / best_reference
     flops = training_flops_per_sample(arch) * engine_rate
-    print(
-        f"clients={clients:4d}  reference {reference_rate:9.0f} samples/s  lockstep {engine_rate:9.0f} samples/s  "
-        f"ratio {engine_rate / reference_rate:5.2f}x  lockstep at {flops / 1e9:6.1f} GFLOP/s = {100 * flops / peak:4.1f}% of matmul peak"
+    line = (
+        f"{MODELS.get(name, name):34s} clients={clients:4d}  per-client loop {reference_rate:7.0f} samples/s ({threads} thr)  "
+        f"lockstep {engine_rate:7.0f} samples/s  ratio {engine_rate / reference_rate:5.2f}x  "
+        f"{flops / 1e9:5.1f} GFLOP/s = {100 * flops / peak:4.1f}% of matmul peak"
     )
+    print(line, flush=True)
 
 
 def peak_rss_mib() -> float:
@@ -119,9 +145,9 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def memory_run(clients: int, samples: int, device: torch.device) -> None:
-    """Body of the child process: train once, print peak RSS before and after (MiB)."""
-    arch = lenet5()
+def memory_run(name: str, clients: int, samples: int, device: torch.device) -> None:
+    """Body of the child process: train once, print peak RSS before and after (MiB) and the training memory per client."""
+    arch = model(name)
     baseline = peak_rss_mib()
     params, data = make_clients(arch, clients, samples)
     before = peak_rss_mib()
@@ -132,14 +158,17 @@ def memory_run(clients: int, samples: int, device: torch.device) -> None:
     gpu = f", GPU peak {torch.cuda.max_memory_allocated() / 2**20:.0f} MiB" if device.type == "cuda" else ""
     data_mib = clients * samples * (28 * 28 + 2) * 4 / 2**20
     print(
-        f"clients={clients} x {samples} samples: peak RSS {after:.0f} MiB = python+torch {baseline:.0f} MiB "
+        f"{MODELS.get(name, name)}: clients={clients} x {samples} samples: peak RSS {after:.0f} MiB = python+torch {baseline:.0f} MiB "
         f"+ data {data_mib:.0f} MiB and {clients} initial models {params.numel() * 4 / 2**20:.0f} MiB "
-        f"(before training {before:.0f} MiB) + training {after - before:.0f} MiB{gpu}; one epoch took {elapsed:.1f} s"
+        f"(before training {before:.0f} MiB) + training {after - before:.0f} MiB = {1024 * (after - before) / clients:.0f} kiB per client "
+        f"(a model is {arch.param_count * 4 / 1024:.0f} kiB){gpu}; one epoch took {elapsed:.1f} s",
+        flush=True,
     )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=list(MODELS), help="built-in names or package.module:factory (1x28x28 inputs, 62 classes)")
     parser.add_argument("--clients", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--samples", type=int, default=320, help="training samples per client (320 = 10 batches)")
     parser.add_argument("--repeats", type=int, default=2)
@@ -147,28 +176,31 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--memory-clients", type=int, default=1000, help="0 = skip the memory run")
     parser.add_argument("--memory-samples", type=int, default=64)
-    parser.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     if args.memory_child:
-        memory_run(args.memory_clients, args.memory_samples, device)
+        memory_run(args.memory_child, args.memory_clients, args.memory_samples, device)
         return
     peak = matmul_peak_flops(device)
     print(
         f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}, "
-        f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s; LeNet-5 1x28x28/62 classes, {args.samples} samples/client, "
-        f"1 epoch, batch 32, SGD lr 0.1 momentum 0.9"
+        f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s; 1x28x28/62 classes, {args.samples} samples/client, "
+        f"1 epoch, batch 32, SGD lr 0.1 momentum 0.9",
+        flush=True,
     )
-    for clients in args.clients:
-        compare(clients, args.samples, args.repeats, device, peak)
+    for name in args.models:
+        for clients in args.clients:
+            compare(name, clients, args.samples, args.repeats, device, peak)
     if args.memory_clients:
-        command = [sys.executable, __file__, "--memory-child", "--memory-clients", str(args.memory_clients),
-                   "--memory-samples", str(args.memory_samples), "--device", args.device]
-        if args.threads:
-            command += ["--threads", str(args.threads)]
-        subprocess.run(command, check=True)
+        for name in args.models:
+            command = [sys.executable, __file__, "--memory-child", name, "--memory-clients", str(args.memory_clients),
+                       "--memory-samples", str(args.memory_samples), "--device", args.device]
+            if args.threads:
+                command += ["--threads", str(args.threads)]
+            subprocess.run(command, check=True)
 
 
 if __name__ == "__main__":

@@ -20,9 +20,10 @@ import time
 import torch
 
 import wirelessfl.learning.lockstep as lockstep
-from bench_lockstep import CONFIG, lenet5, make_clients
+import wirelessfl.learning.workers as workers
+from bench_lockstep import CONFIG, make_clients, model
 
-NOW = (lockstep._partition, lockstep._single_threaded)
+NOW = (lockstep.partition, workers._single_threaded)
 
 
 def _thread_following(device: torch.device) -> int:
@@ -35,7 +36,7 @@ def _all_threads(task, argument: int) -> bool:
 
 
 def use(variant: str) -> None:
-    lockstep._partition, lockstep._single_threaded = NOW if variant == "now" else (_thread_following, _all_threads)
+    lockstep.partition, workers._single_threaded = NOW if variant == "now" else (_thread_following, _all_threads)
 
 
 def main() -> None:
@@ -44,7 +45,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    arch = lenet5()
+    arch = model("lenet5")
     print(f"torch threads {torch.get_num_threads()}, GROUP_MULTIPLE {lockstep.GROUP_MULTIPLE}")
     for clients in args.clients:
         params, data = make_clients(arch, clients, args.samples)

@@ -1,21 +1,22 @@
 """Where one lockstep training step spends its time, op by op (one slot group, one thread).
 
-Runs the engine's own step -- gather, stacked forward, loss, hand-written
-backward, SGD-momentum update -- on one group of ``--slots`` LeNet-5 models x
-``--batch`` EMNIST-shaped random samples with one intra-op thread (as each of
-the engine's CPU worker threads runs), then
+Runs the engine's own step -- gather, stacked forward, loss, autograd backward
+(with the copy of each parameter's gradient into the flat buffer), SGD-momentum
+update -- on one group of ``--slots`` models x ``--batch`` EMNIST-shaped random
+samples with one intra-op thread (as each of the engine's CPU worker threads
+runs), then
 
 1. times the five parts of the step (median of ``--steps`` steps), and
 2. records every ATen op of one step (a ``TorchDispatchMode``) and every call
-   of the fused first block's Halide kernels (``learning/first_block.py``), and
-   replays each alone on copies of its arguments (same shapes and strides),
-   median of ``--steps`` runs, with the GFLOP/s of convolutions, the kernels
-   and batched matmuls. ``--aten`` runs the first block on oneDNN instead.
+   of the Halide first block's kernels (``--halide``: the accelerator plug-in,
+   ``learning/first_block.py``), and replays each alone on copies of its
+   arguments (same shapes and strides), median of ``--steps`` runs, with the
+   GFLOP/s of convolutions, the kernels and batched matmuls.
 
 The replay is used instead of ``torch.profiler`` because under the profiler
 this step takes ~1,500 page faults (none without it) and its large memory ops
 run 5-30x slower. The sum of the replayed ops is printed beside the step time
-as a check. docs/engine.md's "The op profile, from the repository" quotes its output.
+as a check. ``--arch`` takes a built-in name or ``package.module:factory``.
 
     python benchmarks/profile_step.py                      # 13 slots x 32, as scenario 2's groups
     python benchmarks/profile_step.py --slots 8 --batch 128 --arch cifar_cnn --input 3 32 32 --classes 10
@@ -33,6 +34,7 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_map
 
 from wirelessfl.learning import optim
+from wirelessfl.learning.first_block import HalideFirstBlock
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, _weighted_cross_entropy
 from wirelessfl.learning.models import get_architecture
 
@@ -126,12 +128,12 @@ def main() -> None:
     parser.add_argument("--input", type=int, nargs=3, default=[1, 28, 28], metavar=("C", "H", "W"))
     parser.add_argument("--classes", type=int, default=62)
     parser.add_argument("--eval", action="store_true", help="an evaluation pass (gather, forward without tape, loss) instead")
-    parser.add_argument("--aten", action="store_true", help="the first block on oneDNN, not the fused Halide kernels")
+    parser.add_argument("--halide", action="store_true", help="the first block as the Halide accelerator plug-in's kernels")
     args = parser.parse_args()
     torch.set_num_threads(1)
     arch = get_architecture(args.arch, tuple(args.input), args.classes)
-    engine = LockstepEngine(arch, fused_first_block=not args.aten)  # also applies the engine's heap setting
-    program = engine.program
+    engine = LockstepEngine(arch, accelerators=[HalideFirstBlock()] if args.halide else ())  # also applies the heap setting
+    model = engine.model
     g = torch.Generator().manual_seed(0)
     per_slot = 10 * args.batch
     x_cat = torch.rand((args.slots * per_slot, *arch.input_shape), generator=g)
@@ -144,8 +146,10 @@ def main() -> None:
     transform = optim.build(CONFIG)
     state = transform.init(work)
     needed = [True] * len(arch.param_slices)
+    names = list(model.slices)
 
     parts = PARTS[:3] if args.eval else PARTS
+    draws = [(torch.Generator().manual_seed(s), args.batch) for s in range(args.slots)] if model.stochastic else None
     mode = torch.inference_mode if args.eval else contextlib.nullcontext
 
     def step(t: int, marks: list[float] | None = None, recorder: OpRecorder | None = None) -> None:
@@ -160,7 +164,7 @@ def main() -> None:
                 part("gather")
                 x, y, w = engine._gather(x_cat, y_cat, table[t % len(table)], torch.ones(args.slots))
                 part("forward")
-                logits, _ = program.forward(work, x, keep=False)
+                logits = model.forward(model.views(work), x, training=False)
                 part("loss")
                 _weighted_cross_entropy(logits, y, w, want_grad=False)
                 part("end")
@@ -168,11 +172,15 @@ def main() -> None:
         part("gather")
         x, y, w = engine._gather(x_cat, y_cat, table[t % len(table)], None)
         part("forward")
-        logits, tape = program.forward(work, x, keep=True)
+        leaves = model.views(work, requires_grad=needed)
+        logits = model.forward(leaves, x, training=True, generators=draws)
         part("loss")
-        _, grad_logits = _weighted_cross_entropy(logits, y, w, want_grad=True)
+        _, grad_logits = _weighted_cross_entropy(logits.detach(), y, w, want_grad=True)
         part("backward")
-        program.backward(work, tape, grad_logits, grad, needed)
+        grads = torch.autograd.grad(logits, list(leaves.values()), grad_logits)
+        for name, g_param in zip(names, grads):
+            sl = model.slices[name]
+            grad[:, sl.offset : sl.stop].copy_(g_param.reshape(args.slots, -1))
         part("optimizer")
         optim.step(work, grad, state, transform)
         part("end")
@@ -194,25 +202,21 @@ def main() -> None:
         print(f"  {p:<10} {medians[p]:7.2f} ms {100 * medians[p] / total:5.1f}%")
     print(f"  {'step':<10} {total:7.2f} ms  = {samples / total * 1e3:,.0f} samples/s on one thread")
 
-    print(f"  first block: {program.block_status}")
+    print(f"  accelerated: {', '.join(model.accelerated) or 'nothing'}")
 
+    blocks = _halide_blocks(model)
     with OpRecorder() as recorder:
-        block = program.block
-        if block is not None:
+        saved = [(block, block._forward, block._backward) for block in blocks]
+        for block in blocks:
             shape = block.shape
             per_sample = shape.outputs * shape.channels * shape.kernel**2 * shape.conv_height * shape.conv_width
-            # the next conv's input gradient: its real multiply-adds (the kernel's zero taps not counted)
-            next_per_sample = shape.next_outputs * shape.outputs * shape.next_kernel**2 * shape.next_height * shape.next_width
-            pipelines = block._forward, block._backward, block._next_input_grad
-            block._forward = KernelRecorder(pipelines[0], "halide first-block forward (conv+bias+pool+ReLU)", recorder, per_sample)
-            block._backward = KernelRecorder(pipelines[1], "halide first-block weight+bias gradient", recorder, per_sample)
-            if pipelines[2] is not None:
-                block._next_input_grad = KernelRecorder(pipelines[2], "halide next conv's input gradient", recorder, next_per_sample)
+            block._forward = KernelRecorder(block._forward, "halide first-block forward (conv+bias+pool+ReLU)", recorder, per_sample)
+            block._backward = KernelRecorder(block._backward, "halide first-block weight+bias gradient", recorder, per_sample)
         try:
             step(0, recorder=recorder)
         finally:
-            if block is not None:
-                block._forward, block._backward, block._next_input_grad = pipelines
+            for block, forward, backward in saved:
+                block._forward, block._backward = forward, backward
     rows = []
     for part, func, op_args, op_kwargs in recorder.calls:
         if isinstance(func, KernelRecorder):
@@ -231,6 +235,18 @@ def main() -> None:
             rate = f"{2 * mac / ms / 1e6:8.0f}" if mac else " " * 8
             print(f"  {part:<10} {ms:6.2f} {rate}  {text}")
     print(f"  ({sum(1 for r in rows if r[1] < 0.02)} ops under 0.02 ms not listed, {sum(r[1] for r in rows if r[1] < 0.02):.2f} ms in all)")
+
+
+def _halide_blocks(model) -> list:
+    """The FirstBlock objects inside the plug-in's claims (their closures hold them)."""
+    from wirelessfl.learning.first_block import FirstBlock
+
+    found = []
+    for claim in {id(c): c for claims in model.claims.values() for c in claims.values()}.values():
+        for cell in claim.run.__closure__ or ():
+            if isinstance(cell.cell_contents, FirstBlock) and cell.cell_contents not in found:
+                found.append(cell.cell_contents)
+    return found
 
 
 if __name__ == "__main__":

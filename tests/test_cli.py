@@ -264,6 +264,8 @@ BAD_INPUTS = [
     ("repeated seed", _doc(seeds=[1, 1]), [], r"s.yaml: seeds: must list each seed once; repeated: 1"),
     ("unknown model option", _doc(model={"name": "mlp", "options": {"width": 3}}), [], r"s\.yaml: model\.options for model 'mlp': unknown option 'width'; allowed: hidden$"),
     ("bad model option", _doc(model={"name": "mlp", "options": {"hidden": [0]}}), [], r"s\.yaml: model\.options for model 'mlp': hidden must be a sequence of positive ints, got \(0,\)$"),
+    ("unimportable model", _doc(model={"name": "nowhere.at.all:net"}), [], r"s\.yaml: model\.name: model 'nowhere\.at\.all:net': cannot import module 'nowhere\.at\.all' \(ModuleNotFoundError: No module named 'nowhere'\)$"),
+    ("model with buffers", _doc(model={"name": "torch.nn:BatchNorm2d"}), [], r"s\.yaml: model 'torch\.nn:BatchNorm2d' has buffers \(running_mean, running_var, num_batches_tracked\): the lockstep engine trains parameters only; use GroupNorm or LayerNorm instead of BatchNorm$"),
     ("brackets kept", _doc(algorithms=[{"name": "fedavg", "label": "[bold]x"}, {"name": "local", "label": "[bold]x"}]), [], r"repeated: \[bold\]x \(set `label:`\)$"),
 ]
 
@@ -414,3 +416,17 @@ def test_list_shows_bracketed_text_as_text():
     result = runner.invoke(app, ["list"], env={"COLUMNS": "250"})
     assert result.exit_code == 0
     assert "2x [conv64 5x5 + maxpool 3x3/2], fc384, fc192, fc" in result.output
+
+
+def test_a_user_model_named_by_import_path_trains_end_to_end(tmp_path):
+    """``model: {name: package.module:factory}``: a model with dropout the engine has never seen, through `simulate`."""
+    doc = {**SCENARIO, "model": {"name": "examples.user_models:two_conv_dropout", "options": {"width": 4, "hidden": 16}},
+           "algorithms": [{"name": "fedavg"}, {"name": "fedper"}], "networks": [{"preset": "wired"}]}
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    trace = pd.read_csv(out / "trace.csv")
+    assert set(trace["algorithm"]) == {"fedavg", "fedper"} and trace["avg_acc"].between(0, 1).all()
+    again = tmp_path / "again"
+    assert runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(again), "--quiet"]).exit_code == 0
+    pd.testing.assert_frame_equal(trace, pd.read_csv(again / "trace.csv"))  # dropout masks come from the seed

@@ -15,6 +15,7 @@ from wirelessfl.cost import MEMORY_FRACTION, RunCost, available_memory, check_ru
 from wirelessfl.learning.data.federated import build_federated_data
 from wirelessfl.learning.memory import MemoryEstimate
 from wirelessfl.simulate import simulate
+from wirelessfl.learning.models import get_architecture
 
 ROOT = Path(__file__).resolve().parents[1]
 HUGE = {
@@ -38,6 +39,7 @@ def test_huge_model_refused_with_one_line_fast_and_without_allocating(monkeypatc
     monkeypatch.setattr(cost, "_workers", lambda device: 1)
     scenario = parse_scenario(HUGE)
     build_federated_data(parse_scenario({**HUGE, "model": {"name": "mlp"}}).data_spec(), 0)  # imports warm
+    get_architecture("mlp", (1, 8, 8), 10)  # and the meta device's first use (~1 s), on which models are described
     Path("/proc/self/clear_refs").write_text("5")
     before = _status("VmRSS")
     began = time.perf_counter()
@@ -47,11 +49,12 @@ def test_huge_model_refused_with_one_line_fast_and_without_allocating(monkeypatc
     assert _status("VmHWM") - before < 100e6  # not one model was allocated
     # By hand: P = 64*2e6 + 2e6 + 2e6*10 + 10 = 150,000,010, a row 600 MB; 10 slots in one group of batch 32.
     # parameters 2 x 10 rows = 12.0 GB, momentum 10 rows and the gradient buffer 10 rows = 6.0 GB each;
-    # activations per slot: 32 samples x 4 B x (tape 64 + 2e6 + 10 + 20, two gradients of the 2e6 layer, two
-    # inputs 64) = 768.0 MB, plus fc1's weight gradient 4 B x (64*2e6 + 2e6) = 520 MB: 10 x 1.288 GB = 12.9 GB;
-    # the one global model 0.6 GB (under 5%, not listed): 37.5 GB in all.
+    # activations per slot: 32 samples x 4 B x (tape: input 64, flattened 64, fc1 2e6 and its ReLU 2e6, logits 10,
+    # loss 20; two gradients of the 2e6 layer, two inputs 64) = 1,024.0 MB, plus fc1's weight gradient
+    # 4 B x (64*2e6 + 2e6) = 520 MB: 10 x 1.544 GB = 15.4 GB; the one global model 0.6 GB (under 5%, not listed):
+    # 40.0 GB in all.
     assert str(refused.value) == (
-        "memory: this run needs about 37.5 GB at its peak (activations 12.9 GB, parameters 12.0 GB, "
+        "memory: this run needs about 40.0 GB at its peak (activations 15.4 GB, parameters 12.0 GB, "
         "optimizer state 6.0 GB, gradients 6.0 GB) but 16.0 GB is available and a run may use 80% of it; "
         "use fewer clients (data.clients), a smaller training.batch_size, a smaller model (model) or fewer algorithms per run"
     )

@@ -405,3 +405,17 @@ def test_pool_workers_die_with_a_killed_sweep_and_release_their_units(tmp_path, 
     for lock in locks:  # released with the dead workers: a --resume can claim the units at once
         with open(lock) as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def tiny_cnn(input_shape, num_classes):
+    """A user's model factory, passed to the Python API as a function."""
+    from torch import nn
+
+    return nn.Sequential(nn.Conv2d(input_shape[0], 2, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(2 * 8 * 8, num_classes))
+
+
+def test_the_python_api_takes_a_model_factory():
+    result = wirelessfl.simulate({**TINY, "rounds": 1, "networks": [{"preset": "wired"}]}, model=tiny_cnn)
+    assert set(result.trace["algorithm"]) >= {"fedavg"} and result.trace["avg_acc"].between(0, 1).all()
+    with pytest.raises(ValueError, match=r"^model: a factory passed to the Python API must be importable by name"):
+        wirelessfl.simulate(TINY, model=lambda shape, classes: tiny_cnn(shape, classes))

@@ -29,9 +29,29 @@ def _settings_list(settings: dict[str, Any] | list[str] | None) -> list[str]:
     return list(settings)
 
 
+def _model_override(model: Any) -> Any:
+    """``model=factory`` (a function returning an ``nn.Module``) as the scenario's ``{name: "module:factory"}``."""
+    if not callable(model):
+        return model
+    from wirelessfl.learning.models import import_path
+
+    path = import_path(model)
+    if path is None:
+        raise ValueError(
+            f"model: a factory passed to the Python API must be importable by name (a function defined at the top "
+            f"level of a module or notebook), got {getattr(model, '__qualname__', model)!r}"
+        )
+    return {"name": path}
+
+
 def load(scenario: str | Path | dict[str, Any] | Scenario, settings=None, **overrides: Any) -> Scenario:
-    """A validated ``Scenario`` from a path, a dict or a ``Scenario``, with overrides and settings applied."""
+    """A validated ``Scenario`` from a path, a dict or a ``Scenario``, with overrides and settings applied.
+
+    ``model=`` also takes a model factory itself (``factory(input_shape, num_classes, **options)``).
+    """
     given = {key: value for key, value in overrides.items() if value is not None}
+    if "model" in given:
+        given["model"] = _model_override(given["model"])
     if isinstance(scenario, (str, Path)):
         return load_scenario(scenario, given, _settings_list(settings))
     if isinstance(scenario, Scenario):

@@ -138,16 +138,20 @@ class DataConfig(_Strict):
 
 
 class ModelConfig(_Strict):
-    name: str = Field("lenet5", description="architecture (see `wirelessfl list`)")
-    options: dict[str, Any] = Field(default_factory=dict)
+    name: str = Field("lenet5", description="a built-in architecture (see `wirelessfl list`) or 'package.module:factory'")
+    options: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the factory")
+    head: str | None = Field(None, description="parameter path of the personal head (default: the last layer with parameters)")
 
     @field_validator("name")
     @classmethod
     def _known_model(cls, value: str) -> str:
-        from wirelessfl.learning.models import ARCHITECTURES
+        from wirelessfl.learning.models import ARCHITECTURES, resolve_factory
 
-        if value not in ARCHITECTURES:
-            raise ValueError(f"unknown model {_shown(value)}; allowed: {', '.join(sorted(ARCHITECTURES))}")
+        if value in ARCHITECTURES:
+            return value
+        if ":" not in value:
+            raise ValueError(f"unknown model {_shown(value)}; allowed: {', '.join(sorted(ARCHITECTURES))} or 'package.module:factory'")
+        resolve_factory(value)  # one line naming what cannot be imported
         return value
 
 

@@ -28,8 +28,10 @@ import torch
 from wirelessfl.algorithms.base import FORWARD_COST
 from wirelessfl.config import Scenario
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
-from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, _balanced_group
+from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
+from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
+from wirelessfl.learning.accelerators import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.simulate import resolve_device
 
@@ -111,7 +113,7 @@ def _units_per_curve(scenario: Scenario) -> int:
 
 def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.device) -> tuple[MemoryEstimate, Architecture]:
     """The memory estimate of ``scenario`` on ``data`` (no model is allocated)."""
-    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, **scenario.model.options)
+    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
     t = scenario.training
     estimate = estimate_memory(
         arch,
@@ -168,7 +170,7 @@ def measure_throughput(
     generator = torch.Generator().manual_seed(0)
     cfg = replace(cfg, epochs=1)
     batch = cfg.batch_size
-    engine = LockstepEngine(arch, device)
+    engine = LockstepEngine(arch, device, accelerators=from_environment())
     params = arch.init_flat(slots, generator).to(device)
     x = torch.randn((slots, steps * batch, *arch.input_shape), generator=generator).to(device)
     y = torch.randint(0, arch.num_classes, (slots, steps * batch), generator=generator).to(device)
@@ -246,7 +248,7 @@ def check_run(
         cfg = scenario.training.train_config()
         participants = max(1, min(data.num_clients, math.ceil(scenario.training.participation * data.num_clients)))
         workers = _workers(dev)
-        group = _balanced_group(participants, max(1, 512 // cfg.batch_size), workers)
+        group = balanced_group(participants, max(1, 512 // cfg.batch_size), workers)
         speed, spent = measure_throughput(arch, cfg, dev, max(1, min(participants, group * workers)))
         seconds = estimate_seconds(scenario, data, arch, speed)
     return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent)

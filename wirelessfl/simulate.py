@@ -40,6 +40,7 @@ from wirelessfl.algorithms.base import derive_seed, draw_held_out
 from wirelessfl.config import Scenario, ScenarioError, algorithm_path, scenario_fingerprint
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
+from wirelessfl.learning.accelerators import from_environment
 from wirelessfl.learning.models import get_architecture
 from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.network.physical import link_model as physical_link_model
@@ -480,8 +481,8 @@ def build_units(
     if per_profile is None:
         per_profile = profiles_can_change_training(profiles)
     data = build_federated_data(scenario.data_spec(), seed).to(dev)
-    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, **scenario.model.options)
-    engine = LockstepEngine(arch, dev)
+    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
+    engine = LockstepEngine(arch, dev, accelerators=from_environment())
     return [
         Unit(scenario, curve, seed, data, engine, profile)
         for curve in curves_of(scenario)

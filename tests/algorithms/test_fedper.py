@@ -31,7 +31,7 @@ def ctx():
 
 def test_aggregation_weights_bodies_by_client_size_by_hand(ctx):
     algo = get_algorithm("fedper")(ctx)
-    split = algo.split
+    split = algo.split.shared_size
     uploads = {0: torch.full((split,), 1.0), 1: torch.full((split,), 2.0), 3: torch.full((split,), 4.0)}
     body = algo.aggregate(uploads)
     # sizes 2, 5, (3 did not arrive), 10: (2*1 + 5*2 + 10*4) / 17
@@ -43,7 +43,7 @@ def test_step_is_local_gradient_step_then_size_weighted_body_mean():
     lr = 0.5
     ctx = make_ctx(train=TrainConfig(epochs=1, batch_size=16, lr=lr, momentum=0.0))
     algo = get_algorithm("fedper")(ctx)
-    split = algo.split
+    split = algo.split.shared_size
     start = algo.client_params().double()
     trained = []
     for i, c in enumerate(ctx.data.clients):
@@ -135,3 +135,24 @@ def test_state_round_trip_continues_identically(keep):
     algo.step(2, frozenset({0, 1}))
     clone.step(2, frozenset({0, 1}))
     assert torch.equal(clone.client_params(), algo.client_params())
+
+
+def test_personal_parameters_named_by_path_equal_counting_layers():
+    """``personal_params: [3, 5]`` (mlp 16 -> 6 -> 4 -> 3: modules 1, 3, 5) is the last two layers; a step gives the same models."""
+    ctx = make_ctx(hidden=(6, 4))
+    by_path = get_algorithm("fedper")(ctx, personal_params=["3", "5"])
+    by_count = get_algorithm("fedper")(ctx, personal_layers=2)
+    assert by_path.plan(1) == by_count.plan(1)
+    members = frozenset(range(len(SIZES)))
+    by_path.step(1, members)
+    by_count.step(1, members)
+    assert torch.equal(by_path.client_params(), by_count.client_params())
+
+
+def test_personal_paths_that_name_nothing_or_everything_are_rejected(ctx):
+    with pytest.raises(ValueError, match=r"^fedper: personal_params names no parameters of model 'mlp': fc9 \(its layers: 1, 3\)$"):
+        get_algorithm("fedper")(ctx, personal_params=["fc9"])
+    with pytest.raises(ValueError, match=r"^fedper: personal_params covers every parameter of model 'mlp'; at least one must be shared$"):
+        get_algorithm("fedper")(ctx, personal_params=["1", "3"])
+    with pytest.raises(ValueError, match=r"^fedper: personal_params must be a list of parameter paths \(e.g. \[fc2\]\), got '3'$"):
+        get_algorithm("fedper")(ctx, personal_params="3")

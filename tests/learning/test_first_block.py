@@ -1,25 +1,30 @@
-"""The fused first block (Halide kernels) equals the ATen path, and falls back when it cannot be built."""
+"""The Halide first-block accelerator plug-in equals the general path, checks its buffers, and falls back when it cannot be built."""
 
 import math
+import os
 import platform
+import time
 import warnings
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from wirelessfl.learning import halide_aot, lockstep
-from wirelessfl.learning.first_block import BlockShape, FirstBlock, block_shape
-from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, _pool_before_relu
-from wirelessfl.learning.models import Op, get_architecture
+from wirelessfl.learning import halide_aot
+from wirelessfl.learning.accelerators import by_name, from_environment
+from wirelessfl.learning.first_block import BlockShape, FirstBlock, HalideFirstBlock, block_shape
+from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
+from wirelessfl.learning.models import get_architecture
 from wirelessfl.learning.reference import ReferenceLoop
+
+pytest.importorskip("halide", reason="the Halide accelerator is the optional extra wirelessfl[halide]")
 
 TOL = 1e-5
 SHAPES = [(1, 28, 28), (3, 32, 32)]  # LeNet-5 on EMNIST (padding 2) and on CIFAR-10 (no padding)
 AVX2 = "x86-64-linux-avx-avx2-f16c-fma-sse41"
 
 
-@pytest.fixture(params=["host", "avx2"])
+@pytest.fixture(params=["host", pytest.param("avx2", marks=pytest.mark.slow)])
 def kernel_target(request, monkeypatch):
     """The kernels built for this CPU, and for AVX2 (16 registers of 8 lanes: other register tiles) where it runs."""
     if request.param == "avx2":
@@ -33,6 +38,10 @@ def lenet(shape, classes=10):
     return get_architecture("lenet5", shape, classes)
 
 
+def fused(arch):
+    return LockstepEngine(arch, accelerators=[HalideFirstBlock()])
+
+
 def make_data(arch, sizes, seed=0):
     g = torch.Generator().manual_seed(seed)
     return [
@@ -41,22 +50,29 @@ def make_data(arch, sizes, seed=0):
     ]
 
 
-def test_the_block_is_found_only_where_its_kernels_apply():
-    assert block_shape(_pool_before_relu(lenet((1, 28, 28)).ops), (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28, 16, 5)
-    assert block_shape(_pool_before_relu(lenet((3, 32, 32)).ops), (3, 32, 32)) == BlockShape(3, 6, 5, 0, 32, 32, 16, 5)
-    padded_next = (Op("conv", (1, 6, 5, 2)), Op("maxpool", (2, 2, 0)), Op("relu"), Op("conv", (6, 16, 5, 2)))
-    assert block_shape(padded_next, (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28)  # the block, no next-conv kernel
-    unpadded_next = padded_next[:3] + (Op("conv", (6, 16, 5, 0)),)
-    assert block_shape(unpadded_next, (1, 8, 28)) == BlockShape(1, 6, 5, 2, 8, 28)  # 4 pooled rows: no 5x5 conv
-    block = (Op("conv", (1, 6, 5, 2)), Op("maxpool", (2, 2, 0)), Op("relu"))
-    assert block_shape(block, (1, 32, 32)) is None  # conv rows of 32 + 4 shifted columns: more than two vectors
-    assert block_shape(block, (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28)  # 28 + 4 fill them
+def test_the_block_shape_is_found_only_where_its_kernels_apply():
+    assert block_shape(1, 6, 5, 2, (1, 28, 28)) == BlockShape(1, 6, 5, 2, 28, 28)
+    assert block_shape(3, 6, 5, 0, (3, 32, 32)) == BlockShape(3, 6, 5, 0, 32, 32)
+    assert block_shape(1, 6, 5, 2, (1, 32, 32)) is None  # conv rows of 32 + 4 shifted columns: more than two vectors
+    assert block_shape(3, 64, 5, 2, (3, 32, 32)) is None  # 64 output channels: accumulators spill
+    assert block_shape(1, 6, 5, 2, (3, 28, 28)) is None  # channels do not match the input
+
+
+def test_the_plug_in_claims_only_a_first_conv_pool_relu_it_can_run():
+    assert fused(lenet((1, 28, 28))).model.accelerated == ["halide: 0 conv + 2x2 max-pool + ReLU fused"]
     for name, shape in [("lenet5", (1, 8, 8)), ("cifar_cnn", (3, 32, 32)), ("mlp", (1, 28, 28))]:
-        arch = get_architecture(name, shape, 10)  # a resize first, a 3x3/2 pool and 64 channels, no conv
-        assert block_shape(_pool_before_relu(arch.ops), shape) is None
-    assert LockstepEngine(lenet((1, 28, 28))).program.block_status == "fused"
-    assert LockstepEngine(lenet((1, 28, 28)), fused_first_block=False).program.block_status == "off"
-    assert LockstepEngine(lenet((1, 8, 8))).program.block_status.startswith("not applicable")
+        assert fused(get_architecture(name, shape, 10)).model.accelerated == []  # a resize first; 3x3/2 pool, 64 channels; no conv
+    assert LockstepEngine(lenet((1, 28, 28))).model.accelerated == []  # off unless asked for
+    assert HalideFirstBlock().claim(None, {}, (1, 28, 28), "cuda") is None
+
+
+def test_plug_ins_by_name_and_from_the_environment(monkeypatch):
+    monkeypatch.setenv("WIRELESSFL_ACCELERATORS", "halide")
+    assert [a.name for a in from_environment()] == ["halide"]
+    monkeypatch.setenv("WIRELESSFL_ACCELERATORS", "")
+    assert from_environment() == ()
+    with pytest.raises(ValueError, match=r"^unknown accelerator 'cuda-graphs'; known: halide$"):
+        by_name("cuda-graphs")
 
 
 def aten_block(x, weight, bias, padding):
@@ -70,7 +86,7 @@ def aten_block(x, weight, bias, padding):
 
 def both_blocks(shape, x, weight, bias, generator):
     """The block on the ATen ops with autograd, and fused: outputs, phases and gradients of both."""
-    spec = block_shape(_pool_before_relu(lenet(shape).ops), shape)
+    spec = block_shape(shape[0], 6, 5, 2 if shape[1] == 28 else 0, shape)
     block = FirstBlock(spec)
     n = x.shape[1]
     weight.requires_grad_(True)
@@ -123,23 +139,20 @@ def test_the_backward_kernel_ignores_the_columns_beyond_the_real_ones(kernel_tar
 
 
 @pytest.mark.parametrize("shape", SHAPES)
-def test_fused_training_equals_the_reference_loop_and_the_aten_path(shape, kernel_target):
+def test_fused_training_equals_the_reference_loop_and_the_general_path(shape, kernel_target):
     arch = lenet(shape)
-    sizes = [13, 4, 9]
+    sizes = [9, 4, 6]
     data = make_data(arch, sizes)
     params = arch.init_flat(len(sizes), torch.Generator().manual_seed(2))
-    cfg = TrainConfig(epochs=2, batch_size=4, lr=0.05, momentum=0.9)
-    fused = LockstepEngine(arch)
-    assert fused.program.block_status == "fused"
-    results = [
-        engine.train(params, data, cfg, torch.Generator().manual_seed(1))
-        for engine in (fused, LockstepEngine(arch, fused_first_block=False), ReferenceLoop(arch))
-    ]
+    cfg = TrainConfig(epochs=1, batch_size=4, lr=0.05, momentum=0.9)
+    engine = fused(arch)
+    assert engine.model.accelerated
+    results = [e.train(params, data, cfg, torch.Generator().manual_seed(1)) for e in (engine, LockstepEngine(arch), ReferenceLoop(arch))]
     for other in results[1:]:
         assert torch.equal(results[0].steps, other.steps)
         assert (results[0].params - other.params).abs().max() <= TOL
-    assert results[0].steps.tolist() == [math.ceil(s / 4) * 2 for s in sizes]
-    evaluations = [engine.evaluate(results[0].params, data) for engine in (fused, LockstepEngine(arch, fused_first_block=False))]
+    assert results[0].steps.tolist() == [math.ceil(s / 4) for s in sizes]
+    evaluations = [e.evaluate(results[0].params, data) for e in (engine, LockstepEngine(arch))]
     assert torch.equal(evaluations[0].accuracy, evaluations[1].accuracy)
     assert (evaluations[0].loss - evaluations[1].loss).abs().max() <= TOL
 
@@ -149,33 +162,53 @@ def test_a_frozen_first_layer_weight_stays_exact_while_its_bias_trains():
     data = make_data(arch, [10, 6])
     params = arch.init_flat(2, torch.Generator().manual_seed(3))
     weight, bias = arch.param_slices[0], arch.param_slices[1]
-    trainable = torch.ones(arch.param_count, dtype=torch.bool)
-    trainable[weight.offset : weight.stop] = False
+    trainable = ~arch.mask(["0.weight"])
     cfg = TrainConfig(epochs=1, batch_size=4, lr=0.1, momentum=0.9)
-    fused = LockstepEngine(arch).train(params, data, cfg, torch.Generator().manual_seed(1), trainable=trainable)
+    fused_result = fused(arch).train(params, data, cfg, torch.Generator().manual_seed(1), trainable=trainable)
     reference = ReferenceLoop(arch).train(params, data, cfg, torch.Generator().manual_seed(1), trainable=trainable)
-    assert torch.equal(fused.params[:, weight.offset : weight.stop], params[:, weight.offset : weight.stop])
-    assert (fused.params[:, bias.offset : bias.stop] != params[:, bias.offset : bias.stop]).all()
-    assert (fused.params - reference.params).abs().max() <= TOL
+    assert torch.equal(fused_result.params[:, weight.offset : weight.stop], params[:, weight.offset : weight.stop])
+    assert (fused_result.params[:, bias.offset : bias.stop] != params[:, bias.offset : bias.stop]).all()
+    assert (fused_result.params - reference.params).abs().max() <= TOL
 
 
-def test_without_kernels_the_engine_warns_once_and_runs_the_aten_path(monkeypatch):
-    def unavailable(*args, **kwargs):
+def test_without_kernels_the_plug_in_warns_once_and_the_general_path_runs(monkeypatch):
+    def unavailable(self, shape):
         raise halide_aot.KernelUnavailable("no C compiler driver (cc or gcc) to link the kernel library")
 
-    monkeypatch.setattr(lockstep.FirstBlock, "__init__", lambda self, shape: unavailable())
+    monkeypatch.setattr(FirstBlock, "__init__", unavailable)
     arch = lenet((1, 28, 28))
-    with pytest.warns(UserWarning, match=r"fused first-block kernels unavailable \(no C compiler driver"):
-        engine = LockstepEngine(arch)
-    assert engine.program.block is None
-    assert engine.program.block_status == "unavailable: no C compiler driver (cc or gcc) to link the kernel library"
+    with pytest.warns(UserWarning, match=r"Halide first-block kernels unavailable \(no C compiler driver"):
+        engine = fused(arch)
+    assert engine.model.accelerated == []
     data = make_data(arch, [6, 5])
     params = arch.init_flat(2, torch.Generator().manual_seed(2))
     cfg = TrainConfig(epochs=1, batch_size=4, lr=0.05)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        reference = LockstepEngine(arch, fused_first_block=False).train(params, data, cfg, torch.Generator().manual_seed(1))
+        reference = LockstepEngine(arch).train(params, data, cfg, torch.Generator().manual_seed(1))
     assert torch.equal(engine.train(params, data, cfg, torch.Generator().manual_seed(1)).params, reference.params)
+
+
+def test_the_kernels_check_their_buffers_instead_of_reading_past_them():
+    """Built with Halide's asserts and bounds queries: a wrong shape is an error, not memory corruption."""
+    block = FirstBlock(BlockShape(1, 6, 5, 2, 28, 28))
+    padded = block.layout(torch.rand(3, 2, 1, 28, 28))
+    out = torch.empty(3, 2, 6, 14, 4)  # 4 pooled columns where the kernel writes 16
+    with pytest.raises(RuntimeError, match="Halide pipeline failed with status"):
+        block._forward(padded, torch.randn(2, 6, 1, 5, 5), torch.zeros(2, 6), out, torch.empty(out.shape, dtype=torch.uint8))
+
+
+def test_the_cache_keeps_the_most_recently_used_libraries(tmp_path):
+    libraries = []
+    for k in range(7):
+        path = tmp_path / f"wfl_block_forward-{k:020d}.so"
+        path.write_bytes(b"")
+        os.utime(path, (time.time() - 100 + k, time.time() - 100 + k))
+        libraries.append(path)
+    (tmp_path / "wfl_block_backward-0.so").write_bytes(b"")  # another pipeline: untouched
+    removed = halide_aot.prune("wfl_block_forward", libraries[0])
+    assert sorted(removed) == libraries[1:4]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([libraries[0].name, *(p.name for p in libraries[4:]), "wfl_block_backward-0.so"])
 
 
 def test_a_compiled_pipeline_reads_and_writes_strided_tensor_views(tmp_path, monkeypatch):
@@ -192,7 +225,7 @@ def test_a_compiled_pipeline_reads_and_writes_strided_tensor_views(tmp_path, mon
         result[x, y] = source[x, y] * 2.0 + hl.cast(hl.Float(32), y)
         return hl.Pipeline(result), [source], hl.get_host_target()
 
-    pipeline = halide_aot.build("wfl_test_double", "v1", 2, define)
+    pipeline = halide_aot.build("wfl_test_double", "v1", 2, define)  # (the prune after a build keeps it)
     assert len(list(tmp_path.glob("wfl_test_double-*.so"))) == 1
     base = torch.arange(24, dtype=torch.float32).reshape(4, 6)
     source = base.t()[1:5]  # [4, 4] with strides (1, 6): dim 0 of Halide (x) has stride 6
@@ -233,59 +266,3 @@ def test_a_nan_weight_gives_nan_outputs_as_on_the_aten_path():
     assert (d_bias - bias_grad).abs().max() <= TOL * bias_grad.abs().max()
     ok = ~torch.isnan(d_weight)
     assert (d_weight[ok] - weight_grad[ok]).abs().max() <= TOL * weight_grad[ok].abs().max()
-
-
-def next_conv_input_grad_by_autograd(upstream, weight, n):
-    """The block output's gradient through F.conv2d (grouped over the n slots), [B, n, O, Ho, Wo]."""
-    batch = upstream.shape[0]
-    weight = weight.view(n * 16, 6, 5, 5)
-    h = torch.zeros(batch, n * 6, 14, 14, requires_grad=True)  # the input gradient does not depend on the input
-    F.conv2d(h, weight, groups=n).backward(upstream)
-    return h.grad.view(batch, n, 6, 14, 14)
-
-
-@pytest.mark.parametrize("shape", SHAPES)
-@pytest.mark.parametrize("batch", [1, 6, 32])  # groups of four samples, and the partial groups
-def test_the_next_conv_input_gradient_equals_autograd(shape, batch, kernel_target):
-    block = FirstBlock(block_shape(_pool_before_relu(lenet(shape).ops), shape))
-    assert block.has_next_input_grad
-    n, g = 3, torch.Generator().manual_seed(batch)
-    upstream = torch.randn(batch, n * 16, 10, 10, generator=g).contiguous(memory_format=torch.channels_last)
-    weight = torch.randn(n, 16 * 6 * 5 * 5, generator=g)
-    upstream[0, 17, 0, 9] = float("nan")  # slot 1, a corner: NaN reaches the 5x5 patch it touches, nothing else
-    expected = next_conv_input_grad_by_autograd(upstream, weight, n)
-    got = block.next_input_grad(upstream, weight)
-    assert got.shape == (batch, n, 6, 14, 16)
-    got = got[..., :14]
-    assert torch.equal(torch.isnan(got), torch.isnan(expected)) and torch.isnan(got).sum() == 6 * 25
-    finite = ~torch.isnan(expected)
-    assert (got[finite] - expected[finite]).abs().max() <= TOL * expected[finite].abs().max()
-
-
-def test_a_frozen_next_conv_still_passes_the_gradient_to_the_first_block():
-    arch = lenet((1, 28, 28))
-    data = make_data(arch, [10, 7])
-    params = arch.init_flat(2, torch.Generator().manual_seed(4))
-    trainable = torch.zeros(arch.param_count, dtype=torch.bool)
-    for sl in arch.param_slices[:2] + arch.param_slices[4:]:  # conv2 frozen, conv1 and the head train
-        trainable[sl.offset : sl.stop] = True
-    cfg = TrainConfig(epochs=1, batch_size=4, lr=0.1, momentum=0.9)
-    fused = LockstepEngine(arch).train(params, data, cfg, torch.Generator().manual_seed(1), trainable=trainable)
-    reference = ReferenceLoop(arch).train(params, data, cfg, torch.Generator().manual_seed(1), trainable=trainable)
-    conv1, conv2 = arch.param_slices[0], arch.param_slices[2]
-    assert torch.equal(fused.params[:, conv2.offset : conv2.stop], params[:, conv2.offset : conv2.stop])
-    assert (fused.params[:, conv1.offset : conv1.stop] != params[:, conv1.offset : conv1.stop]).any()
-    assert (fused.params - reference.params).abs().max() <= TOL
-
-
-def test_the_next_conv_padded_buffer_serves_every_batch_size():
-    """One zero-padded buffer per thread, reused as a prefix; large passes get their own."""
-    block = FirstBlock(block_shape(_pool_before_relu(lenet((1, 28, 28)).ops), (1, 28, 28)))
-    n, g = 2, torch.Generator().manual_seed(5)
-    weight = torch.randn(n, 16 * 6 * 5 * 5, generator=g)
-    for batch in (32, 5, 32, 700):  # 700 x 2 slots is past the cached size
-        upstream = torch.randn(batch, n * 16, 10, 10, generator=g).contiguous(memory_format=torch.channels_last)
-        expected = next_conv_input_grad_by_autograd(upstream, weight, n)
-        got = block.next_input_grad(upstream, weight)[..., :14]
-        assert (got - expected).abs().max() <= TOL * expected.abs().max()
-    assert block._buffers.padded.numel() == 32 * n * 16 * 10 * 20

@@ -5,20 +5,44 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.nn.utils import parameters_to_vector
 
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, shuffle_schedule, slot_steps
-from wirelessfl.learning.models import get_architecture
+from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.learning.reference import ReferenceLoop
 
 TOL = 1e-5
 
-ARCHS = [
-    ("lenet5", (1, 28, 28), 10),
-    ("lenet5", (1, 8, 8), 10),
-    ("cifar_cnn", (3, 32, 32), 10),
-    ("mlp", (1, 8, 8), 10),
+
+def conv_prelu(input_shape, num_classes):
+    """A layer the stacked model has no fast path for (PReLU has a parameter): it runs under vmap."""
+    channels, height, width = input_shape
+    return nn.Sequential(nn.Conv2d(channels, 3, 3), nn.PReLU(3), nn.Flatten(), nn.Linear(3 * (height - 2) * (width - 2), num_classes))
+
+
+def model(name, shape, classes, **options):
+    """A built-in by name, a user model by import path (examples/) or, for a callable, by factory."""
+    if callable(name):
+        return Architecture.of(name, shape, classes, **options)
+    return get_architecture(name, shape, classes, **options)
+
+
+BUILTIN = [
+    ("lenet5", (1, 28, 28), 10, {}),
+    ("lenet5", (1, 8, 8), 10, {}),
+    ("cifar_cnn", (3, 12, 12), 10, {}),
+    ("mlp", (1, 8, 8), 10, {}),
+    ("leaf_cnn", (1, 8, 8), 10, {"conv1": 4, "conv2": 6, "fc": 16, "dropout": 0.3}),
 ]
+USER = [
+    ("examples.user_models:two_conv_dropout", (1, 8, 8), 10, {"width": 4, "hidden": 8, "p": 0.3}),  # F.dropout, x.view(x.size(0), -1)
+    ("examples.user_models:small_resnet", (3, 8, 8), 10, {"width": 4}),  # GroupNorm, residual adds, adaptive pooling
+    ("examples.user_models:gated", (1, 4, 4), 10, {}),  # untraceable, data-dependent branch: slot by slot
+    (conv_prelu, (2, 6, 6), 10, {}),  # an unknown layer with parameters: vmap
+]
+ARCHS = BUILTIN + USER
+IDS = [name if isinstance(name, str) else name.__name__ for name, *_ in ARCHS]
 
 
 def make_data(arch, sizes, seed=0):
@@ -70,14 +94,14 @@ def test_one_step_of_logistic_regression_matches_the_closed_form():
     assert out.steps.tolist() == [1]
 
 
-@pytest.mark.parametrize("name, shape, classes", ARCHS)
-def test_lockstep_equals_the_reference_loop_with_uneven_slots(name, shape, classes):
-    arch = get_architecture(name, shape, classes)
-    small = name == "cifar_cnn"
-    sizes = [9, 4, 7] if small else [23, 8, 5, 12]
+@pytest.mark.parametrize("name, shape, classes, options", ARCHS, ids=IDS)
+def test_lockstep_equals_the_reference_loop_with_uneven_slots(name, shape, classes, options):
+    """Every built-in and every kind of user model (fast paths, vmap, slot by slot; dropout drawing the same masks)."""
+    arch = model(name, shape, classes, **options)
+    sizes = [9, 4, 6]
     data = make_data(arch, sizes)
     params = arch.init_flat(len(sizes), torch.Generator().manual_seed(2))
-    cfg = TrainConfig(epochs=1 if small else 2, batch_size=4, lr=0.05, momentum=0.9)
+    cfg = TrainConfig(epochs=2, batch_size=4, lr=0.05, momentum=0.9)
     engine, reference = both(arch, params, data, cfg)
     assert engine.steps.tolist() == [math.ceil(s / 4) * cfg.epochs for s in sizes]
     assert_same(engine, reference)
@@ -109,17 +133,14 @@ def test_a_coordinate_level_trainable_mask_matches_the_reference():
     assert torch.equal(engine.params[:, ~trainable], params[:, ~trainable])
 
 
-@pytest.mark.parametrize("name, shape", [("lenet5", (1, 28, 28)), ("cifar_cnn", (3, 32, 32))])
+@pytest.mark.parametrize("name, shape", [("lenet5", (1, 28, 28)), ("cifar_cnn", (3, 12, 12))])
 @pytest.mark.parametrize("convs", [(0,), (0, 1)])
 def test_conv_biases_alone_train_as_in_the_reference(name, shape, convs):
-    """A conv bias's gradient is the sum of its max-pool's output gradient (the pool's backward only
-    moves values); with only biases trainable, the lowest conv computes nothing else."""
+    """With only conv biases trainable (named by path), autograd skips every weight gradient and stays exact."""
     arch = get_architecture(name, shape, 10)
-    layers = [op.kind for op in arch.ops if op.kind in ("conv", "linear")]  # each has a weight, then a bias slice
-    bias_slices = [arch.param_slices[2 * k + 1] for k, kind in enumerate(layers) if kind == "conv"]
-    trainable = torch.zeros(arch.param_count, dtype=torch.bool)
-    for c in convs:
-        trainable[bias_slices[c].offset : bias_slices[c].stop] = True
+    conv_layers = [path for path in arch.layers if isinstance(arch.template.get_submodule(path), nn.Conv2d)]
+    trainable = arch.mask([f"{conv_layers[c]}.bias" for c in convs])
+    assert int(trainable.sum()) == sum(arch.template.get_submodule(conv_layers[c]).bias.numel() for c in convs)
     data = make_data(arch, [9, 5])
     params = arch.init_flat(2, torch.Generator().manual_seed(2))
     cfg = TrainConfig(epochs=1, batch_size=4, lr=0.1, momentum=0.9)
@@ -185,7 +206,7 @@ def test_concurrent_slot_groups_equal_single_threaded_training_and_keep_the_thre
 
 
 def test_balanced_groups_give_every_worker_the_same_load():
-    from wirelessfl.learning.lockstep import _balanced_group
+    from wirelessfl.learning.workers import balanced_group as _balanced_group
 
     assert _balanced_group(20, 16) == 10
     assert _balanced_group(20, 16, multiple=2) == 10
@@ -194,17 +215,18 @@ def test_balanced_groups_give_every_worker_the_same_load():
     assert _balanced_group(0, 8, multiple=2) == 1
 
 
-@pytest.mark.parametrize("name, shape, classes", ARCHS)
-def test_evaluate_and_logits_equal_one_model_at_a_time(name, shape, classes):
-    arch = get_architecture(name, shape, classes)
+@pytest.mark.parametrize("name, shape, classes, options", ARCHS, ids=IDS)
+def test_evaluate_and_logits_equal_one_model_at_a_time(name, shape, classes, options):
+    arch = model(name, shape, classes, **options)
     data = make_data(arch, [9, 3, 0, 5])
     params = arch.init_flat(4, torch.Generator().manual_seed(2))
     engine = LockstepEngine(arch)
     logits = engine.logits(params, data, batch_size=4)
     for slot, (x, y) in enumerate(data):
-        expected = arch.build_module(params[slot])(x).detach()
         assert logits[slot].shape == (len(y), classes)
-        assert torch.allclose(logits[slot], expected, atol=1e-5)
+        if len(y):
+            expected = arch.build_module(params[slot]).eval()(x).detach()
+            assert torch.allclose(logits[slot], expected, atol=1e-5)
     result = engine.evaluate(params, data, batch_size=4)
     reference = ReferenceLoop(arch).evaluate(params, data)
     assert result.count.tolist() == [9, 3, 0, 5]
@@ -249,14 +271,15 @@ def test_evaluate_counts_correct_predictions_by_hand():
     assert result.loss.item() == pytest.approx(expected_loss, rel=1e-6)
 
 
-@pytest.mark.parametrize("name, shape, classes", ARCHS)
-def test_full_gradient_equals_autograd_on_one_module(name, shape, classes):
-    arch = get_architecture(name, shape, classes)
+@pytest.mark.parametrize("name, shape, classes, options", ARCHS, ids=IDS)
+def test_full_gradient_equals_autograd_on_one_module(name, shape, classes, options):
+    """Gradients at a point are taken in eval mode (no dropout): deterministic, as UCFL and PFLEGO need."""
+    arch = model(name, shape, classes, **options)
     data = make_data(arch, [7, 3])
     params = arch.init_flat(2, torch.Generator().manual_seed(2))
     grads = LockstepEngine(arch).full_gradient(params, data, batch_size=3)
     for slot, (x, y) in enumerate(data):
-        module = arch.build_module(params[slot])
+        module = arch.build_module(params[slot]).eval()
         F.cross_entropy(module(x), y).backward()
         expected = parameters_to_vector(p.grad for p in module.parameters())
         assert torch.allclose(grads[slot], expected, atol=1e-6)
@@ -330,3 +353,19 @@ def test_head_steps_on_cached_features_equal_head_only_full_batch_training(name,
     assert torch.equal(LockstepEngine(arch).train_head(params, data, lr=lr, steps=0), params)
     with pytest.raises(ValueError, match=r"^steps must be an int >= 0, got -1$"):
         LockstepEngine(arch).train_head(params, data, lr=lr, steps=-1)
+
+
+def test_worker_threads_call_functional_call_on_their_own_module_copies():
+    """functional_call swaps tensors into the module it is given: two threads sharing one computed with each other's."""
+    import threading
+
+    model = LockstepEngine(model_arch := Architecture.of(conv_prelu, (2, 6, 6), 10)).model
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(model._local_module(True))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(m) for m in seen}) == 2 and all(m is not model.module for m in seen)
+    assert model._local_module(False) is model._local_module(True) and not model._local_module(False).training
+    assert model_arch.param_count == sum(p.numel() for p in seen[0].parameters())

@@ -32,12 +32,13 @@ SIZES = SplitSizes(train=(20, 20, 20, 20), val=(5, 5, 5, 5), test=(5, 5, 5, 5))
 
 def test_lenet5_activations_counted_by_hand():
     act = activations(get_architecture("lenet5", (1, 8, 8), 10))
-    # input 64, resized 1x32x32 = 1,024, conv1 6x28x28 = 4,704, pool1 6x14x14 = 1,176 plus int64 indices
-    # (2 floats each), conv2 16x10x10 = 1,600, pool2 16x5x5 = 400 plus indices, flattened copy 400,
-    # fc 120, 84, 10, log-probabilities and their gradient 2 x 10
-    assert act.tape == 64 + 1024 + 4704 + 3 * 1176 + 1600 + 3 * 400 + 400 + 120 + 84 + 10 + 20 == 12754
+    # every intermediate value autograd may keep: input 64, resized 1x32x32 = 1,024, conv1 and its ReLU
+    # 6x28x28 = 4,704 each, pool1 6x14x14 = 1,176 plus int64 indices (2 floats each), conv2 and ReLU
+    # 16x10x10 = 1,600 each, pool2 16x5x5 = 400 plus indices, flattened 400, fc 120 and ReLU, 84 and ReLU,
+    # 10, log-probabilities and their gradient 2 x 10
+    assert act.tape == 64 + 1024 + 2 * 4704 + 3 * 1176 + 2 * 1600 + 3 * 400 + 400 + 2 * 120 + 2 * 84 + 10 + 20 == 19262
     assert act.largest == 4704
-    assert act.transient == 6 * 32 * 32  # the 1-channel input repeated for conv1's 6 output channels
+    assert act.transient == 6 * 14 * 14  # the largest convolution input copied to channels_last (conv2's)
     # conv weight copies 6*1*25 + 16*6*25, the largest layer's weight gradient (fc1: 400*120 + 120)
     assert act.slot_temporaries == 150 + 2400 + 48120
     assert act.weight_copies == 150 + 2400
@@ -46,7 +47,7 @@ def test_lenet5_activations_counted_by_hand():
 @pytest.mark.parametrize("hidden", [16, 200])
 def test_mlp_activations_closed_form(hidden):
     act = activations(get_architecture("mlp", (1, 8, 8), 10, hidden=(hidden,)))
-    assert act.tape == 64 + hidden + 10 + 2 * 10
+    assert act.tape == 64 + 64 + 2 * hidden + 10 + 2 * 10  # input, flattened, fc and ReLU, logits, loss
     assert act.largest == max(64, hidden)
     assert act.transient == 0
     assert act.slot_temporaries == 64 * hidden + hidden

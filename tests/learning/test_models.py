@@ -92,13 +92,14 @@ def test_architecture_is_a_plain_picklable_value():
     arch.param_count  # fills the cached layer program
     clone = pickle.loads(pickle.dumps(arch))
     assert clone == arch and hash(clone) == hash(arch) and clone.param_count == arch.param_count
-    assert set(ARCHITECTURES) == {"lenet5", "cifar_cnn", "mlp"}
+    assert set(ARCHITECTURES) == {"lenet5", "cifar_cnn", "mlp", "leaf_cnn"}
 
 
 def test_bad_descriptions_raise_clear_errors():
-    with pytest.raises(ValueError, match=r"model name must be one of \['cifar_cnn', 'lenet5', 'mlp'\], got 'resnet'"):
+    known = r"model name must be one of \['cifar_cnn', 'leaf_cnn', 'lenet5', 'mlp'\] or 'package.module:factory', got 'resnet'"
+    with pytest.raises(ValueError, match=known):
         get_architecture("resnet", (1, 28, 28), 10)
-    with pytest.raises(ValueError, match=r"^model name must be one of \['cifar_cnn', 'lenet5', 'mlp'\], got 'resnet'$"):
+    with pytest.raises(ValueError, match=f"^{known}$"):
         Architecture("resnet", (1, 28, 28), 10)
     with pytest.raises(ValueError, match=r"^model\.options for model 'lenet5': unknown option 'hidden'; allowed: none$"):
         get_architecture("lenet5", (1, 28, 28), 10, hidden=(3,))
@@ -116,3 +117,79 @@ def test_bad_descriptions_raise_clear_errors():
         get_architecture("lenet5", (1, 28, 28), 10).build_module(torch.zeros(3))
     with pytest.raises(ValueError, match="init_flat n must be an int >= 0, got -1"):
         get_architecture("mlp", (1, 2, 2), 2).init_flat(-1, torch.Generator())
+
+
+def batchnorm_net(input_shape, num_classes):
+    return nn.Sequential(nn.Conv2d(input_shape[0], 2, 3), nn.BatchNorm2d(2), nn.Flatten(), nn.LazyLinear(num_classes))
+
+
+def stats_free_batchnorm(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.BatchNorm1d(4, track_running_stats=False), nn.Linear(4, num_classes))
+
+
+def wrong_output(input_shape, num_classes):
+    return nn.Sequential(nn.Flatten(), nn.Linear(4, num_classes + 1))
+
+
+class HeadFirst(nn.Module):
+    """The head is registered before the body: personal parameters are not the trailing coordinates."""
+
+    def __init__(self, num_classes):
+        super().__init__()
+        self.head = nn.Linear(3, num_classes)
+        self.body = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.body(torch.flatten(x, 1))))
+
+
+def head_first(input_shape, num_classes):
+    return HeadFirst(num_classes)
+
+
+def test_a_user_model_by_import_path_or_factory_is_named_by_parameter_path():
+    arch = get_architecture("examples.user_models:small_resnet", (3, 8, 8), 5, width=4)
+    assert arch.head_paths == ("fc.weight", "fc.bias") and arch.head_size == 16 * 5 + 5
+    assert arch.layers[0] == "stem" and "blocks.1.shortcut.0" in arch.layers
+    assert int(arch.mask(["blocks.2"]).sum()) == sum(p.numel() for p in arch.template.blocks[2].parameters())
+    clone = pickle.loads(pickle.dumps(arch))
+    assert clone == arch and clone.param_count == arch.param_count
+    # a factory passed as a function keeps its import path when it has one
+    assert Architecture.of(head_first, (1, 2, 2), 3).factory is None
+    local = Architecture.of(lambda shape, classes: HeadFirst(classes), (1, 2, 2), 3)
+    assert local.factory is not None and local.param_count == 4 * 3 + 3 + 3 * 3 + 3
+    # GroupNorm's weights start at 1, not at a fan-in bound: each row is the factory's own initialisation
+    rows = arch.init_flat(2, torch.Generator().manual_seed(0))
+    norm = arch.mask(["norm.weight"])
+    assert torch.equal(rows[:, norm], torch.ones(2, int(norm.sum())))
+    assert not torch.equal(rows[0], rows[1])
+    assert torch.equal(rows, arch.init_flat(2, torch.Generator().manual_seed(0)))
+
+
+def test_a_head_that_is_not_trailing_splits_by_index():
+    arch = Architecture.of(head_first, (1, 2, 2), 3)
+    assert arch.head_paths == ("head.weight", "head.bias") and arch.layers == ("head", "body")
+    split = arch.split(["head"])
+    assert not split.trailing and split.personal_size == 12
+    rows = torch.arange(2 * arch.param_count, dtype=torch.float32).view(2, -1)
+    assert torch.equal(split.personal(rows), rows[:, :12]) and torch.equal(split.shared(rows), rows[:, 12:])
+    assert torch.equal(split.join(split.shared(rows), split.personal(rows)), rows)
+    trailing = get_architecture("mlp", (1, 2, 2), 3).split(["2"])
+    assert trailing.trailing and torch.equal(trailing.join(trailing.shared(rows[:, :27]), trailing.personal(rows[:, :27])), rows[:, :27])
+
+
+def test_user_models_that_cannot_train_in_lockstep_are_one_line_errors():
+    with pytest.raises(ValueError, match=r"^model 'nowhere.at.all:net': cannot import module 'nowhere.at.all' \(ModuleNotFoundError: "):
+        get_architecture("nowhere.at.all:net", (1, 2, 2), 3)
+    with pytest.raises(ValueError, match=r"^model 'examples.user_models:nothing': module 'examples.user_models' has no attribute 'nothing'$"):
+        get_architecture("examples.user_models:nothing", (1, 2, 2), 3)
+    with pytest.raises(ValueError, match=r"^model .*batchnorm_net' has buffers \(1.running_mean, 1.running_var, 1.num_batches_tracked\): the lockstep engine trains parameters only; use GroupNorm or LayerNorm instead of BatchNorm$"):
+        Architecture.of(batchnorm_net, (1, 4, 4), 3)
+    with pytest.raises(ValueError, match=r"uses batch statistics \(BatchNorm1d at '1'\), which would see the padding of partial batches; use GroupNorm or LayerNorm$"):
+        Architecture.of(stats_free_batchnorm, (1, 2, 2), 3)
+    with pytest.raises(ValueError, match=r"must map \[B, 1, 2, 2\] inputs to \[B, 3\] logits, got \[2, 4\] for B = 2$"):
+        Architecture.of(wrong_output, (1, 2, 2), 3)
+    with pytest.raises(ValueError, match=r"^model.options for model 'examples.user_models:small_resnet': the factory refused them \(.*depth.*\)$"):
+        get_architecture("examples.user_models:small_resnet", (3, 8, 8), 5, depth=3)
+    with pytest.raises(ValueError, match=r"^model head 'nope' names no parameters; the model's layers are 1, 3$"):
+        get_architecture("mlp", (1, 2, 2), 3, head="nope")

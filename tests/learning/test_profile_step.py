@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -54,6 +55,7 @@ def test_recorded_arguments_are_taken_before_the_op_writes_them():
 
 
 def test_the_fused_first_block_kernels_are_recorded_and_counted():
+    pytest.importorskip("halide", reason="the Halide accelerator is the optional extra wirelessfl[halide]")
     from wirelessfl.learning.first_block import BlockShape, FirstBlock
 
     block = FirstBlock(BlockShape(1, 6, 5, 2, 28, 28))
@@ -73,6 +75,7 @@ def test_the_fused_first_block_kernels_are_recorded_and_counted():
 
 
 def test_recording_a_kernel_call_records_no_copy_ops():
+    pytest.importorskip("halide", reason="the Halide accelerator is the optional extra wirelessfl[halide]")
     from wirelessfl.learning.first_block import BlockShape, FirstBlock
 
     block = FirstBlock(BlockShape(1, 6, 5, 2, 28, 28))

@@ -11,9 +11,11 @@ uploads W_B; the server sets ``W_B <- sum_j n_j W_B,j / sum_j n_j`` over the
 uploads that arrived (FedAvg restricted to the base layers). Client i's model
 is (current W_B, W_P,i).
 
-``personal_layers`` is K_P, counted in layers with parameters from the output
-(the paper varies K_P); 1 (default) is ``arch.head_mask()``, the last linear
-layer; 0 leaves nothing personal, and FedPer is then FedAvg exactly. With
+``personal_layers`` is K_P, counted in modules with parameters from the output
+(the paper varies K_P); 1 (default) is the model's head (``arch.head_mask()``,
+the last linear layer of the built-in models); 0 leaves nothing personal, and
+FedPer is then FedAvg exactly. ``personal_params`` instead names the personal
+parameters by path (``[fc2]`` or ``[blocks.2, fc]``), for any model. With
 ``keep_optimizer_state`` each client's optimizer state (whole model) carries
 over between its rounds, as for FedAvg. Both the downlink stream and the
 upload carry only W_B: payload = body parameters / all parameters. Work is 1.0
@@ -33,9 +35,11 @@ from wirelessfl.learning.models import Architecture
 from wirelessfl.seam import CommPlan, Stream
 
 
-def personal_size(arch: Architecture, layers: int) -> int:
-    """Parameters of the last ``layers`` layers with parameters (weight and bias each), a trailing block."""
-    return sum(sl.numel for sl in arch.param_slices[len(arch.param_slices) - 2 * layers :]) if layers else 0
+def personal_names(arch: Architecture, layers: int) -> tuple[str, ...]:
+    """Parameter names of the last ``layers`` modules with parameters (the head first)."""
+    if not layers:
+        return ()
+    return arch.names_under(arch.layers[len(arch.layers) - layers :]) if layers > 1 else arch.head_paths
 
 
 def no_body_message(name: str, arch: Architecture) -> str:
@@ -53,7 +57,7 @@ class FedPer(Algorithm):
     name = "fedper"
     paper = "Arivazhagan et al., arXiv:1912.00818 (2019)"
     description = "shared body averaged by n_j, personal last layer(s) trained and kept on each device"
-    hparams = {"personal_layers": 1}
+    hparams = {"personal_layers": 1, "personal_params": None}
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
@@ -61,23 +65,35 @@ class FedPer(Algorithm):
         if not (isinstance(layers, numbers.Integral) and not isinstance(layers, bool) and layers >= 0):
             raise ValueError(f"fedper: personal_layers must be an int >= 0, got {layers!r}")
         arch = ctx.arch
-        available = len(arch.param_slices) // 2
-        if layers >= available:
-            if available == 1:
-                raise ValueError(no_body_message(self.name, arch))
-            raise ValueError(
-                f"fedper: personal_layers must be < {available} (model {arch.name!r} has {available} layers with "
-                f"parameters and at least one must be shared), got {layers}"
-            )
-        self.split = arch.param_count - personal_size(arch, int(layers))
+        personal = self.params["personal_params"]
+        if personal is not None:
+            if isinstance(personal, str) or not all(isinstance(p, str) for p in personal):
+                raise ValueError(f"fedper: personal_params must be a list of parameter paths (e.g. [fc2]), got {personal!r}")
+            names = arch.names_under(personal)
+            unknown = [p for p in personal if not arch.names_under([p])]
+            if unknown:
+                raise ValueError(f"fedper: personal_params names no parameters of model {arch.name!r}: {', '.join(unknown)} (its layers: {', '.join(arch.layers)})")
+            if len(names) == len(arch.param_names):
+                raise ValueError(f"fedper: personal_params covers every parameter of model {arch.name!r}; at least one must be shared")
+        else:
+            available = len(arch.layers)
+            if layers >= available:
+                if available == 1:
+                    raise ValueError(no_body_message(self.name, arch))
+                raise ValueError(
+                    f"fedper: personal_layers must be < {available} (model {arch.name!r} has {available} layers with "
+                    f"parameters and at least one must be shared), got {layers}"
+                )
+            names = personal_names(arch, int(layers))
+        self.split = arch.split(names)
         init = arch.init_flat(1, torch_generator(ctx.seed, "init")).to(ctx.device)[0]
-        self.body = init[: self.split].clone()
-        self.heads = init[self.split :].expand(ctx.num_clients, -1).clone()
+        self.body = self.split.shared(init).clone()
+        self.heads = self.split.personal(init).expand(ctx.num_clients, -1).clone()
         self.weights = torch.as_tensor(ctx.sizes(), dtype=torch.float64)
 
     @property
     def body_fraction(self) -> float:
-        return self.split / self.ctx.arch.param_count
+        return self.split.shared_fraction
 
     def plan(self, round: int) -> CommPlan:
         members = frozenset(int(i) for i in self.participants(round))
@@ -93,9 +109,10 @@ class FedPer(Algorithm):
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)
         index = torch.as_tensor(members, device=self.heads.device)
-        trained, loss = self.train_clients(round, members, torch.cat([self.body.expand(len(members), -1), self.heads[index]], dim=1))
-        self.heads[index] = trained[:, self.split :]
-        uploads = {int(i): trained[r, : self.split] for r, i in enumerate(members) if int(i) in arrived}
+        trained, loss = self.train_clients(round, members, self.split.join(self.body.expand(len(members), -1), self.heads[index]))
+        self.heads[index] = self.split.personal(trained)
+        shared = self.split.shared(trained)
+        uploads = {int(i): shared[r] for r, i in enumerate(members) if int(i) in arrived}
         self.body = self.aggregate(uploads)
         return StepInfo(train_loss=loss, aggregated=len(uploads))
 
@@ -110,7 +127,7 @@ class FedPer(Algorithm):
         return weights @ stacked
 
     def client_params(self) -> torch.Tensor:
-        return torch.cat([self.body.expand(self.ctx.num_clients, -1), self.heads], dim=1)
+        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads)
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -95,10 +95,10 @@ class PFLEGO(Algorithm):
         super().__init__(ctx, **hparams)
         self._validate()
         arch = ctx.arch
-        self.split = arch.param_count - arch.head_size
+        self.split = arch.split(arch.head_paths)
         init = arch.init_flat(1, torch_generator(ctx.seed, "init")).to(ctx.device)[0]
-        self.body = init[: self.split].clone()
-        self.heads = init[self.split :].expand(ctx.num_clients, -1).clone()
+        self.body = self.split.shared(init).clone()
+        self.heads = self.split.personal(init).expand(ctx.num_clients, -1).clone()
         sizes = ctx.sizes().copy()
         sizes[ctx.held_out] = 0.0  # eq. 1 sums over the clients that train: held-out ones have alpha_i = 0
         self.alpha = torch.as_tensor(sizes / sizes.sum(), dtype=torch.float64)
@@ -118,7 +118,7 @@ class PFLEGO(Algorithm):
             raise ValueError(f"pflego: sampling must be 'fixed' or 'binomial', got {p['sampling']!r}")
         if p["final_head_step"] not in ("exact", "eq3"):
             raise ValueError(f"pflego: final_head_step must be 'exact' or 'eq3', got {p['final_head_step']!r}")
-        if len(self.ctx.arch.param_slices) <= 2:
+        if len(self.ctx.arch.head_paths) == len(self.ctx.arch.param_names):
             raise ValueError(no_body_message(self.name, self.ctx.arch))
 
     # -- rates and sampling ----------------------------------------------------
@@ -154,7 +154,7 @@ class PFLEGO(Algorithm):
     # -- plan -----------------------------------------------------------------
     @property
     def body_fraction(self) -> float:
-        return self.split / self.ctx.arch.param_count
+        return self.split.shared_fraction
 
     def relative_work(self) -> float:
         """Module docstring: feature pass, tau - 1 head steps on cached features, joint pass."""
@@ -183,7 +183,7 @@ class PFLEGO(Algorithm):
         engine = self.ctx.engine
         sets = self.ctx.train_sets(members)
         index = torch.as_tensor(members, device=self.heads.device)
-        params = torch.cat([self.body.expand(len(members), -1), self.heads[index]], dim=1)
+        params = self.split.join(self.body.expand(len(members), -1), self.heads[index])
         with engine.phase("pflego head steps"):
             params = self.head_steps(params, sets, round)
         with engine.phase("pflego gradient"):
@@ -193,12 +193,12 @@ class PFLEGO(Algorithm):
         rho, scale = self.server_lr, self.unbiasing_factor(len(members))
         alpha = self.alpha[members].to(grads.device)
         head_factor = rho * scale * (alpha if self.params["final_head_step"] == "exact" else torch.ones_like(alpha))
-        heads = params[:, self.split :].to(torch.float64) - head_factor[:, None] * grads[:, self.split :]
+        heads = self.split.personal(params).to(torch.float64) - head_factor[:, None] * self.split.personal(grads)
         self.heads[index] = heads.to(self.heads.dtype)
         arrived_rows = [r for r, i in enumerate(members) if int(i) in arrived]
         if arrived_rows:
             rows = torch.as_tensor(arrived_rows, device=grads.device)
-            direction = alpha[rows] @ grads[rows, : self.split]
+            direction = alpha[rows] @ self.split.shared(grads[rows])
             self.body = (self.body.to(torch.float64) - rho * scale * direction).to(self.body.dtype)
         return StepInfo(
             train_loss=mean_finite(loss),
@@ -212,7 +212,7 @@ class PFLEGO(Algorithm):
         return self.ctx.engine.train_head(params, sets, lr=self.client_lr, steps=int(self.params["tau"]) - 1)
 
     def client_params(self) -> torch.Tensor:
-        return torch.cat([self.body.expand(self.ctx.num_clients, -1), self.heads], dim=1)
+        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads)
 
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -10,15 +10,9 @@ straight from the pooled gradient and that phase, one sample's gradient
 rebuilt at full resolution on the stack at a time. The full-resolution
 activation never exists. Measured per group of 13 slots x 32 EMNIST images on
 one Xeon core: forward 3.6 -> 1.6 ms, backward 3.7 -> 2.3 ms, copies included
-(docs/engine.md, "Kept: the first block as Halide kernels"); the backward
+(docs/notes/2026-11-25-hand-written-engine-history.md, "Kept: the first block as Halide kernels"); the backward
 kernel alone later 2.0 -> 1.2 ms by summing over shifted gradient rows
 ("Kept: the block's weight gradient over shifted rows").
-
-A third kernel serves the convolution that follows the block (LeNet-5's conv2,
-unpadded): its input gradient, which oneDNN computes at a third of a core's
-peak (6 of 16 vector lanes filled), written straight into the block's
-slot-major gradient layout (docs/engine.md, "Kept: the next conv's input
-gradient as a Halide kernel").
 
 Code is generated for Halide's ``HL_TARGET`` (this CPU when unset), and the
 register tiles are sized from its vector registers: AVX-512's 32 of 16 lanes
@@ -37,17 +31,17 @@ Layouts (torch order; Halide lists them innermost first):
 * pooled values and phases ``[B, n, O, HC / 2, WR / 2]``, where ``WR`` is the
   conv's output width rounded up to a multiple of 16 (columns beyond ``WC / 2``
   are computed and ignored, and the backward ignores the gradient there);
-* weights ``[n, O, C, k, k]`` and biases ``[n, O]`` (views of the flat parameters);
-* the next conv's output gradient ``[B, n, O2, H2, W2 + 2(k2 - 1)]``, zero
-  columns either side, and its weights ``[n, O2, O, k2, k2]``.
+* weights ``[n, O, C, k, k]`` and biases ``[n, O]`` (views of the flat parameters).
+
+The block is an accelerator plug-in (``wirelessfl.learning.accelerators``):
+installed with ``pip install wirelessfl[halide]`` and switched on with
+``WIRELESSFL_ACCELERATORS=halide``, it runs the block of a model whose traced
+graph starts with such a conv, max-pool and ReLU; autograd calls its backward.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-import math
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +49,6 @@ import torch
 import torch.nn.functional as F
 
 from . import halide_aot
-from .models import Op
 
 _SOURCE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 
@@ -73,9 +66,6 @@ class BlockShape:
     padding: int
     height: int
     width: int
-    next_outputs: int = 0
-    """Output channels of the unpadded conv right after the block whose input gradient has a kernel (0: none)."""
-    next_kernel: int = 0
 
     @property
     def conv_height(self) -> int:
@@ -93,28 +83,11 @@ class BlockShape:
     def input_width(self) -> int:
         return self.rounded_width + self.kernel - 1
 
-    @property
-    def next_height(self) -> int:
-        return self.conv_height // 2 - self.next_kernel + 1
-
-    @property
-    def next_width(self) -> int:
-        return self.conv_width // 2 - self.next_kernel + 1
-
-    @property
-    def next_padded_width(self) -> int:
-        """The next conv's gradient rows with ``k2 - 1`` zero columns either side, as its kernel reads them."""
-        return self.rounded_width // 2 + self.next_kernel - 1
-
     def key(self) -> str:
         return f"c{self.channels} o{self.outputs} k{self.kernel} p{self.padding} {self.height}x{self.width} lanes{LANES}"
 
-    def next_key(self) -> str:
-        return f"{self.key()} next o{self.next_outputs} k{self.next_kernel}"
-
-
-def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> BlockShape | None:
-    """The shape when ``ops`` start with conv, 2x2/2 max-pool, ReLU on a small first layer, else None.
+def block_shape(channels: int, outputs: int, kernel: int, padding: int, input_shape: tuple[int, int, int]) -> BlockShape | None:
+    """The shape when a conv ``channels -> outputs`` (then a 2x2/2 max-pool and ReLU) is small enough, else None.
 
     Small: at most 4 input and 8 output channels per model and conv rows of at
     most 64 pixels, so that a kernel's accumulators (outputs x two vectors
@@ -122,9 +95,6 @@ def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> Block
     conv row plus k - 1 columns must fit its vectors (LeNet-5's 28 + 4 in 32):
     the weight gradient sums over that many shifted columns.
     """
-    if len(ops) < 3 or [op.kind for op in ops[:3]] != ["conv", "maxpool", "relu"] or ops[1].args != (2, 2, 0):
-        return None
-    channels, outputs, kernel, padding = ops[0].args
     shape = BlockShape(channels, outputs, kernel, padding, input_shape[1], input_shape[2])
     if channels != input_shape[0] or channels > 4 or outputs > 8 or not 2 <= shape.conv_width <= 64:
         return None
@@ -132,12 +102,6 @@ def block_shape(ops: tuple[Op, ...], input_shape: tuple[int, int, int]) -> Block
         return None
     if shape.conv_width + kernel - 1 > shape.rounded_width:  # the weight gradient's shifted rows must fit the vectors
         return None
-    if len(ops) > 3 and ops[3].kind == "conv":
-        cin, cout, k, pad = ops[3].args
-        # one output vector per row (pooled rows of 9-16 pixels), the block's outputs as its input, unpadded
-        pooled_side = min(shape.conv_height, shape.conv_width) // 2
-        if cin == outputs and pad == 0 and shape.rounded_width // 2 == LANES and k <= pooled_side:
-            shape = dataclasses.replace(shape, next_outputs=cout, next_kernel=k)
     return shape
 
 
@@ -154,11 +118,10 @@ def _is_nan(value):
 
 
 def _target():
-    """Halide's ``HL_TARGET`` (this CPU when unset), without runtime checks: the engine passes the shapes expected."""
+    """Halide's ``HL_TARGET`` (this CPU when unset), with its runtime checks on: a buffer of the wrong shape raises."""
     import halide as hl
 
-    target = hl.get_target_from_environment()
-    return target.with_feature(hl.TargetFeature.NoAsserts).with_feature(hl.TargetFeature.NoBoundsQuery)
+    return hl.get_target_from_environment()
 
 
 def _vectors(target) -> tuple[int, int]:
@@ -235,7 +198,8 @@ def _define_backward(shape: BlockShape):
     full[w, h, c, s, b] = hl.select(phase[w / 2, h / 2, c, s, b] == here, masked[w / 2, h / 2, c, s, b], 0.0)
     front = 2 * LANES  # zero columns before each row: the shifted reads below start up to k - 1 left of it
     padded = hl.Func("padded")
-    padded[w, h, c, s, b] = hl.select(w >= front, full[w - front, h, c, s, b], 0.0)
+    # the column is clamped so that the vectorized select never reads before the buffer (the bounds asserts check it)
+    padded[w, h, c, s, b] = hl.select(w >= front, full[hl.max(w - front, 0), h, c, s, b], 0.0)
     batch = grad.dim(4).extent()
     # d_weight[kx, ky] = sum over w, h of full[w, h] x[w + kx, h + ky], summed over w' = w + kx so that the
     # k*k products of a step share k aligned rows of x and k shifted rows of the gradient (k*k unaligned
@@ -276,49 +240,6 @@ def _define_backward(shape: BlockShape):
     return hl.Pipeline([d_weight, d_bias]), [grad, pooled, phase, x], target
 
 
-def _define_next_input_grad(shape: BlockShape):
-    """d(loss)/d(block output) from the next conv's output gradient: a correlation with the flipped kernel.
-
-    Vectors run along the block's 16-wide pooled rows. The gradient rows are
-    zero-padded by ``k2 - 1`` columns either side, so every tap is a dense
-    load; the rows are not padded: the sum over kernel rows runs only over
-    those that exist (the loop bounds, not a zero test). Four samples share
-    each weight broadcast with AVX-512, 4 x 6 accumulators in registers; one
-    sample with AVX2, 6 x 2 half rows.
-    """
-    import halide as hl
-
-    grad = hl.ImageParam(hl.Float(32), 5, "grad")  # (x, y, o, s, b), padded columns
-    weight = hl.ImageParam(hl.Float(32), 5, "weight")  # (kx, ky, i, o, s)
-    x, y, i, s, b = (hl.Var(v) for v in ("x", "y", "i", "s", "b"))
-    k, height = shape.next_kernel, shape.next_height
-    last = grad.dim(4).extent() - 1  # samples past the last one (a partial group of four) read it again
-    r = hl.RDom([(0, k), (0, k), (0, shape.next_outputs)])
-    r.where((y - r.y >= 0) & (y - r.y < height))
-    acc = hl.Func("acc")
-    acc[x, y, i, s, b] = 0.0
-    acc[x, y, i, s, b] += weight[r.x, r.y, i, r.z, s] * grad[x - r.x + k - 1, y - r.y, r.z, s, hl.min(b, last)]
-    d_input = hl.Func("d_input")
-    d_input[x, y, i, s, b] = acc[x, y, i, s, b]
-
-    target = _target()
-    lanes, registers = _vectors(target)
-    samples = max(1, registers * 3 // 4 // (shape.outputs * (LANES // lanes)))  # AVX-512: 4 x 6, AVX2: 1 x 6 x 2
-    bo, bi = hl.Var("bo"), hl.Var("bi")
-    d_input.bound(x, 0, LANES).bound(y, 0, shape.conv_height // 2).bound(i, 0, shape.outputs)
-    d_input.split(b, bo, bi, samples, hl.TailStrategy.GuardWithIf).reorder(x, bi, i, y, s, bo)
-    d_input.vectorize(x, LANES).unroll(bi).unroll(i)
-    acc.compute_at(d_input, y).store_in(hl.MemoryType.Stack)
-    acc.bound_extent(x, LANES).bound_extent(y, 1).bound_extent(i, shape.outputs).bound_extent(b, samples)
-    acc.vectorize(x, LANES).unroll(b).unroll(i)
-    acc.update().reorder(x, i, b, r.x, r.y, r.z, y).vectorize(x, LANES).unroll(i).unroll(b).unroll(r.x)
-    return hl.Pipeline(d_input), [grad, weight], target
-
-
-_CACHED_PADDED_FLOATS = 4 << 20
-"""16 MiB: a step of 13 slots x 32 LeNet-5 samples needs 5.3 MB."""
-
-
 class FirstBlock:
     """The fused first block of one architecture: ``forward`` and ``backward`` over n stacked models."""
 
@@ -327,35 +248,6 @@ class FirstBlock:
         source_key = f"{shape.key()} {_SOURCE_DIGEST}"  # an edited kernel is a new library
         self._forward = halide_aot.build("wfl_block_forward", source_key, 5, lambda: _define_forward(shape))
         self._backward = halide_aot.build("wfl_block_backward", source_key, 6, lambda: _define_backward(shape))
-        self._next_input_grad = None
-        self._buffers = threading.local()  # the engine's worker threads run slot groups at once
-        if shape.next_kernel:
-            next_key = f"{shape.next_key()} {_SOURCE_DIGEST}"
-            self._next_input_grad = halide_aot.build("wfl_next_input_grad", next_key, 3, lambda: _define_next_input_grad(shape))
-
-    def _padded(self, batch: int, n: int) -> torch.Tensor:
-        """A buffer for the next conv's padded gradient whose zero columns are written once per thread.
-
-        (Zeroing 4 + 6 columns per row every step took 0.5 ms, a third of the
-        kernel.) Every row of every shape has the same padded width, so one flat
-        buffer serves all batch sizes as a prefix; passes larger than a
-        training step (a full-gradient batch) get a fresh one instead of
-        keeping hundreds of MB alive.
-        """
-        shape = self.shape
-        size = (batch, n, shape.next_outputs, shape.next_height, shape.next_padded_width)
-        numel = math.prod(size)
-        if numel > _CACHED_PADDED_FLOATS:
-            return torch.zeros(size)
-        buffer = getattr(self._buffers, "padded", None)
-        if buffer is None or buffer.numel() < numel:
-            buffer = self._buffers.padded = torch.zeros(numel)
-        return buffer[:numel].view(size)
-
-    @property
-    def has_next_input_grad(self) -> bool:
-        """Whether the conv after the block gets its input gradient from :meth:`next_input_grad`."""
-        return self._next_input_grad is not None
 
     def layout(self, x: torch.Tensor) -> torch.Tensor:
         """Batch-major gathered images ``[B, n, C, H, W]`` -> the zero-padded kernel input."""
@@ -379,38 +271,19 @@ class FirstBlock:
         nhwc = out[..., :width].permute(0, 3, 4, 1, 2).reshape(batch, height, width, n * outputs)
         return nhwc.permute(0, 3, 1, 2)
 
-    def next_input_grad(self, grad: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-        """The gradient of the block's output, slot-major ``[B, n, O, Ho, WR/2]``, from the next conv's.
-
-        ``grad`` is that conv's channels_last output gradient ``[B, n*O2, H2, W2]``;
-        ``weight`` its flat weights ``[n, O2*O*k2*k2]``.
-        """
-        shape = self.shape
-        batch, n = grad.shape[0], weight.shape[0]
-        k, width = shape.next_kernel, shape.next_width
-        padded = self._padded(batch, n)
-        padded[..., k - 1 : k - 1 + width].copy_(_to_slot_major(grad, n))
-        d_input = torch.empty(batch, n, shape.outputs, shape.conv_height // 2, shape.rounded_width // 2)
-        self._next_input_grad(padded, weight.view(n, shape.next_outputs, shape.outputs, k, k), d_input)
-        return d_input
-
     def backward(
         self, grad: torch.Tensor, x: torch.Tensor, out: torch.Tensor, phase: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Weight ``[n, O*C*k*k]`` and bias ``[n, O]`` gradients from the gradient of the block's output.
 
-        ``grad`` is the engine's channels_last ``[B, n*O, Ho, Wo]``, or already
-        slot-major ``[B, n, O, Ho, WR/2]`` as :meth:`next_input_grad` gives it.
+        ``grad`` is the engine's channels_last ``[B, n*O, Ho, Wo]``.
         """
         n, outputs = out.shape[1:3]
         shape = self.shape
         d_weight = torch.empty(n, outputs, shape.channels, shape.kernel, shape.kernel)
         d_bias = torch.empty(n, outputs)
-        if grad.dim() == 5:
-            g = grad
-        else:
-            g = torch.empty(out.shape)  # slot-major; the columns beyond the real ones stay unset, the kernel skips them
-            g[..., : shape.conv_width // 2].copy_(_to_slot_major(grad, n))
+        g = torch.empty(out.shape)  # slot-major; the columns beyond the real ones stay unset, the kernel skips them
+        g[..., : shape.conv_width // 2].copy_(_to_slot_major(grad, n))
         self._backward(g, out, phase, x, d_weight, d_bias)
         return d_weight.view(n, -1), d_bias
 
@@ -420,3 +293,103 @@ def _to_slot_major(grad: torch.Tensor, n: int) -> torch.Tensor:
     batch, channels, height, width = grad.shape
     nhwc = grad.permute(0, 2, 3, 1).reshape(batch, height, width, n, channels // n)
     return nhwc.permute(0, 3, 4, 1, 2)
+
+
+class _BlockFunction(torch.autograd.Function):
+    """The fused block for autograd: the kernels' forward, and their backward for the conv's weight and bias."""
+
+    @staticmethod
+    def forward(ctx, padded, weight, bias, block):
+        n = weight.shape[0]
+        out, phase = block.forward(padded, weight.reshape(n, -1), bias)
+        ctx.save_for_backward(padded, out, phase)
+        ctx.block, ctx.weight_shape = block, weight.shape
+        return block.channels_last(out).contiguous(memory_format=torch.channels_last)
+
+    @staticmethod
+    def backward(ctx, grad):
+        padded, out, phase = ctx.saved_tensors
+        d_weight, d_bias = ctx.block.backward(grad.contiguous(memory_format=torch.channels_last), padded, out, phase)
+        return None, d_weight.view(ctx.weight_shape), d_bias, None
+
+
+class HalideFirstBlock:
+    """Accelerator plug-in: a first ``Conv2d -> max-pool 2x2 -> ReLU`` on a CPU as the fused kernels above."""
+
+    name = "halide"
+
+    def __init__(self) -> None:
+        self.warned = False
+
+    def claim(self, graph, modules, input_shape, device):
+        import torch.fx
+
+        from wirelessfl.learning.accelerators import Claim
+
+        if torch.device(device).type != "cpu":
+            return None
+        nodes = list(graph.graph.nodes)
+        source = next((node for node in nodes if node.op == "placeholder"), None)
+        conv = next(iter(source.users), None) if source is not None and len(source.users) == 1 else None
+        if conv is None or conv.op != "call_module" or not isinstance(modules.get(conv.target), torch.nn.Conv2d):
+            return None
+        layer = modules[conv.target]
+        pool = _only_user(conv)
+        relu = _only_user(pool) if pool is not None else None
+        if not (_is_pool_2x2(pool, modules) and relu is not None and relu.op == "call_function" and relu.target is F.relu):
+            return None
+        if layer.bias is None or layer.stride != (1, 1) or layer.dilation != (1, 1) or layer.groups != 1 or layer.padding_mode != "zeros":
+            return None
+        if isinstance(layer.padding, str) or layer.padding[0] != layer.padding[1] or layer.kernel_size[0] != layer.kernel_size[1]:
+            return None
+        shape = block_shape(layer.in_channels, layer.out_channels, layer.kernel_size[0], layer.padding[0], input_shape)
+        if shape is None:
+            return None
+        try:
+            block = FirstBlock(shape)
+        except halide_aot.KernelUnavailable as err:
+            if not self.warned:
+                self.warned = True
+                import warnings
+
+                warnings.warn(f"wirelessfl: Halide first-block kernels unavailable ({err}); the first layer runs on oneDNN", stacklevel=2)
+            return None
+        weight, bias = f"{conv.target}.weight", f"{conv.target}.bias"
+
+        def run(params, x):
+            from wirelessfl.learning.stacked import images
+
+            batch, channels, height, width = x.tensor.shape
+            n = x.n
+            padded = block.layout(x.tensor.unflatten(1, (n, channels // n)).contiguous())
+            return images(_BlockFunction.apply(padded, params[weight], params[bias], block), n)
+
+        return Claim((conv, pool, relu), source, run, f"halide: {conv.target} conv + 2x2 max-pool + ReLU fused")
+
+
+def _only_user(node):
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _is_pool_2x2(node, modules) -> bool:
+    if node is None:
+        return False
+    if node.op == "call_module":
+        sub = modules.get(node.target)
+        return isinstance(sub, torch.nn.MaxPool2d) and _pair(sub.kernel_size) == (2, 2) and _pair(sub.stride or sub.kernel_size) == (2, 2) \
+            and _pair(sub.padding) == (0, 0) and _pair(sub.dilation) == (1, 1) and not sub.ceil_mode and not sub.return_indices
+    if node.op == "call_function" and node.target is F.max_pool2d:
+        args = list(node.args[1:]) + [None] * 5
+        kernel = node.kwargs.get("kernel_size", args[0])
+        stride = node.kwargs.get("stride", args[1]) or kernel
+        padding = node.kwargs.get("padding", args[2] if args[2] is not None else 0)
+        dilation = node.kwargs.get("dilation", args[3] if args[3] is not None else 1)
+        ceil = node.kwargs.get("ceil_mode", args[4] or False)
+        return _pair(kernel) == (2, 2) and _pair(stride) == (2, 2) and _pair(padding) == (0, 0) and _pair(dilation) == (1, 1) \
+            and not ceil and not node.kwargs.get("return_indices")
+    return False
+
+
+def _pair(value):
+    return tuple(value) if isinstance(value, (tuple, list)) else (value, value)

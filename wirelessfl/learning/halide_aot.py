@@ -9,7 +9,11 @@ everything that changes its code; later processes load the ``.so`` without
 importing Halide at all.
 
 ``halide_buffer_t`` below mirrors ``HalideRuntime.h``; a buffer is a view of a
-torch tensor's memory (no copy), dimensions listed innermost first.
+torch tensor's memory (no copy), dimensions listed innermost first. The
+pipelines keep Halide's runtime checks (asserts and bounds queries): a buffer
+of an unexpected shape or stride raises instead of reading the wrong memory.
+A cold build takes 30-90 s per pipeline with the system compiler (more under
+load); the cache keeps the few most recently used libraries per pipeline.
 """
 
 from __future__ import annotations
@@ -78,6 +82,9 @@ class CompiledPipeline:
 
     def __init__(self, library: Path, name: str, arity: int):
         self._library = ctypes.CDLL(str(library))
+        # the runtime linked into the library aborts the process on a failed check unless told otherwise
+        self._library.halide_set_error_handler.argtypes = [_ERROR_HANDLER]
+        self._library.halide_set_error_handler(_on_error)
         self._function = getattr(self._library, name)
         self._function.argtypes = [ctypes.POINTER(_Buffer)] * arity
         self._function.restype = ctypes.c_int
@@ -87,9 +94,20 @@ class CompiledPipeline:
         if len(tensors) != self.arity:
             raise TypeError(f"pipeline takes {self.arity} tensors, got {len(tensors)}")
         buffers = [_buffer(t) for t in tensors]
+        _ERRORS.message = ""
         status = self._function(*[ctypes.byref(b) for b, _ in buffers])
         if status != 0:
-            raise RuntimeError(f"Halide pipeline failed with status {status}")
+            raise RuntimeError(f"Halide pipeline failed with status {status}: {_ERRORS.message.strip()}")
+
+
+_ERRORS = threading.local()
+_ERROR_HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p)
+
+
+@_ERROR_HANDLER
+def _on_error(user_context, message: bytes) -> None:
+    """Keep the runtime's message for the exception (the pipeline then returns its error status)."""
+    _ERRORS.message = message.decode(errors="replace")
 
 
 _BUILD_LOCK = threading.Lock()
@@ -137,7 +155,28 @@ def build(name: str, key: str, arity: int, define: Callable[[], tuple]) -> Compi
             _compile(name, arity, define, library)
         pipeline = CompiledPipeline(library, name, arity)
         _LOADED[digest] = pipeline
+        prune(name, library)
         return pipeline
+
+
+KEEP = 4
+"""Libraries of one pipeline kept in the cache: the one just loaded and the most recently used others."""
+
+
+def prune(name: str, current: Path, keep: int = KEEP) -> list[Path]:
+    """Delete all but the ``keep`` most recently used libraries of pipeline ``name``; the deleted paths.
+
+    Every edit of a kernel, Halide upgrade or other CPU sharing the cache makes a
+    new library; without this the stale ones piled up. ``current`` is marked
+    used now, so it always stays; a library another process loaded is already
+    mapped there and unaffected by the unlink.
+    """
+    os.utime(current)
+    others = sorted((p for p in current.parent.glob(f"{name}-*.so") if p != current), key=lambda p: p.stat().st_mtime, reverse=True)
+    removed = others[keep - 1 :]
+    for path in removed:
+        path.unlink(missing_ok=True)
+    return removed
 
 
 def _compile(name: str, arity: int, define: Callable[[], tuple], library: Path) -> None:

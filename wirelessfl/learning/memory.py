@@ -9,7 +9,7 @@ models every algorithm keeps between rounds, the round records) plus the largest
   (momentum: 1 row per slot, Adam: 2; with ``keep_optimizer_state`` also the
   state taken from the clients' store and its device copy), the concatenated
   training data and the shuffle table, and for every slot group running at once
-  (``_balanced_group``: ``max_samples // batch_size`` slots per group, one group
+  (``workers.balanced_group``: ``max_samples // batch_size`` slots per group, one group
   per worker thread on a CPU) its gradient buffer, Adam's denominator, the
   layer-gradient temporaries and the activations of one batch. When the slots
   are reordered by step count the results are permuted back into fresh tensors
@@ -38,7 +38,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from wirelessfl.learning.lockstep import EVAL_CHUNK, GROUP_MULTIPLE, TrainConfig, _balanced_group, _pool_before_relu
+from wirelessfl.learning.lockstep import EVAL_CHUNK, GROUP_MULTIPLE, TrainConfig
+from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.models import Architecture
 
 FLOAT = 4
@@ -134,56 +135,38 @@ def format_bytes(value: float) -> str:
 
 @dataclass(frozen=True)
 class Activations:
-    """Per-sample floats of the stacked program (``lockstep._StackedProgram``) and per-slot temporaries."""
+    """Per-sample floats of the stacked model (``learning.stacked``) and per-slot temporaries."""
 
     input: int  # one sample after layout
     tape: int  # everything the training forward keeps for the backward pass (outputs, max-pool indices, logits)
     largest: int  # the largest single activation (gradients of it live two at a time in the backward pass)
-    transient: int  # largest forward-only temporary (the repeated input of a 1-channel convolution)
+    transient: int  # largest forward-only temporary (a convolution input's channels_last copy)
     slot_temporaries: int  # per slot and step: conv weight copies and the largest layer's weight gradient (before its copy into the buffer)
     weight_copies: int  # per slot and pass: the conv weights reshaped out of the flat rows (copies)
 
 
 def activations(arch: Architecture) -> Activations:
-    """Walk the layer program with the shapes of one sample."""
-    channels, height, width = arch.input_shape
-    size = channels * height * width
-    tape = size
-    largest = size
-    transient = 0
-    conv_weights = 0
-    biggest_layer = 0
-    for op in _pool_before_relu(arch.ops):
-        if op.kind == "resize":
-            height, width = op.args
-            size = channels * height * width
-            tape += size
-        elif op.kind == "conv":
-            cin, cout, k, padding = op.args
-            if cin == 1:
-                transient = max(transient, cout * height * width)
-            height, width = height + 2 * padding - k + 1, width + 2 * padding - k + 1
-            channels = cout
-            size = channels * height * width
-            tape += size
-            conv_weights += cout * cin * k * k
-            biggest_layer = max(biggest_layer, cout * cin * k * k + cout)
-        elif op.kind == "maxpool":
-            kernel, stride, padding = op.args
-            height = (height + 2 * padding - kernel) // stride + 1
-            width = (width + 2 * padding - kernel) // stride + 1
-            size = channels * height * width
-            tape += size * (1 + INDEX // FLOAT)  # output and its int64 arg-max indices
-        elif op.kind == "flatten":
-            if any(o.kind == "conv" for o in arch.ops):
-                tape += size  # a permuted copy
-            channels, height, width = size, 1, 1
-        elif op.kind == "linear":
-            fin, fout = op.args
-            size = fout
-            tape += size
-            biggest_layer = max(biggest_layer, fin * fout + fout)
+    """Walk one sample through the model (``torch.fx`` shape propagation, else hooks on its leaf modules).
+
+    Autograd keeps about every intermediate value of the training forward (the
+    inputs of convolutions and matmuls, ReLU outputs, max-pool outputs and their
+    int64 arg-max indices), so the tape is their sum.
+    """
+    from torch import nn  # the estimate itself allocates nothing: one sample through the model on the CPU
+
+    outputs = _node_outputs(arch)
+    tape = largest = math.prod(arch.input_shape)
+    transient = conv_weights = biggest_layer = 0
+    for module, size, input_size in outputs:
+        tape += size
         largest = max(largest, size)
+        if isinstance(module, (nn.MaxPool2d, nn.AdaptiveMaxPool2d)) or module is F_MAX_POOL:
+            tape += size * INDEX // FLOAT
+        if isinstance(module, nn.Conv2d):
+            conv_weights += module.weight.numel()
+            transient = max(transient, input_size)  # the input's channels_last copy for the grouped convolution
+        if isinstance(module, nn.Module):
+            biggest_layer = max(biggest_layer, sum(p.numel() for p in module.parameters(recurse=False)))
     tape += 2 * arch.num_classes  # log-probabilities and their gradient
     return Activations(
         input=math.prod(arch.input_shape),
@@ -193,6 +176,47 @@ def activations(arch: Architecture) -> Activations:
         slot_temporaries=conv_weights + biggest_layer,
         weight_copies=conv_weights,
     )
+
+
+F_MAX_POOL = object()
+"""Stands for a functional max-pool node in :func:`_node_outputs` (it keeps indices too)."""
+
+
+def _node_outputs(arch: Architecture) -> list[tuple[object, int, int]]:
+    """(module or marker, output floats, input floats) of each step of one sample's forward pass."""
+    import torch
+    import torch.fx
+    import torch.nn.functional as F
+    from torch.fx.passes.shape_prop import ShapeProp
+
+    module = arch.template
+    sample = torch.zeros(1, *arch.input_shape, device=next(module.parameters()).device)
+    try:
+        traced = torch.fx.symbolic_trace(module)
+    except Exception:  # untraceable forward: the leaf modules' outputs, by hooks
+        seen: list[tuple[object, int, int]] = []
+        hooks = [m.register_forward_hook(lambda m, i, o: seen.append((m, o.numel(), i[0].numel() if i else 0)))
+                 for m in module.modules() if not list(m.children())]
+        with torch.no_grad():
+            module(sample)
+        for hook in hooks:
+            hook.remove()
+        return seen
+    with torch.no_grad():
+        ShapeProp(traced).propagate(sample)
+    modules = dict(traced.named_modules())
+    out = []
+    for node in traced.graph.nodes:
+        meta = node.meta.get("tensor_meta")
+        if node.op in ("placeholder", "output", "get_attr") or meta is None or not hasattr(meta, "shape"):
+            continue
+        size = math.prod(meta.shape)
+        first = node.args[0] if node.args else None
+        first_meta = first.meta.get("tensor_meta") if hasattr(first, "meta") else None
+        input_size = math.prod(first_meta.shape) if first_meta is not None and hasattr(first_meta, "shape") else 0
+        kind = modules.get(node.target) if node.op == "call_module" else (F_MAX_POOL if node.target in (F.max_pool2d, torch.max_pool2d) else None)
+        out.append((kind, size, input_size))
+    return out
 
 
 # --------------------------------------------------------------------------- per-algorithm footprints
@@ -309,7 +333,7 @@ def footprint(
         )
     if name == "pflego":
         heads = m * arch.head_size * FLOAT
-        fin = arch.ops[-1].args[0]
+        fin = arch.template.get_submodule(arch.layers[-1]).weight.shape[-1] if arch.layers else 0
         features = T * max(sizes.train[:T], default=0) * (fin + 1) * FLOAT
         return Footprint(
             kept=1, kept_bytes=heads, train_slots=0, state=0, eval_rows=m, eval_slots=m,
@@ -414,7 +438,7 @@ def _train_phase(
     member_sizes = [s for s in sizes.train[:T] for _ in range(max(1, n // max(T, 1)))][:n] or list(sizes.train[:n])
     steps = _steps(member_sizes, B, float(cfg.epochs))
     permuted = any(a < b for a, b in zip(steps, steps[1:]))
-    group = _balanced_group(n, max(1, max_samples // B), GROUP_MULTIPLE if workers > 1 else 1)
+    group = balanced_group(n, max(1, max_samples // B), GROUP_MULTIPLE if workers > 1 else 1)
     running = min(workers, math.ceil(n / group))
     state = fp.state
     carried = 2 * state if keep_optimizer_state else 0  # the rows taken from the store and their device copy
@@ -435,7 +459,7 @@ def _eval_phase(fp: Footprint, act: Activations, sizes: SplitSizes, row: int, wo
     samples = 2 * max_samples
     cap = max(1, min(1024, EVAL_CHUNK, samples))
     chunk = math.ceil(longest / math.ceil(longest / cap))
-    group = _balanced_group(n, max(1, samples // chunk), GROUP_MULTIPLE if workers > 1 else 1)
+    group = balanced_group(n, max(1, samples // chunk), GROUP_MULTIPLE if workers > 1 else 1)
     running = min(workers, math.ceil(n / group))
     split = max(sum(sizes.test), sum(sizes.val), sum(sizes.train))
     copied = fp.eval_copies * split * (act.input * FLOAT + INDEX)

@@ -3,7 +3,10 @@
 It is the specification the lockstep engine is tested against and the baseline of
 ``benchmarks/bench_lockstep.py``: nothing clever, only PyTorch's own layers,
 autograd and optimizer. It takes its batches from the same
-:func:`~wirelessfl.learning.lockstep.shuffle_schedule` as the engine.
+:func:`~wirelessfl.learning.schedule.shuffle_schedule` as the engine, and for a
+model with dropout trains slot s under ``torch.manual_seed`` of the engine's
+seed for it (:func:`~wirelessfl.learning.schedule.slot_seeds`), so both draw the
+same masks.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector
 
-from wirelessfl.learning.lockstep import Dataset, EvalResult, LockstepEngine, TrainConfig, TrainResult, shuffle_schedule
+from wirelessfl.learning.lockstep import Dataset, EvalResult, LockstepEngine, TrainConfig, TrainResult
 from wirelessfl.learning.models import Architecture
 from wirelessfl.learning.optim import torch_optimizer
+from wirelessfl.learning.schedule import shuffle_schedule, slot_seeds
 
 
 def _zero_frozen_grads(module: torch.nn.Module, mask: torch.Tensor) -> None:
@@ -35,7 +39,7 @@ class ReferenceLoop:
     def __init__(self, arch: Architecture, device: torch.device | str = "cpu"):
         self.arch = arch
         self.device = torch.device(device)
-        self._checks = LockstepEngine(arch, device, fused_first_block=False)  # argument checks only
+        self._checks = LockstepEngine(arch, device)  # argument checks and whether the model draws random numbers
 
     def train(
         self,
@@ -60,36 +64,19 @@ class ReferenceLoop:
         mask, _ = self._checks._check_trainable(trainable)
         self._checks._check_sample_weights(sample_weights, [len(y) for _, y in datasets])
         schedule = shuffle_schedule([len(y) for _, y in datasets], cfg.batch_size, epochs, generator)
+        seeds = slot_seeds(n, generator) if self._checks.model.stochastic else None
         trained, losses, steps, states = [], [], [], []
         for slot, (x, y) in enumerate(datasets):
             module = self.arch.build_module(params[slot].detach().cpu()).to(self.device)
-            optimizer = torch_optimizer(cfg, module.parameters())
-            if opt_state is not None:
-                optimizer.load_state_dict(opt_state[slot])
             weights = None if sample_weights is None else sample_weights[slot].to(self.device, torch.float32)
-            x, y = x.to(self.device, torch.float32), y.to(self.device, torch.int64)
-            loss_sum = torch.zeros((), device=self.device)
-            for batch in schedule[slot]:
-                batch = batch.to(self.device)
-                before = parameters_to_vector(module.parameters()).detach().clone() if mask is not None else None
-                optimizer.zero_grad(set_to_none=True)
-                per_sample = F.cross_entropy(module(x[batch]), y[batch], reduction="none")
-                loss = per_sample.mean() if weights is None else (per_sample * weights[batch]).mean()
-                loss.backward()
-                if mask is not None:
-                    _zero_frozen_grads(module, mask.to(self.device))
-                if cfg.clip_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(module.parameters(), cfg.clip_norm)
-                optimizer.step()
-                loss_sum += loss.detach()
-                if before is not None:
-                    after = parameters_to_vector(module.parameters()).detach()
-                    kept = torch.where(mask.to(self.device), after, before)
-                    torch.nn.utils.vector_to_parameters(kept, module.parameters())
+            with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+                if seeds is not None:
+                    torch.manual_seed(seeds[slot])
+                optimizer, loss = self._train_one(module, x, y, schedule[slot], cfg, None if opt_state is None else opt_state[slot], weights, mask)
             trained.append(parameters_to_vector(module.parameters()).detach())
             steps.append(len(schedule[slot]))
             states.append(optimizer.state_dict())
-            losses.append(loss_sum / len(schedule[slot]) if schedule[slot] else torch.tensor(float("nan"), device=self.device))
+            losses.append(loss)
         return TrainResult(
             params=torch.stack(trained) if trained else torch.empty((0, self.arch.param_count), device=self.device),
             loss=torch.stack(losses) if losses else torch.empty(0, device=self.device),
@@ -97,14 +84,40 @@ class ReferenceLoop:
             opt_state=tuple(states),
         )
 
+    def _train_one(self, module, x, y, schedule, cfg, opt_state, weights, mask) -> tuple[torch.optim.Optimizer, torch.Tensor]:
+        """Train one module on its batches; its optimizer and mean loss (nan without steps)."""
+        optimizer = torch_optimizer(cfg, module.parameters())
+        if opt_state is not None:
+            optimizer.load_state_dict(opt_state)
+        x, y = x.to(self.device, torch.float32), y.to(self.device, torch.int64)
+        loss_sum = torch.zeros((), device=self.device)
+        for batch in schedule:
+            batch = batch.to(self.device)
+            before = parameters_to_vector(module.parameters()).detach().clone() if mask is not None else None
+            optimizer.zero_grad(set_to_none=True)
+            per_sample = F.cross_entropy(module(x[batch]), y[batch], reduction="none")
+            loss = per_sample.mean() if weights is None else (per_sample * weights[batch]).mean()
+            loss.backward()
+            if mask is not None:
+                _zero_frozen_grads(module, mask.to(self.device))
+            if cfg.clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(module.parameters(), cfg.clip_norm)
+            optimizer.step()
+            loss_sum += loss.detach()
+            if before is not None:
+                after = parameters_to_vector(module.parameters()).detach()
+                kept = torch.where(mask.to(self.device), after, before)
+                torch.nn.utils.vector_to_parameters(kept, module.parameters())
+        return optimizer, loss_sum / len(schedule) if schedule else torch.tensor(float("nan"), device=self.device)
+
     @torch.inference_mode()
     def logits(self, params: torch.Tensor, datasets: Sequence[Dataset], batch_size: int = 1024) -> list[torch.Tensor]:
         self._checks._check(params, datasets)
         out = []
         for slot, (x, _) in enumerate(datasets):
-            module = self.arch.build_module(params[slot].detach().cpu()).to(self.device)
+            module = self.arch.build_module(params[slot].detach().cpu()).to(self.device).eval()
             x = x.to(self.device, torch.float32)
-            chunks = [module(part) for part in x.split(batch_size)]
+            chunks = [module(part) for part in x.split(batch_size)] if len(x) else []
             out.append(torch.cat(chunks) if chunks else torch.empty((0, self.arch.num_classes), device=self.device))
         return out
 
