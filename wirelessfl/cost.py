@@ -31,7 +31,7 @@ from wirelessfl.learning.data.federated import FederatedData, build_federated_da
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
-from wirelessfl.learning.accelerators import from_environment
+from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.simulate import resolve_device
 

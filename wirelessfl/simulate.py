@@ -40,7 +40,7 @@ from wirelessfl.algorithms.base import derive_seed, draw_held_out
 from wirelessfl.config import Scenario, ScenarioError, algorithm_path, scenario_fingerprint
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
-from wirelessfl.learning.accelerators import from_environment
+from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import get_architecture
 from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.network.physical import link_model as physical_link_model

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from wirelessfl.learning import halide_aot
-from wirelessfl.learning.accelerators import by_name, from_environment
+from wirelessfl.learning.plugins import by_name, from_environment
 from wirelessfl.learning.first_block import BlockShape, FirstBlock, HalideFirstBlock, block_shape
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture

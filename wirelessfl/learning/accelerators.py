@@ -8,7 +8,7 @@ is built; a claim it cannot build is a warning and the general path, never an
 error. The default is no accelerator, so default results do not depend on an
 optional package or a C compiler being present.
 
-Plug-ins by name (``WIRELESSFL_ACCELERATORS=halide`` for ``wirelessfl simulate``):
+Plug-ins by name (``learning/plugins.py``; ``WIRELESSFL_ACCELERATORS=halide`` for ``wirelessfl simulate``):
 
 * ``halide``: LeNet-5-like first blocks (a small conv, 2x2 max-pool, ReLU) as
   Halide kernels on a CPU (:mod:`wirelessfl.learning.first_block`; ``pip install
@@ -17,7 +17,6 @@ Plug-ins by name (``WIRELESSFL_ACCELERATORS=halide`` for ``wirelessfl simulate``
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -45,21 +44,6 @@ class Accelerator(Protocol):
     name: str
 
     def claim(self, graph: torch.fx.GraphModule, modules: dict, input_shape: tuple[int, int, int], device) -> Claim | None: ...
-
-
-def by_name(name: str) -> Accelerator:
-    """The plug-in called ``name``; one-line ValueError naming the known ones."""
-    if name == "halide":
-        from wirelessfl.learning.first_block import HalideFirstBlock
-
-        return HalideFirstBlock()
-    raise ValueError(f"unknown accelerator {name!r}; known: halide")
-
-
-def from_environment() -> tuple[Accelerator, ...]:
-    """The plug-ins ``$WIRELESSFL_ACCELERATORS`` names (comma-separated; unset or empty: none)."""
-    names = [n.strip() for n in os.environ.get("WIRELESSFL_ACCELERATORS", "").split(",") if n.strip()]
-    return tuple(by_name(name) for name in names)
 
 
 def claims(accelerators: Sequence[Accelerator], graph, modules, input_shape, device) -> list[Claim]:
