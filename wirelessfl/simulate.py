@@ -141,7 +141,7 @@ class Unit:
             train=t.train_config(),
             keep_optimizer_state=t.keep_optimizer_state,
             held_out=draw_held_out(data.num_clients, t.unseen_fraction, seed),
-            seed=derive_seed(seed, curve.algorithm),
+            seed=learning_seed(seed),
             participation=t.participation,
             downlink_rates=self.network.nominal_downlink_rates() if channel_aware else None,
         )
@@ -254,6 +254,19 @@ class Unit:
             "samples_per_s": rounds * per_round / self.wall_s if self.wall_s > 0 else math.nan,
             "phases": dict(sorted(self.phases.items(), key=lambda item: -item[1])),
         }
+
+
+def learning_seed(seed: int) -> int:
+    """The seed every curve's algorithm is built from: the same for every curve of a scenario seed.
+
+    Common random numbers: FedAvg, FedEM, IFCA, FedPer... of one seed start from the
+    same initial model (``(learning_seed, "init")``), draw the same participants
+    (``(learning_seed, round, "participation")``) and the same batch order
+    (``(learning_seed, round, "train")``), so the difference between two curves is
+    the methods' difference and not initialisation noise (a one-component FedEM
+    reproduces FedAvg's trace).
+    """
+    return derive_seed(seed, "learning")
 
 
 def network_rng(seed: int, profile: str, round: int) -> np.random.Generator:
