@@ -31,6 +31,9 @@ from wirelessfl.config import Scenario, dump_scenario
 EXECUTORS = ("local", "process", "ray")
 RAY_MISSING = '--executor ray: Ray is not installed; pip install -e ".[ray]"'
 EventFn = Callable[[str, "UnitTask", Any], None]
+#: What an executor runs for each task: ``work(task, threads, on_round) -> info`` (default :func:`run_unit`;
+#: ``wirelessfl tune`` passes its trial function). Must be importable by name for the pool and Ray.
+WorkFn = Callable[..., dict]
 LOCK_NAME = "unit.lock"
 PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 0.5
@@ -175,11 +178,11 @@ class LocalExecutor:
     def __exit__(self, *exc: Any) -> None:
         return None
 
-    def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
+    def run(self, tasks: list, on_event: EventFn, work: WorkFn | None = None) -> Iterator[tuple[Any, dict | None, str]]:
         for task in tasks:
             on_event("start", task, None)
             try:
-                info = run_unit(task, None, lambda progress, task=task: on_event("round", task, progress))
+                info = (work or run_unit)(task, None, lambda progress, task=task: on_event("round", task, progress))
             except Exception as err:
                 yield task, None, error_text(err)
             else:
@@ -200,7 +203,7 @@ class ProcessExecutor:
     def __exit__(self, *exc: Any) -> None:
         return None
 
-    def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
+    def run(self, tasks: list, on_event: EventFn, work: WorkFn | None = None) -> Iterator[tuple[Any, dict | None, str]]:
         workers = max(1, min(self.workers, len(tasks)))
         threads = torch_threads(workers)
         pool = ProcessPoolExecutor(
@@ -212,7 +215,7 @@ class ProcessExecutor:
         try:
             futures = {}
             for task in tasks:
-                futures[pool.submit(run_unit, task, threads)] = task
+                futures[pool.submit(work or run_unit, task, threads)] = task
                 on_event("start", task, None)
             for future in as_completed(futures):
                 task = futures[future]
@@ -257,13 +260,13 @@ class RayExecutor:
         if self.started:
             self.ray.shutdown()
 
-    def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
+    def run(self, tasks: list, on_event: EventFn, work: WorkFn | None = None) -> Iterator[tuple[Any, dict | None, str]]:
         ray = self.ray
         cpus = int(ray.cluster_resources().get("CPU", 1))
         node_cpus = max((int(n["Resources"].get("CPU", 1)) for n in ray.nodes() if n.get("Alive")), default=1)
         workers = max(1, min(self.workers or cpus, len(tasks)))
         threads = max(1, min(torch_threads(workers, cpus), node_cpus))
-        remote = ray.remote(num_cpus=threads, max_retries=0)(run_unit)
+        remote = ray.remote(num_cpus=threads, max_retries=0)(work or run_unit)
         waiting, running = list(tasks), {}
         while waiting or running:
             while waiting and len(running) < workers:
