@@ -1,4 +1,4 @@
-"""``wirelessfl`` command line: simulate, sweep, validate, list, plot, report.
+"""``wirelessfl`` command line: simulate, sweep, tune, validate, list, plot, report.
 
 User errors (bad scenario, missing dataset, impossible value, an output folder
 that cannot be made) end with exit code 2 and one line on stderr naming the
@@ -433,6 +433,136 @@ def _report_sweep(result) -> None:
             f"see {result.dir / 'summary.md'}",
             code=1,
         )
+
+
+@app.command()
+def tune(
+    scenario: Path | None = typer.Argument(None, help="scenario YAML file (leave out with --resume)"),
+    out: Path | None = typer.Option(None, "--out", help="new tuning directory (default: <output>/<name>-tune-<timestamp>)"),
+    trials: int | None = typer.Option(None, "--trials", min=1, help="trials per curve (sets tune.trials)"),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, help="rounds of each trial (sets tune.rounds)"),
+    executor: Executor | None = typer.Option(
+        None, "--executor", help="local, process (the default when more than one trial runs at once) or ray"
+    ),
+    address: str | None = typer.Option(None, "--address", help="with --executor ray: join this Ray cluster (default: a local Ray)"),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="trials run at once (default: one per CPU)"),
+    resume: Path | None = typer.Option(None, "--resume", help="continue a killed tuning directory with its own tune.yaml"),
+    settings: list[str] | None = typer.Option(None, "--set", help="override a field of the scenario: PATH=VALUE (repeatable)"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar; a line per finished trial"),
+) -> None:
+    """Search each curve's hyper-parameters on the validation split (Optuna TPE, median pruning); write tuned.yaml."""
+    from wirelessfl.config import dump_scenario, load_scenario
+    from wirelessfl.tune.study import check_tunable, tune_config
+
+    if resume is not None:
+        given = {"SCENARIO": scenario, "--out": out, "--trials": trials, "--rounds": rounds, "--set": settings or None}
+        clashing = [flag for flag, value in given.items() if value is not None]
+        if clashing:
+            _fail(f"--resume continues {resume} with the scenario in its tune.yaml; leave out {', '.join(clashing)}")
+        if not (resume / "tune.yaml").is_file():
+            _fail(f"--resume {resume}: no tune.yaml there (not a wirelessfl tuning directory)")
+        sc = _guard(load_scenario, resume / "tune.yaml")
+        source = resume / "tune.yaml"
+    else:
+        if scenario is None:
+            _fail("give a SCENARIO file to tune, or --resume TUNE_DIR to continue a killed tuning")
+        budget = [f"tune.trials={trials}"] if trials is not None else []
+        budget += [f"tune.rounds={rounds}"] if rounds is not None else []
+        sc = _guard(load_scenario, scenario, None, [*(settings or []), *budget])
+        source = scenario
+    _guard(check_tunable, sc)
+    if executor is Executor.ray:
+        from wirelessfl.sweep.executors import import_ray
+
+        _guard(import_ray)
+    cost = _guard(_tune_preflight, sc, source)
+    if resume is None:
+        run_dir = _guard(_new_tune_dir, sc, out, dump_scenario(sc))
+    else:
+        run_dir = resume
+    _note(cost.line())
+    cfg = tune_config(sc)
+    at_once = cfg.batch * cost.curves
+    kind = executor.value if executor is not None else ("process" if at_once > 1 else "local")
+    from wirelessfl.sweep import make_executor
+
+    runner = _guard(make_executor, kind, workers, address, at_once)
+    try:
+        result = _guard(_tune_with_progress, sc, run_dir, runner, quiet or not sys.stderr.isatty())
+    except KeyboardInterrupt:
+        _fail(f"interrupted; `wirelessfl tune --resume {run_dir}` continues the studies (finished trials are kept)", code=130)
+    for line in (run_dir / "summary.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| ") and not line.startswith("| ---"):
+            console.print(escape(line), highlight=False, soft_wrap=True)
+    for note in result.notes:
+        _note(note)
+    console.print(escape(f"results: {run_dir} (tuned.yaml, study.csv, history.html)"), highlight=False, soft_wrap=True)
+
+
+def _tune_preflight(sc, source: Path):
+    """Before anything is written: every end of every search space builds (data, model, algorithms), and the
+    cost of one trial of every curve fits in memory; returns the cost preview."""
+    from wirelessfl.learning.data_files import missing_dataset
+    from wirelessfl.simulate import preflight
+    from wirelessfl.tune.study import endpoint_scenario, tune_cost
+
+    missing = missing_dataset(sc.data.dataset, sc.data.root, sc.data.download, sc.data.options)
+    if missing is not None:
+        raise UserError(f"{source}: {missing}")
+    preflight(endpoint_scenario(sc), f"{source}: tune (the ends of a search space)")
+    try:
+        return tune_cost(sc)
+    except ValueError as err:
+        raise UserError(f"{source}: {err}") from None
+
+
+def _new_tune_dir(sc, out: Path | None, resolved: str) -> Path:
+    """A new (or empty) tuning directory holding ``tune.yaml``, the scenario a ``--resume`` continues."""
+    from wirelessfl.results.io import atomic_write_text, new_run_dir
+
+    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UserError(
+            f"--out {out}: already exists and is not an empty directory; choose a new one "
+            f"(a killed tuning continues with --resume {out})"
+        )
+    where = f"--out {out}" if out is not None else f"output: {sc.output}"
+    try:
+        run_dir = new_run_dir(Path(sc.output), f"{sc.name}-tune") if out is None else out
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(run_dir / "tune.yaml", resolved)
+    except OSError as err:
+        raise UserError(f"{where}: cannot write the tuning directory: {err.strerror or err}") from None
+    return run_dir
+
+
+def _tune_with_progress(sc, run_dir: Path, runner, quiet: bool):
+    """A line per finished trial without a terminal; a progress bar of trials on one."""
+    from wirelessfl.tune.study import run_tune, targets, tune_config
+
+    total = tune_config(sc).trials * len(targets(sc))
+    if quiet:
+        def log(kind: str, task, payload) -> None:
+            if kind == "done":
+                value = payload.get("value")
+                shown = f"{value:.4f}" if value == value and value is not None else "nan"
+                err_console.print(escape(f"{task.label}: {payload['state']} {shown}"), highlight=False, soft_wrap=True)
+            elif kind == "failed":
+                err_console.print(escape(f"{task.label}: failed ({payload})"), highlight=False, soft_wrap=True)
+
+        return run_tune(sc, run_dir, runner, log)
+    with _progress() as progress:
+        task_id = progress.add_task(f"{sc.name} trials", total=total, status="")
+
+        def on_event(kind: str, task, payload) -> None:
+            if kind == "round":
+                status = f"{task.label} round {payload['round']}"
+            elif kind == "start":
+                status = f"running {task.label}"
+            else:
+                status = f"{task.label}: {payload['state'] if isinstance(payload, dict) else 'failed'}"
+            progress.update(task_id, advance=1 if kind in ("done", "failed") else 0, status=escape(status))
+
+        return run_tune(sc, run_dir, runner, on_event)
 
 
 @app.command("list")

@@ -325,3 +325,48 @@ def run_tune(
                     emit("done", task, info)
                 told += 1
     return write_outputs(scenario, out_dir, todo, studies, notes)
+
+
+def all_curves_scenario(scenario: Scenario) -> Scenario:
+    """One trial of every curve at the scenario's values, as one run (what the cost preview times)."""
+    raw = trial_scenario(scenario, targets(scenario)[0], {}).model_dump()
+    raw["algorithms"] = [a.model_dump() for a in scenario.algorithms]
+    return parse_scenario(raw, source="tune")
+
+
+@dataclass(frozen=True)
+class TuneCost:
+    """The cost preview: one trial of every curve, and the whole budget, on this machine."""
+
+    curves: int
+    trials: int
+    rounds: int
+    seeds: int
+    profile: str
+    run_line: str
+    one_trial_s: float
+
+    def line(self) -> str:
+        from wirelessfl.cost import format_duration
+
+        total = self.one_trial_s * self.trials
+        return (
+            f"tuning {self.curves} curve(s) x {self.trials} trials, each {self.rounds} rounds x {self.seeds} seed(s) on "
+            f"profile {self.profile}: one trial of every curve {format_duration(self.one_trial_s)}, the whole budget "
+            f"{format_duration(total)} of training on this machine at most (pruned trials stop early; trials drawing "
+            f"more local epochs cost more); per trial, {self.run_line}"
+        )
+
+
+def tune_cost(scenario: Scenario) -> TuneCost:
+    """Memory and time of the tuning, from ``wirelessfl.cost.check_run`` of one trial of every curve
+    (raises its one-line ``ValueError`` when a trial would not fit in memory)."""
+    from wirelessfl.cost import check_run
+
+    cfg = tune_config(scenario)
+    run = all_curves_scenario(scenario)
+    cost = check_run(run)
+    return TuneCost(
+        curves=len(targets(scenario)), trials=cfg.trials, rounds=run.rounds, seeds=len(run.seeds),
+        profile=run.profiles()[0].name, run_line=cost.line(), one_trial_s=cost.seconds,
+    )
