@@ -452,7 +452,7 @@ def tune(
 ) -> None:
     """Search each curve's hyper-parameters on the validation split (Optuna TPE, median pruning); write tuned.yaml."""
     from wirelessfl.config import dump_scenario, load_scenario
-    from wirelessfl.tune.study import check_tunable, tune_config
+    from wirelessfl.tune.study import tune_config
 
     if resume is not None:
         given = {"SCENARIO": scenario, "--out": out, "--trials": trials, "--rounds": rounds, "--set": settings or None}
@@ -470,7 +470,6 @@ def tune(
         budget += [f"tune.rounds={rounds}"] if rounds is not None else []
         sc = _guard(load_scenario, scenario, None, [*(settings or []), *budget])
         source = scenario
-    _guard(check_tunable, sc)
     if executor is Executor.ray:
         from wirelessfl.sweep.executors import import_ray
 
@@ -503,13 +502,24 @@ def _tune_preflight(sc, source: Path):
     """Before anything is written: every end of every search space builds (data, model, algorithms), and the
     cost of one trial of every curve fits in memory; returns the cost preview."""
     from wirelessfl.learning.data_files import missing_dataset
-    from wirelessfl.simulate import preflight
-    from wirelessfl.tune.study import endpoint_scenario, tune_cost
+    from wirelessfl.simulate import build_units
+    from wirelessfl.tune.study import check_tunable, endpoint_scenario, tune_cost
 
     missing = missing_dataset(sc.data.dataset, sc.data.root, sc.data.download, sc.data.options)
     if missing is not None:
         raise UserError(f"{source}: {missing}")
-    preflight(endpoint_scenario(sc), f"{source}: tune (the ends of a search space)")
+    try:
+        check_tunable(sc)
+        ends = endpoint_scenario(sc)
+    except ValueError as err:
+        raise UserError(f"{source}: {err}") from None
+    try:
+        build_units(ends, ends.seeds[0])
+    except ValueError as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        name = next((a.name for a in ends.algorithms if message.startswith(a.name)), None)
+        where = f"tune.algorithms.{name}: an end of its search space is refused: " if name else "tune: "
+        raise UserError(f"{source}: {where}{message}") from None
     try:
         return tune_cost(sc)
     except ValueError as err:

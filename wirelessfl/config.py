@@ -381,7 +381,8 @@ class Scenario(_Strict):
                 try:
                     self.training_for(algo.training)
                 except ValidationError as err:
-                    lines = [f"algorithms[{index}].training.{_describe(e)}" for e in err.errors(include_url=False)]
+                    shown = [_describe(e) for e in err.errors(include_url=False)]
+                    lines = [f"algorithms[{index}].{s if s.startswith('training.') else 'training.' + s}" for s in shown]
                     raise ValueError("; ".join(lines)) from None
                 except ValueError as err:
                     raise ValueError(f"algorithms[{index}].{err}") from None

@@ -107,14 +107,21 @@ def check_tunable(scenario: Scenario) -> None:
 
 def endpoint_scenario(scenario: Scenario) -> Scenario:
     """Every curve at every end of its space (low ends, high ends, each choice) in one scenario, so that one
-    build of the data and the algorithms checks that the whole space is valid for this scenario."""
+    build of the data and the algorithms checks that the whole space is valid for this scenario.
+
+    A value the schema refuses is one ``ScenarioError`` line naming the ``tune.algorithms`` entry."""
     algorithms = []
     for target in targets(scenario):
         ends = {key: param.endpoints() for key, param in target.space.items()}
         width = max(len(values) for values in ends.values())
         for i in range(width):
             values = {key: options[min(i, len(options) - 1)] for key, options in ends.items()}
-            algorithms.append(trial_scenario(scenario, target, values, label=f"{target.curve} end {i}").algorithms[0])
+            try:
+                trial = trial_scenario(scenario, target, values, label=f"{target.curve} end {i}")
+            except ScenarioError as err:
+                reason = str(err).removeprefix("tune: ")
+                raise ScenarioError(f"tune.algorithms.{target.algorithm}: an end of the search space of {target.curve!r} is refused: {reason}") from None
+            algorithms.append(trial.algorithms[0])
     raw = trial_scenario(scenario, targets(scenario)[0], {}).model_dump()
     raw["algorithms"] = [a.model_dump() for a in algorithms]
     raw["seeds"] = raw["seeds"][:1]
