@@ -190,28 +190,46 @@ class LocalExecutor:
 
 
 class ProcessExecutor:
-    """A spawn process pool of ``workers`` processes; each sets ``cpu_count // workers`` torch threads."""
+    """A spawn process pool of ``workers`` processes; each sets ``cpu_count // workers`` torch threads.
+
+    Inside ``with``, the pool is kept from one ``run`` to the next (a tuning runs a batch of trials per
+    call; starting workers, which import torch, would otherwise cost seconds a batch) and shut down on exit.
+    """
 
     name = "process"
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._pool_workers = 0
 
     def __enter__(self) -> ProcessExecutor:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        self._close(wait=exc[0] is None)
+
+    def _close(self, wait: bool) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=not wait)
+            self._pool = None
+
+    def _pool_for(self, workers: int) -> ProcessPoolExecutor:
+        if self._pool is None or self._pool_workers != workers:
+            self._close(wait=True)
+            self._pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=die_with_parent,
+                initargs=(os.getpid(),),
+            )
+            self._pool_workers = workers
+        return self._pool
 
     def run(self, tasks: list, on_event: EventFn, work: WorkFn | None = None) -> Iterator[tuple[Any, dict | None, str]]:
         workers = max(1, min(self.workers, len(tasks)))
         threads = torch_threads(workers)
-        pool = ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=die_with_parent,
-            initargs=(os.getpid(),),
-        )
+        pool = self._pool_for(workers)
         try:
             futures = {}
             for task in tasks:
@@ -226,9 +244,10 @@ class ProcessExecutor:
                 else:
                     yield task, info, ""
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._close(wait=False)
             raise
-        pool.shutdown(wait=True)
+        if getattr(pool, "_broken", False):  # a worker died: the next run starts a fresh pool
+            self._close(wait=False)
 
 
 def import_ray():
