@@ -130,6 +130,9 @@ class Algorithm(ABC):
     hparams: ClassVar[dict[str, Any]] = {}
     #: what ``wirelessfl tune`` searches by default (``training.<field>`` or a name of ``hparams``)
     search_space: ClassVar[dict[str, Param]] = COMMON_SEARCH_SPACE
+    #: True for a reference that reads what no real method can see (Oracle: the true groups); sweep maps show
+    #: it beside the contest, never as a cell's winner (``results.tradeoff.REFERENCE_ALGORITHMS``).
+    knows_truth: ClassVar[bool] = False
     #: True when the trained models do not depend on who arrives (e.g. Local).
     timing_independent: ClassVar[bool] = False
 
