@@ -38,10 +38,11 @@ import torch
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, draw_held_out
 from wirelessfl.config import Scenario, ScenarioError, algorithm_path, scenario_fingerprint
-from wirelessfl.learning.federated import FederatedData, build_federated_data
+from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.models import get_architecture
 from wirelessfl.network import NetworkModel, SystemProfile
+from wirelessfl.network.physical import link_model as physical_link_model
 from wirelessfl.checkpoint import SEAM_TYPES, SUFFIX, CheckpointError, FingerprintMismatch, load_checkpoint, save_checkpoint
 from wirelessfl.results.io import resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming
@@ -452,12 +453,25 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
     prefixed with ``source``; an algorithm's error also with the YAML path of
     the parameter it names (``config.algorithm_path``).
     """
+    for profile in scenario.profiles():
+        try:
+            prepare_links(profile)
+        except ValueError as err:
+            raise ScenarioError(f"{source}: network {profile.name!r}: {err}") from None
     try:
         build_units(scenario, scenario.seeds[0])
     except ValueError as err:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         where = algorithm_path(scenario, message)
         raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
+
+
+def prepare_links(profile: SystemProfile) -> None:
+    """Build a profile's link abstractions now (``nr``: Sionna's tables, once, in a child process), so a
+    missing Sionna is one line before anything is written rather than an error mid-run."""
+    if profile.physical is not None:
+        for direction in ("dl", "ul"):
+            physical_link_model(profile.physical, direction)
 
 
 def build_units(
@@ -483,8 +497,11 @@ def build_units(
 
 
 def static_rng(seed: int, profile: SystemProfile) -> np.random.Generator:
-    """The draws a network makes once (user positions), per seed and profile."""
-    return np.random.default_rng(derive_seed(seed, "static", profile.name))
+    """The draws a network makes once (user positions, LOS states, shadowing), per seed and profile; with
+    ``physical.drop: common`` per seed only, so every such profile of a scenario places the same users
+    (the same uniform draws, scaled to each cell) and a difference between profiles is their channels'."""
+    common = profile.physical is not None and profile.physical.drop == "common"
+    return np.random.default_rng(derive_seed(seed, "static", "common drop" if common else profile.name))
 
 
 CHECKPOINT_TYPES = (*SEAM_TYPES, RoundRecord)

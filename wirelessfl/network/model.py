@@ -70,11 +70,12 @@ class NetworkModel:
         inputs = self.draw_round(plan, rng)
         profile = self.profile
         shortcut = self.closed_form and not self.record_events
+        uplink = profile.physical.uplink if profile.physical is not None else "orthogonal"
         if shortcut and profile.schedule == "phased":
-            times = phased_closed_form(inputs, channels=profile.channels, deadline=profile.deadline)
+            times = phased_closed_form(inputs, channels=profile.channels, deadline=profile.deadline, uplink=uplink)
         elif shortcut:
             times = pipelined_closed_form(
-                inputs, duplex=profile.duplex, channels=profile.channels, deadline=profile.deadline
+                inputs, duplex=profile.duplex, channels=profile.channels, deadline=profile.deadline, uplink=uplink
             )
         else:
             times = simulate(
@@ -84,6 +85,7 @@ class NetworkModel:
                 channels=profile.channels,
                 deadline=profile.deadline,
                 record=self.record_events,
+                uplink=uplink,
             )
         return to_round_timing(inputs, times, profile.deadline, profile.time_unit)
 
@@ -119,6 +121,11 @@ class NetworkModel:
             weakest = np.array([dl_rate[m].min() for m in members])
             stream_durations = payloads * bits_per_model / weakest if streams else np.zeros(0)
             upload = uplink_payload * bits_per_model / ul_rate
+            if channel.link == "nr":
+                stream_durations, upload = phy.add_held_harq_tails(
+                    channel, self.path_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
+                    stream_durations, upload,
+                )
         return RoundInputs(
             clients=clients,
             stream_members=members,
@@ -129,11 +136,17 @@ class NetworkModel:
         )
 
     def nominal_downlink_rates(self) -> np.ndarray | None:
-        """Each client's downlink Shannon rate (bit/s) at unit fading gain, from its static path loss;
-        None without a physical channel. What channel-aware stream formation knows before a round."""
-        if self.profile.physical is None:
+        """Each client's downlink rate (bit/s) from its static path loss; None without a physical channel.
+        What channel-aware stream formation knows before a round. Shannon and truncated Shannon: the rate at
+        unit fading gain. ``nr``: the mean rate over the fading law (``physical.ergodic_downlink_rates``),
+        since a user whose mean SINR is below the lowest MCS has rate 0 at unit gain yet gets bits in good
+        blocks."""
+        channel = self.profile.physical
+        if channel is None:
             return None
-        return phy.downlink_rates(self.profile.physical, self.path_loss_db, np.ones(self.num_clients))
+        if channel.link == "nr":
+            return phy.ergodic_downlink_rates(channel, self.path_loss_db)
+        return phy.downlink_rates(channel, self.path_loss_db, np.ones(self.num_clients))
 
     def bits(self, plan: CommPlan) -> tuple[float, float]:
         """(downlink, uplink) bits: payload x model_params x bits_per_parameter; a multicast counts once."""
