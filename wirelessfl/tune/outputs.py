@@ -10,6 +10,7 @@ measure the tuned methods on the test split, with the scenario's seeds.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,22 @@ import plotly.graph_objects as go
 import yaml
 from plotly.colors import qualitative
 
-from wirelessfl.config import Scenario, dump_scenario, load_scenario
+from wirelessfl.config import Scenario, TuneConfig, dump_scenario, load_scenario
 from wirelessfl.results.figures import PngExportError, export_png, png_skipped_note, write_plotly_js
 from wirelessfl.results.io import atomic_write_bytes, atomic_write_frame, atomic_write_text
 from wirelessfl.tune.space import split_trial
 
 STUDY_COLUMNS = ("curve", "algorithm", "trial", "state", "value", "last_round", "seconds")
+
+
+@dataclass
+class TuneResult:
+    """Where a tuning wrote, its study table, the best values per curve and the notes said at its end."""
+
+    dir: Path
+    table: pd.DataFrame
+    best: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def study_table(targets, studies) -> pd.DataFrame:
@@ -97,9 +108,7 @@ def history_figure(table: pd.DataFrame) -> go.Figure:
 
 
 def summary_lines(scenario: Scenario, targets, best, table: pd.DataFrame, notes: list[str]) -> str:
-    from wirelessfl.tune.study import tune_config
-
-    cfg = tune_config(scenario)
+    cfg = scenario.tune if scenario.tune is not None else TuneConfig()
     seeds = list(cfg.seeds or scenario.seeds[:1])
     lines = [
         f"# Tuning: {scenario.name}", "",
@@ -125,8 +134,6 @@ def summary_lines(scenario: Scenario, targets, best, table: pd.DataFrame, notes:
 
 
 def write_outputs(scenario: Scenario, out_dir: Path, targets, studies, notes: list[str], png: bool = True):
-    from wirelessfl.tune.study import TuneResult
-
     out_dir = Path(out_dir)
     table = study_table(targets, studies)
     best = best_values(targets, studies)

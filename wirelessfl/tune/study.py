@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ import pandas as pd
 from wirelessfl.algorithms import get_algorithm
 from wirelessfl.algorithms.base import derive_seed
 from wirelessfl.config import AlgorithmConfig, Scenario, ScenarioError, TuneConfig, parse_scenario
+from wirelessfl.tune.outputs import TuneResult, write_outputs
 from wirelessfl.tune.space import Param, resolve_space, split_trial
 
 STUDY_FILE = "study.db"
@@ -214,14 +215,6 @@ def run_trial(task: TrialTask, threads: int | None = None, on_round: Callable[[d
 # -- the search, in the parent -------------------------------------------------------------------
 
 
-@dataclass
-class TuneResult:
-    dir: Path
-    table: pd.DataFrame
-    best: dict[str, dict[str, Any]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-
 def distributions(space: dict[str, Param]) -> dict[str, Any]:
     import optuna
 
@@ -276,7 +269,6 @@ def run_tune(
     import optuna
     from optuna.trial import TrialState
 
-    from wirelessfl.tune.outputs import write_outputs
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     emit = on_event or (lambda kind, task, payload: None)
