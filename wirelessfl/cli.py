@@ -124,9 +124,7 @@ def simulate(
 
     if resume is not None:
         given = {"--out": out, "--rounds": rounds, "--seed": seed, "--device": device, "--set": settings or None}
-        clashing = [flag for flag, value in given.items() if value is not None]
-        if clashing:
-            _fail(f"--resume continues {resume} with the settings in its scenario.yaml; leave out {', '.join(clashing)}")
+        _refuse_beside_resume(resume, "the settings in its scenario.yaml", given)
         sc = _guard(_resumable, resume, scenario)
         _guard(_check_checkpoints, sc, resume)
         _note(_guard(_check_cost, sc).line())
@@ -148,6 +146,13 @@ def simulate(
         _fail(f"interrupted; `wirelessfl simulate --resume {run_dir}` continues from the last checkpoint", code=130)
     elapsed = time.perf_counter() - started
     _guard(_write_outputs, sc, run_dir, result, elapsed)
+
+
+def _refuse_beside_resume(resume: Path, settings: str, given: dict[str, Any]) -> None:
+    """``--resume`` continues with what the folder holds (``settings``); a flag that would change it is refused."""
+    clashing = [flag for flag, value in given.items() if value is not None]
+    if clashing:
+        _fail(f"--resume continues {resume} with {settings}; leave out {', '.join(clashing)}")
 
 
 def _resumable(run_dir: Path, scenario: Path | None):
@@ -344,9 +349,7 @@ def sweep(
 
     if resume is not None:
         given = {"SCENARIO": scenario, "--grid": grids or None, "--out": out, "--rounds": rounds, "--seed": seed, "--set": settings or None}
-        clashing = [flag for flag, value in given.items() if value is not None]
-        if clashing:
-            _fail(f"--resume continues {resume} with the scenario and grid in its sweep.yaml; leave out {', '.join(clashing)}")
+        _refuse_beside_resume(resume, "the scenario and grid in its sweep.yaml", given)
         if not (resume / "sweep.yaml").is_file():
             _fail(f"--resume {resume}: no sweep.yaml there (not a wirelessfl sweep directory)")
         sc = _guard(load_scenario, resume / "sweep.yaml")
@@ -456,9 +459,7 @@ def tune(
 
     if resume is not None:
         given = {"SCENARIO": scenario, "--out": out, "--trials": trials, "--rounds": rounds, "--set": settings or None}
-        clashing = [flag for flag, value in given.items() if value is not None]
-        if clashing:
-            _fail(f"--resume continues {resume} with the scenario in its tune.yaml; leave out {', '.join(clashing)}")
+        _refuse_beside_resume(resume, "the scenario in its tune.yaml", given)
         if not (resume / "tune.yaml").is_file():
             _fail(f"--resume {resume}: no tune.yaml there (not a wirelessfl tuning directory)")
         sc = _guard(load_scenario, resume / "tune.yaml")
@@ -597,7 +598,11 @@ def list_components() -> None:
             table.add_row(escape(name), escape(what))  # "[conv 5x5]" is text, not rich markup
         console.print(table)
 
-    section("algorithms", [(n, f"{c.description}; params {dict(c.hparams)}") for n, c in sorted(ALGORITHMS.items())])
+    section("algorithms", [
+        (n, f"{c.description}; params {dict(c.hparams)}; tune searches "
+            + ", ".join(f"{k} {p.describe()}" for k, p in c.search_space.items()))
+        for n, c in sorted(ALGORITHMS.items())
+    ])
     section("datasets", [(n, _describe(d)) for n, d in sorted(DATASETS.items())])
     section("partitioners", [(n, _describe(p)) for n, p in sorted(PARTITIONERS.items())])
     section("models", [(n, _describe(m)) for n, m in sorted(ARCHITECTURES.items())])

@@ -129,3 +129,15 @@ def test_a_killed_tune_command_resumes_with_resume(tmp_path):
     assert counted.to_dict() == {"fedavg": 4, "local": 4}
     assert "interrupted by the earlier stop were run again" in (out / "summary.md").read_text()
     assert [a.label for a in load_scenario(out / "tuned.yaml").algorithms] == ["fedavg", "local"]
+
+
+def test_the_python_api_tunes_and_resumes_into_its_folder(tmp_path):
+    import wirelessfl
+
+    doc = {**TINY, "algorithms": [{"name": "fedavg"}], "tune": {**TINY["tune"], "trials": 2}}
+    first = wirelessfl.tune(doc, tmp_path / "t")
+    assert len(first.table) == 2 and (tmp_path / "t" / "tuned.yaml").is_file()
+    again = wirelessfl.tune(doc, tmp_path / "t")  # the same scenario: its finished study, no new trial
+    pd.testing.assert_frame_equal(again.table, first.table)
+    with pytest.raises(ValueError, match="holds a tuning of a different scenario"):
+        wirelessfl.tune(doc, tmp_path / "t", trials=3)
