@@ -183,28 +183,31 @@ def _check_checkpoints(sc, run_dir: Path) -> None:
     check_checkpoints(sc, run_dir)
 
 
-def _new_run_dir(sc, out: Path | None, resolved: str) -> Path:
-    """Create the run directory and write the resolved scenario into it; on failure leave nothing behind."""
+def _new_run_dir(
+    sc, out: Path | None, resolved: str, kind: str = "run", file: str = "scenario.yaml", resumed: str = "an interrupted run"
+) -> Path:
+    """Create the run (or tuning) directory and write the resolved scenario into it as ``file``; on failure
+    leave nothing behind. ``--out`` must be new or empty; ``resumed`` says what continues with ``--resume``."""
     from wirelessfl.results.io import atomic_write_text, new_run_dir
 
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(
             f"--out {out}: already exists and is not an empty directory; choose a new one "
-            f"(an interrupted run continues with --resume {out})"
+            f"({resumed} continues with --resume {out})"
         )
     where = f"--out {out}" if out is not None else f"output: {sc.output}"
     created = out is None or not out.exists()
     try:
-        run_dir = new_run_dir(Path(sc.output), sc.name) if out is None else out
+        run_dir = new_run_dir(Path(sc.output), sc.name if kind == "run" else f"{sc.name}-{kind}") if out is None else out
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"{where}: cannot create the run directory: {err.strerror or err}") from None
+        raise UserError(f"{where}: cannot create the {kind} directory: {err.strerror or err}") from None
     try:
-        atomic_write_text(run_dir / "scenario.yaml", resolved)
+        atomic_write_text(run_dir / file, resolved)
     except OSError as err:
         if created:
             shutil.rmtree(run_dir, ignore_errors=True)
-        raise UserError(f"{where}: cannot write into the run directory: {err.strerror or err}") from None
+        raise UserError(f"{where}: cannot write into the {kind} directory: {err.strerror or err}") from None
     return run_dir
 
 
@@ -477,7 +480,7 @@ def tune(
         _guard(import_ray)
     cost = _guard(_tune_preflight, sc, source)
     if resume is None:
-        run_dir = _guard(_new_tune_dir, sc, out, dump_scenario(sc))
+        run_dir = _guard(_new_run_dir, sc, out, dump_scenario(sc), "tune", "tune.yaml", "a killed tuning")
     else:
         run_dir = resume
     _note(cost.line())
@@ -530,25 +533,6 @@ def _tune_preflight(sc, source: Path):
         return tune_cost(sc)
     except ValueError as err:
         raise UserError(f"{source}: {err}") from None
-
-
-def _new_tune_dir(sc, out: Path | None, resolved: str) -> Path:
-    """A new (or empty) tuning directory holding ``tune.yaml``, the scenario a ``--resume`` continues."""
-    from wirelessfl.results.io import atomic_write_text, new_run_dir
-
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(
-            f"--out {out}: already exists and is not an empty directory; choose a new one "
-            f"(a killed tuning continues with --resume {out})"
-        )
-    where = f"--out {out}" if out is not None else f"output: {sc.output}"
-    try:
-        run_dir = new_run_dir(Path(sc.output), f"{sc.name}-tune") if out is None else out
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(run_dir / "tune.yaml", resolved)
-    except OSError as err:
-        raise UserError(f"{where}: cannot write the tuning directory: {err.strerror or err}") from None
-    return run_dir
 
 
 def _tune_with_progress(sc, run_dir: Path, runner, quiet: bool):
