@@ -309,7 +309,10 @@ def run_tune(
                 break
             if stop_after_trials is not None and told >= stop_after_trials:
                 raise KeyboardInterrupt("stopped for a resumption test")
-            for task, info, error in executor.run(tasks, emit, work=run_trial):
+            # told only once the whole batch has run: a trial still running must not see (and be pruned
+            # against) a trial of its own batch that finished first, or results would follow timing
+            finished = list(executor.run(tasks, emit, work=run_trial))
+            for task, info, error in sorted(finished, key=lambda item: (item[0].curve, item[0].number)):
                 study = asked[task.key]
                 if error:
                     study._storage.set_trial_user_attr(task.trial_id, "error", error)
@@ -333,6 +336,10 @@ def all_curves_scenario(scenario: Scenario) -> Scenario:
     return parse_scenario(raw, source="tune")
 
 
+#: Rounds of the cost probe: the first (the set-up, UCFL's estimation round) untimed, then the timed ones.
+PROBE_ROUNDS = 3
+
+
 @dataclass(frozen=True)
 class TuneCost:
     """The cost preview: one trial of every curve, and the whole budget, on this machine."""
@@ -342,7 +349,7 @@ class TuneCost:
     rounds: int
     seeds: int
     profile: str
-    run_line: str
+    memory_line: str
     one_trial_s: float
 
     def line(self) -> str:
@@ -352,20 +359,40 @@ class TuneCost:
         return (
             f"tuning {self.curves} curve(s) x {self.trials} trials, each {self.rounds} rounds x {self.seeds} seed(s) on "
             f"profile {self.profile}: one trial of every curve {format_duration(self.one_trial_s)}, the whole budget "
-            f"{format_duration(total)} of training on this machine at most (pruned trials stop early; trials drawing "
-            f"more local epochs cost more); per trial, {self.run_line}"
+            f"{format_duration(total)} on this machine in one process (timed rounds of each curve; pruned trials stop "
+            f"early, trials drawing more local epochs cost more, parallel workers divide it); {self.memory_line}"
         )
 
 
+def probe_seconds(scenario: Scenario) -> float:
+    """Seconds of one trial of every curve: each curve's rounds 2..``PROBE_ROUNDS`` timed as a trial runs them
+    (training, validation, network), times the trial's rounds and seeds, plus one data and model build per trial."""
+    import time
+
+    from wirelessfl.simulate import build_units
+
+    run = all_curves_scenario(scenario)
+    began = time.perf_counter()
+    units = build_units(run, run.seeds[0])
+    build_s = (time.perf_counter() - began) / max(1, len(units))
+    total = 0.0
+    for unit in units:
+        stamps: list[float] = []
+        unit.run(PROBE_ROUNDS, 1, lambda progress: stamps.append(time.perf_counter()), None, test_split=False)
+        per_round = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
+        total += per_round * run.rounds * len(run.seeds) + build_s
+    return total
+
+
 def tune_cost(scenario: Scenario) -> TuneCost:
-    """Memory and time of the tuning, from ``wirelessfl.cost.check_run`` of one trial of every curve
-    (raises its one-line ``ValueError`` when a trial would not fit in memory)."""
+    """Memory (``wirelessfl.cost.check_run`` of one trial of every curve, which raises its one-line
+    ``ValueError`` when a trial would not fit) and time (:func:`probe_seconds`) of the tuning."""
     from wirelessfl.cost import check_run
 
     cfg = tune_config(scenario)
     run = all_curves_scenario(scenario)
-    cost = check_run(run)
+    memory = check_run(run).line().split(";")[0]
     return TuneCost(
         curves=len(targets(scenario)), trials=cfg.trials, rounds=run.rounds, seeds=len(run.seeds),
-        profile=run.profiles()[0].name, run_line=cost.line(), one_trial_s=cost.seconds,
+        profile=run.profiles()[0].name, memory_line=memory, one_trial_s=probe_seconds(scenario),
     )
