@@ -3,12 +3,13 @@
 ``wirelessfl.network`` (SimPy, no torch) times rounds; ``wirelessfl.learning``
 and ``wirelessfl.algorithms`` (torch, no simpy) train; ``wirelessfl.seam``
 holds the only two types that cross between them; ``wirelessfl.simulate``
-runs the loop; ``wirelessfl.sweep`` runs grids of it; ``wirelessfl.results``
+runs the loop; ``wirelessfl.sweep`` runs grids of it; ``wirelessfl.tune``
+searches hyper-parameters on the validation split; ``wirelessfl.results``
 writes traces, tables and figures.
 
-``wirelessfl.simulate(scenario, ...)`` and ``wirelessfl.sweep(scenario, grid)``
-are also the Python API (``wirelessfl.api``): those two submodules are
-callable, so ``import wirelessfl.simulate`` still gives the module. Nothing
+``wirelessfl.simulate(scenario, ...)``, ``wirelessfl.sweep(scenario, grid)`` and
+``wirelessfl.tune(scenario, out)`` are also the Python API (``wirelessfl.api``):
+those submodules are callable, so ``import wirelessfl.simulate`` still gives the module. Nothing
 heavy is imported until one is used (the network side stays torch-free).
 """
 
@@ -17,7 +18,7 @@ import sys
 import types
 
 __version__ = "0.1.0"
-__all__ = ["simulate", "sweep"]
+__all__ = ["simulate", "sweep", "tune"]
 
 
 class _CallableModule(types.ModuleType):
@@ -47,6 +48,7 @@ def _callable_submodule(name: str) -> property:
 class _Package(types.ModuleType):
     simulate = _callable_submodule("simulate")
     sweep = _callable_submodule("sweep")
+    tune = _callable_submodule("tune")
 
 
 sys.modules[__name__].__class__ = _Package

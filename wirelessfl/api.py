@@ -1,4 +1,4 @@
-"""The Python API a notebook user expects: ``wirelessfl.simulate(...)`` and ``wirelessfl.sweep(...)``.
+"""The Python API a notebook user expects: ``wirelessfl.simulate(...)``, ``wirelessfl.sweep(...)``, ``wirelessfl.tune(...)``.
 
 Both take a scenario as a YAML path, a dict or a ``Scenario``; keyword
 overrides set top-level fields (``rounds=5``, ``seeds=[0, 1]``) and
@@ -141,3 +141,39 @@ def sweep(
     runner = make_executor(executor, workers, address, todo)
     return run_sweep(plan, sweep_dir_for(sc, target), runner, png=png)
 
+
+
+def tune(
+    scenario,
+    out: str | Path,
+    *,
+    trials: int | None = None,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    settings=None,
+    **overrides: Any,
+):
+    """Search each curve's hyper-parameters on the validation split into ``out`` (``wirelessfl tune``).
+
+    ``out`` is a new or empty directory, or one an earlier call with the same scenario left (its
+    study is resumed). ``trials`` sets ``tune.trials``. Returns a ``TuneResult``: ``.table`` (the
+    study.csv frame), ``.best`` (per curve: trial, objective, values) and ``.dir`` (with tuned.yaml).
+    """
+    from wirelessfl.results.io import atomic_write_text
+    from wirelessfl.simulate import preflight as build_check
+    from wirelessfl.tune.study import check_tunable, endpoint_scenario, run_tune
+
+    sc = load(scenario, [*_settings_list(settings), *([f"tune.trials={trials}"] if trials is not None else [])], **overrides)
+    check_tunable(sc)
+    build_check(endpoint_scenario(sc), "tune (the ends of a search space)")
+    run_dir = Path(out)
+    resolved = dump_scenario(sc)
+    saved = run_dir / "tune.yaml"
+    if saved.is_file() and saved.read_text(encoding="utf-8") != resolved:
+        raise ValueError(f"out {run_dir}: holds a tuning of a different scenario; choose a new directory")
+    if run_dir.exists() and not saved.is_file() and (not run_dir.is_dir() or any(run_dir.iterdir())):
+        raise ValueError(f"out {run_dir}: already exists and is not an empty directory; choose a new one")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(saved, resolved)
+    return run_tune(sc, run_dir, make_executor(executor, workers, address, 1))

@@ -1,4 +1,4 @@
-"""``wirelessfl`` command line: simulate, sweep, validate, list, plot, report.
+"""``wirelessfl`` command line: simulate, sweep, tune, validate, list, plot, report.
 
 User errors (bad scenario, missing dataset, impossible value, an output folder
 that cannot be made) end with exit code 2 and one line on stderr naming the
@@ -124,9 +124,7 @@ def simulate(
 
     if resume is not None:
         given = {"--out": out, "--rounds": rounds, "--seed": seed, "--device": device, "--set": settings or None}
-        clashing = [flag for flag, value in given.items() if value is not None]
-        if clashing:
-            _fail(f"--resume continues {resume} with the settings in its scenario.yaml; leave out {', '.join(clashing)}")
+        _refuse_beside_resume(resume, "the settings in its scenario.yaml", given)
         sc = _guard(_resumable, resume, scenario)
         _guard(_check_checkpoints, sc, resume)
         _note(_guard(_check_cost, sc).line())
@@ -148,6 +146,13 @@ def simulate(
         _fail(f"interrupted; `wirelessfl simulate --resume {run_dir}` continues from the last checkpoint", code=130)
     elapsed = time.perf_counter() - started
     _guard(_write_outputs, sc, run_dir, result, elapsed)
+
+
+def _refuse_beside_resume(resume: Path, settings: str, given: dict[str, Any]) -> None:
+    """``--resume`` continues with what the folder holds (``settings``); a flag that would change it is refused."""
+    clashing = [flag for flag, value in given.items() if value is not None]
+    if clashing:
+        _fail(f"--resume continues {resume} with {settings}; leave out {', '.join(clashing)}")
 
 
 def _resumable(run_dir: Path, scenario: Path | None):
@@ -178,28 +183,31 @@ def _check_checkpoints(sc, run_dir: Path) -> None:
     check_checkpoints(sc, run_dir)
 
 
-def _new_run_dir(sc, out: Path | None, resolved: str) -> Path:
-    """Create the run directory and write the resolved scenario into it; on failure leave nothing behind."""
+def _new_run_dir(
+    sc, out: Path | None, resolved: str, kind: str = "run", file: str = "scenario.yaml", resumed: str = "an interrupted run"
+) -> Path:
+    """Create the run (or tuning) directory and write the resolved scenario into it as ``file``; on failure
+    leave nothing behind. ``--out`` must be new or empty; ``resumed`` says what continues with ``--resume``."""
     from wirelessfl.results.io import atomic_write_text, new_run_dir
 
     if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(
             f"--out {out}: already exists and is not an empty directory; choose a new one "
-            f"(an interrupted run continues with --resume {out})"
+            f"({resumed} continues with --resume {out})"
         )
     where = f"--out {out}" if out is not None else f"output: {sc.output}"
     created = out is None or not out.exists()
     try:
-        run_dir = new_run_dir(Path(sc.output), sc.name) if out is None else out
+        run_dir = new_run_dir(Path(sc.output), sc.name if kind == "run" else f"{sc.name}-{kind}") if out is None else out
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise UserError(f"{where}: cannot create the run directory: {err.strerror or err}") from None
+        raise UserError(f"{where}: cannot create the {kind} directory: {err.strerror or err}") from None
     try:
-        atomic_write_text(run_dir / "scenario.yaml", resolved)
+        atomic_write_text(run_dir / file, resolved)
     except OSError as err:
         if created:
             shutil.rmtree(run_dir, ignore_errors=True)
-        raise UserError(f"{where}: cannot write into the run directory: {err.strerror or err}") from None
+        raise UserError(f"{where}: cannot write into the {kind} directory: {err.strerror or err}") from None
     return run_dir
 
 
@@ -344,9 +352,7 @@ def sweep(
 
     if resume is not None:
         given = {"SCENARIO": scenario, "--grid": grids or None, "--out": out, "--rounds": rounds, "--seed": seed, "--set": settings or None}
-        clashing = [flag for flag, value in given.items() if value is not None]
-        if clashing:
-            _fail(f"--resume continues {resume} with the scenario and grid in its sweep.yaml; leave out {', '.join(clashing)}")
+        _refuse_beside_resume(resume, "the scenario and grid in its sweep.yaml", given)
         if not (resume / "sweep.yaml").is_file():
             _fail(f"--resume {resume}: no sweep.yaml there (not a wirelessfl sweep directory)")
         sc = _guard(load_scenario, resume / "sweep.yaml")
@@ -435,6 +441,130 @@ def _report_sweep(result) -> None:
         )
 
 
+@app.command()
+def tune(
+    scenario: Path | None = typer.Argument(None, help="scenario YAML file (leave out with --resume)"),
+    out: Path | None = typer.Option(None, "--out", help="new tuning directory (default: <output>/<name>-tune-<timestamp>)"),
+    trials: int | None = typer.Option(None, "--trials", min=1, help="trials per curve (sets tune.trials)"),
+    rounds: int | None = typer.Option(None, "--rounds", min=1, help="rounds of each trial (sets tune.rounds)"),
+    executor: Executor | None = typer.Option(
+        None, "--executor", help="local, process (the default when more than one trial runs at once) or ray"
+    ),
+    address: str | None = typer.Option(None, "--address", help="with --executor ray: join this Ray cluster (default: a local Ray)"),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="trials run at once (default: one per CPU)"),
+    resume: Path | None = typer.Option(None, "--resume", help="continue a killed tuning directory with its own tune.yaml"),
+    settings: list[str] | None = typer.Option(None, "--set", help="override a field of the scenario: PATH=VALUE (repeatable)"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar; a line per finished trial"),
+) -> None:
+    """Search each curve's hyper-parameters on the validation split (Optuna TPE, median pruning); write tuned.yaml."""
+    from wirelessfl.config import dump_scenario, load_scenario
+    from wirelessfl.tune.study import tune_config
+
+    if resume is not None:
+        given = {"SCENARIO": scenario, "--out": out, "--trials": trials, "--rounds": rounds, "--set": settings or None}
+        _refuse_beside_resume(resume, "the scenario in its tune.yaml", given)
+        if not (resume / "tune.yaml").is_file():
+            _fail(f"--resume {resume}: no tune.yaml there (not a wirelessfl tuning directory)")
+        sc = _guard(load_scenario, resume / "tune.yaml")
+        source = resume / "tune.yaml"
+    else:
+        if scenario is None:
+            _fail("give a SCENARIO file to tune, or --resume TUNE_DIR to continue a killed tuning")
+        budget = [f"tune.trials={trials}"] if trials is not None else []
+        budget += [f"tune.rounds={rounds}"] if rounds is not None else []
+        sc = _guard(load_scenario, scenario, None, [*(settings or []), *budget])
+        source = scenario
+    if executor is Executor.ray:
+        from wirelessfl.sweep.executors import import_ray
+
+        _guard(import_ray)
+    cost = _guard(_tune_preflight, sc, source)
+    if resume is None:
+        run_dir = _guard(_new_run_dir, sc, out, dump_scenario(sc), "tune", "tune.yaml", "a killed tuning")
+    else:
+        run_dir = resume
+    _note(cost.line())
+    cfg = tune_config(sc)
+    at_once = cfg.batch * cost.curves
+    kind = executor.value if executor is not None else ("process" if at_once > 1 else "local")
+    from wirelessfl.sweep import make_executor
+
+    runner = _guard(make_executor, kind, workers, address, at_once)
+    try:
+        result = _guard(_tune_with_progress, sc, run_dir, runner, quiet or not sys.stderr.isatty())
+    except KeyboardInterrupt:
+        _fail(f"interrupted; `wirelessfl tune --resume {run_dir}` continues the studies (finished trials are kept)", code=130)
+    for line in (run_dir / "summary.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("| ") and not line.startswith("| ---"):
+            console.print(escape(line), highlight=False, soft_wrap=True)
+    for note in result.notes:
+        _note(note)
+    console.print(escape(f"results: {run_dir} (tuned.yaml, study.csv, history.html)"), highlight=False, soft_wrap=True)
+
+
+def _tune_preflight(sc, source: Path):
+    """Before anything is written: every end of every search space builds (data, model, algorithms), and the
+    cost of one trial of every curve fits in memory; returns the cost preview."""
+    from wirelessfl.learning.data.data_files import missing_dataset
+    from wirelessfl.simulate import build_units, prepare_links
+    from wirelessfl.tune.study import check_tunable, endpoint_scenario, tune_cost
+
+    missing = missing_dataset(sc.data.dataset, sc.data.root, sc.data.download, sc.data.options)
+    if missing is not None:
+        raise UserError(f"{source}: {missing}")
+    try:
+        check_tunable(sc)
+        ends = endpoint_scenario(sc)
+    except ValueError as err:
+        raise UserError(f"{source}: {err}") from None
+    profile = ends.profiles()[0]
+    try:
+        prepare_links(profile)
+    except ValueError as err:
+        raise UserError(f"{source}: network {profile.name!r}: {err}") from None
+    try:
+        build_units(ends, ends.seeds[0])
+    except ValueError as err:
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        name = next((a.name for a in ends.algorithms if message.startswith(a.name)), None)
+        where = f"tune.algorithms.{name}: an end of its search space is refused: " if name else "tune: "
+        raise UserError(f"{source}: {where}{message}") from None
+    try:
+        return tune_cost(sc)
+    except ValueError as err:
+        raise UserError(f"{source}: {err}") from None
+
+
+def _tune_with_progress(sc, run_dir: Path, runner, quiet: bool):
+    """A line per finished trial without a terminal; a progress bar of trials on one."""
+    from wirelessfl.tune.study import run_tune, targets, tune_config
+
+    total = tune_config(sc).trials * len(targets(sc))
+    if quiet:
+        def log(kind: str, task, payload) -> None:
+            if kind == "done":
+                value = payload.get("value")
+                shown = f"{value:.4f}" if value == value and value is not None else "nan"
+                err_console.print(escape(f"{task.label}: {payload['state']} {shown}"), highlight=False, soft_wrap=True)
+            elif kind == "failed":
+                err_console.print(escape(f"{task.label}: failed ({payload})"), highlight=False, soft_wrap=True)
+
+        return run_tune(sc, run_dir, runner, log)
+    with _progress() as progress:
+        task_id = progress.add_task(f"{sc.name} trials", total=total, status="")
+
+        def on_event(kind: str, task, payload) -> None:
+            if kind == "round":
+                status = f"{task.label} round {payload['round']}"
+            elif kind == "start":
+                status = f"running {task.label}"
+            else:
+                status = f"{task.label}: {payload['state'] if isinstance(payload, dict) else 'failed'}"
+            progress.update(task_id, advance=1 if kind in ("done", "failed") else 0, status=escape(status))
+
+        return run_tune(sc, run_dir, runner, on_event)
+
+
 @app.command("list")
 def list_components() -> None:
     """Algorithms, datasets, partitioners, models and network presets."""
@@ -452,7 +582,11 @@ def list_components() -> None:
             table.add_row(escape(name), escape(what))  # "[conv 5x5]" is text, not rich markup
         console.print(table)
 
-    section("algorithms", [(n, f"{c.description}; params {dict(c.hparams)}") for n, c in sorted(ALGORITHMS.items())])
+    section("algorithms", [
+        (n, f"{c.description}; params {dict(c.hparams)}; tune searches "
+            + ", ".join(f"{k} {p.describe()}" for k, p in c.search_space.items()))
+        for n, c in sorted(ALGORITHMS.items())
+    ])
     section("datasets", [(n, _describe(d)) for n, d in sorted(DATASETS.items())])
     section("partitioners", [(n, _describe(p)) for n, p in sorted(PARTITIONERS.items())])
     section("models", [(n, _describe(m)) for n, m in sorted(ARCHITECTURES.items())])

@@ -207,6 +207,9 @@ class AlgorithmConfig(_Strict):
     variants: dict[str, list[Any]] = Field(
         default_factory=dict, description="hyper-parameter lists; their product gives one curve each"
     )
+    training: dict[str, Any] | None = Field(
+        None, description="this algorithm's own training fields (lr, local_epochs, optimizer...), over training: (what `tune` writes)"
+    )
 
     @model_validator(mode="after")
     def _known_algorithm_and_params(self) -> AlgorithmConfig:
@@ -222,6 +225,14 @@ class AlgorithmConfig(_Strict):
         for key, values in self.variants.items():
             if not values:
                 raise ValueError(f"variants.{key} must list at least one value")
+        if self.training is not None:
+            from wirelessfl.tune.space import PER_ALGORITHM_TRAINING
+
+            unknown = sorted(set(self.training) - set(PER_ALGORITHM_TRAINING))
+            if unknown:
+                raise ValueError(
+                    f"training: {', '.join(unknown)} cannot be set per algorithm; allowed: {', '.join(PER_ALGORITHM_TRAINING)}"
+                )
         points = math.prod(len(values) for values in self.variants.values())
         if points > MAX_CURVES:
             sizes = " x ".join(str(len(values)) for values in self.variants.values())
@@ -238,6 +249,50 @@ class AlgorithmConfig(_Strict):
             base = self.label or self.name
             out.append((variant, f"{base} {variant}".strip(), {**self.params, **chosen}))
         return out
+
+
+class TuneConfig(_Strict):
+    """``tune:``: the budget of ``wirelessfl tune`` and changes to the algorithms' search spaces."""
+
+    trials: int = Field(20, ge=1, le=10_000, description="trials per curve (completed and pruned ones count)")
+    rounds: int | None = Field(None, ge=1, description="rounds of each trial (default: the scenario's rounds)")
+    seeds: list[Annotated[int, Field(ge=0, le=MAX_SEED)]] | None = Field(
+        None, min_length=1, max_length=MAX_SEEDS, description="seeds of each trial (default: the scenario's first seed)"
+    )
+    last_rounds: int = Field(3, ge=1, description="the objective: mean validation accuracy over this many last evaluated rounds")
+    batch: int = Field(2, ge=1, le=64, description="trials of a curve sampled together and run at once (results do not depend on --workers)")
+    sampler_seed: int = Field(0, ge=0, le=MAX_SEED, description="seed of the TPE sampler")
+    startup_trials: int = Field(5, ge=0, description="random trials before TPE models the results")
+    pruner: Literal["median", "none"] = Field("median", description="stop a trial whose validation curve is below the median of finished ones")
+    warmup_rounds: int = Field(3, ge=0, description="rounds a trial always runs before it may be pruned")
+    algorithms: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per algorithm: NAME -> {tunable: {low, high[, log]} | {choices: [...]} | null}"
+    )
+
+    @field_validator("algorithms")
+    @classmethod
+    def _valid_spaces(cls, blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from wirelessfl.algorithms import ALGORITHMS
+        from wirelessfl.tune.space import parse_param, tunables
+
+        for name, block in blocks.items():
+            if name not in ALGORITHMS:
+                raise ValueError(f"{name}: unknown algorithm; allowed: {', '.join(sorted(ALGORITHMS))}")
+            if not isinstance(block, dict):
+                raise ValueError(f"{name}: must be a mapping of tunables to ranges, got {_yaml_type(block)}")
+            allowed = tunables(ALGORITHMS[name])
+            for key, raw in block.items():
+                if key not in allowed:
+                    raise ValueError(f"{name}.{key}: not tunable for {name}; allowed: {', '.join(allowed)}")
+                if raw is not None:
+                    parse_param(raw, f"{name}.{key}")
+        return blocks
+
+    def overrides(self, name: str):
+        """The ``Param`` (or ``None``: removed) per tunable this block gives for algorithm ``name``."""
+        from wirelessfl.tune.space import parse_param
+
+        return {key: None if raw is None else parse_param(raw, key) for key, raw in self.algorithms.get(name, {}).items()}
 
 
 class Scenario(_Strict):
@@ -265,6 +320,7 @@ class Scenario(_Strict):
         default_factory=dict,
         description="grid for `wirelessfl sweep`: axis -> values (checked by wirelessfl.sweep; `simulate` ignores it)",
     )
+    tune: TuneConfig | None = Field(None, description="budget and search spaces of `wirelessfl tune` (`simulate` ignores it)")
 
     @field_validator("seeds")
     @classmethod
@@ -320,6 +376,37 @@ class Scenario(_Strict):
         if repeated:
             raise ValueError(f"algorithms: curve names must be unique, repeated: {', '.join(repeated)} (set `label:`)")
         return self
+
+    @model_validator(mode="after")
+    def _algorithm_training_valid(self) -> Scenario:
+        """Each algorithm's ``training:`` over the scenario's, checked by the same rules as ``training:``."""
+        for index, algo in enumerate(self.algorithms):
+            if algo.training:
+                try:
+                    self.training_for(algo.training)
+                except ValidationError as err:
+                    shown = [_describe(e) for e in err.errors(include_url=False)]
+                    lines = [f"algorithms[{index}].{s if s.startswith('training.') else 'training.' + s}" for s in shown]
+                    raise ValueError("; ".join(lines)) from None
+                except ValueError as err:
+                    raise ValueError(f"algorithms[{index}].{err}") from None
+        return self
+
+    @model_validator(mode="after")
+    def _tune_names_known(self) -> Scenario:
+        """A ``tune.algorithms`` entry names an algorithm of this scenario (a typo would tune nothing)."""
+        if self.tune is not None:
+            present = sorted({algo.name for algo in self.algorithms})
+            for name in self.tune.algorithms:
+                if name not in present:
+                    raise ValueError(f"tune.algorithms.{name}: not an algorithm of this scenario; present: {', '.join(present)}")
+        return self
+
+    def training_for(self, overrides: dict[str, Any] | None) -> TrainingConfig:
+        """``training:`` with an algorithm's own fields over it."""
+        if not overrides:
+            return self.training
+        return TrainingConfig.model_validate({**self.training.model_dump(), **overrides})
 
     @model_validator(mode="after")
     def _counts_within_clients(self) -> Scenario:
@@ -574,6 +661,12 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
     becomes its fields), so that two spellings of the same scenario compare equal."""
     content = scenario.model_dump(mode="json")
     content["networks"] = [profile.to_dict() for profile in scenario.profiles()]
+    # optional blocks left out when absent, so scenarios without them resolve (and fingerprint) as before they existed
+    if content["tune"] is None:
+        del content["tune"]
+    for algo in content["algorithms"]:
+        if algo["training"] is None:
+            del algo["training"]
     return content
 
 
@@ -584,7 +677,7 @@ def dump_scenario(scenario: Scenario) -> str:
 
 #: Fields that cannot change what a unit trains or its records: editing them in a run folder's scenario.yaml
 #: does not make its checkpoints stale (everything else does).
-FINGERPRINT_IGNORES = ("description", "output", "checkpoint_every", "target_accuracy", "sweep")
+FINGERPRINT_IGNORES = ("description", "output", "checkpoint_every", "target_accuracy", "sweep", "tune")
 
 
 def scenario_fingerprint(scenario: Scenario) -> str:

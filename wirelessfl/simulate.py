@@ -67,10 +67,12 @@ class Curve:
     variant: str
     curve: str
     params: dict[str, Any]
+    #: the algorithm's own training fields over the scenario's ``training:`` (``algorithms[i].training``)
+    training: dict[str, Any] = field(default_factory=dict)
 
 
 def curves_of(scenario: Scenario) -> list[Curve]:
-    return [Curve(a.name, v, c, p) for a in scenario.algorithms for v, c, p in a.expand()]
+    return [Curve(a.name, v, c, p, dict(a.training or {})) for a in scenario.algorithms for v, c, p in a.expand()]
 
 
 def profiles_can_change_training(profiles: list[SystemProfile], curve: Curve | None = None) -> bool:
@@ -99,18 +101,27 @@ class RoundRecord:
     diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
-def evaluate_round(algorithm, round: int) -> tuple[dict[str, float], np.ndarray]:
-    """Accuracy columns over the training clients; held-out clients only in ``unseen_acc``."""
-    test = algorithm.evaluate("test")
+def evaluate_round(algorithm, round: int, test_split: bool = True) -> tuple[dict[str, float], np.ndarray]:
+    """Accuracy columns over the training clients; held-out clients only in ``unseen_acc``.
+
+    Without ``test_split`` (tuning) the test split is never evaluated: only ``avg_val_acc`` is a
+    number, every test column is NaN.
+    """
     val = algorithm.evaluate("val")
-    acc = test.accuracy.detach().double().cpu().numpy()
     held_out = algorithm.held_out_clients()
-    seen = np.setdiff1d(np.arange(len(acc)), held_out)
+    val_acc = val.accuracy.double().cpu().numpy()
+    seen = np.setdiff1d(np.arange(len(val_acc)), held_out)
+    if not test_split:
+        metrics = dict.fromkeys(("avg_acc", "worst_acc", "p10_acc", "mean_loss", "unseen_acc"), math.nan)
+        metrics["avg_val_acc"] = float(val_acc[seen].mean())
+        return metrics, np.full(len(val_acc), math.nan)
+    test = algorithm.evaluate("test")
+    acc = test.accuracy.detach().double().cpu().numpy()
     metrics = {
         "avg_acc": float(acc[seen].mean()),
         "worst_acc": float(acc[seen].min()),
         "p10_acc": float(np.percentile(acc[seen], 10)),
-        "avg_val_acc": float(val.accuracy.double().cpu().numpy()[seen].mean()),
+        "avg_val_acc": float(val_acc[seen].mean()),
         "mean_loss": float(test.loss.double().cpu().numpy()[seen].mean()),
         "unseen_acc": float(acc[held_out].mean()) if len(held_out) else math.nan,
     }
@@ -133,7 +144,7 @@ class Unit:
         self.curve = curve
         self.seed = seed
         self.profile = profile
-        t = scenario.training
+        t = scenario.training_for(curve.training)
         self.network = NetworkModel(profile, data.num_clients, static_rng(seed, profile)) if profile is not None else None
         channel_aware = self.network is not None and get_algorithm(curve.algorithm).uses_channel(curve.params)
         ctx = Context(
@@ -143,7 +154,7 @@ class Unit:
             train=t.train_config(),
             keep_optimizer_state=t.keep_optimizer_state,
             held_out=draw_held_out(data.num_clients, t.unseen_fraction, seed),
-            seed=derive_seed(seed, curve.algorithm),
+            seed=learning_seed(seed),
             participation=t.participation,
             downlink_rates=self.network.nominal_downlink_rates() if channel_aware else None,
         )
@@ -163,14 +174,16 @@ class Unit:
         profile = f"__{self.profile.name}" if self.profile is not None else ""
         return f"seed{self.seed}__{_slug(self.curve.curve)}{profile}"
 
-    def run(self, rounds: int, eval_every: int, on_round: ProgressFn | None = None, checkpoint=None) -> None:
+    def run(
+        self, rounds: int, eval_every: int, on_round: ProgressFn | None = None, checkpoint=None, test_split: bool = True
+    ) -> None:
         """Train rounds up to ``rounds``, adding the wall time of each phase to ``phases`` (see :meth:`runtime`)."""
         engine = self.algorithm.ctx.engine
         before, began_run = engine.phase_times(), time.perf_counter()
         try:
             if not self.records:
                 with engine.phase("evaluation"):
-                    metrics, acc = evaluate_round(self.algorithm, 0)
+                    metrics, acc = evaluate_round(self.algorithm, 0, test_split)
                 self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
             start = self.records[-1].round + 1
             for r in range(start, rounds + 1):
@@ -187,7 +200,7 @@ class Unit:
                 info = self.algorithm.step(r, frozenset(arrived))
                 if r % eval_every == 0 or r == rounds:
                     with engine.phase("evaluation"):
-                        metrics, acc = evaluate_round(self.algorithm, r)
+                        metrics, acc = evaluate_round(self.algorithm, r, test_split)
                 else:
                     metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
                 metrics["train_loss"] = info.train_loss
@@ -198,7 +211,8 @@ class Unit:
                 self.wall_s += time.perf_counter() - began
                 if on_round is not None:
                     on_round(
-                        {"unit": self.key, "round": r, "avg_acc": metrics["avg_acc"], "time": self.clock,
+                        {"unit": self.key, "round": r, "avg_acc": metrics["avg_acc"], "avg_val_acc": metrics["avg_val_acc"],
+                         "seed": self.seed, "time": self.clock,
                          "time_unit": timing.time_unit, "profile": self.clock_profile.name}
                     )
                 if checkpoint is not None and (r % self.scenario.checkpoint_every == 0) and r < rounds:
@@ -248,7 +262,7 @@ class Unit:
         label). Unlike ``wall_s`` it includes round 0's evaluation and the checkpoints.
         """
         rounds = self.records[-1].round
-        per_round = float(self.data.train_sizes.sum()) * self.scenario.training.local_epochs
+        per_round = float(self.data.train_sizes.sum()) * self.scenario.training_for(self.curve.training).local_epochs
         return {
             "wall_s": self.wall_s,
             "rounds": rounds,
@@ -256,6 +270,19 @@ class Unit:
             "samples_per_s": rounds * per_round / self.wall_s if self.wall_s > 0 else math.nan,
             "phases": dict(sorted(self.phases.items(), key=lambda item: -item[1])),
         }
+
+
+def learning_seed(seed: int) -> int:
+    """The seed every curve's algorithm is built from: the same for every curve of a scenario seed.
+
+    Common random numbers: FedAvg, FedEM, IFCA, FedPer... of one seed start from the
+    same initial model (``(learning_seed, "init")``), draw the same participants
+    (``(learning_seed, round, "participation")``) and the same batch order
+    (``(learning_seed, round, "train")``), so the difference between two curves is
+    the methods' difference and not initialisation noise (a one-component FedEM
+    reproduces FedAvg's trace).
+    """
+    return derive_seed(seed, "learning")
 
 
 def network_rng(seed: int, profile: str, round: int) -> np.random.Generator:
@@ -371,6 +398,7 @@ def simulate(
     force_per_profile: bool = False,
     stop_after_rounds: int | None = None,
     keep_models: bool = False,
+    test_split: bool = True,
 ) -> SimulationResult:
     """Run every (seed, curve) of ``scenario``; resume from ``run_dir`` checkpoints.
 
@@ -381,7 +409,8 @@ def simulate(
 
     ``stop_after_rounds`` interrupts the run after that many trained rounds in
     total (used to test resumption); it raises ``KeyboardInterrupt`` as a kill
-    would.
+    would. Without ``test_split`` no test split is ever evaluated (``wirelessfl tune``: only
+    ``avg_val_acc`` is a number).
     """
     dev = resolve_device(device or scenario.device)
     profiles = scenario.profiles()
@@ -414,7 +443,7 @@ def simulate(
                 if partial is not None:
                     unit.restore(partial)
                 save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), stamp)) if ckpt_dir else None
-                unit.run(scenario.rounds, scenario.eval_every, counting, save)
+                unit.run(scenario.rounds, scenario.eval_every, counting, save, test_split)
                 trained += 1
                 if ckpt_dir is not None:
                     _save(ckpt_dir, unit.key, "done", unit.state(models=keep_models), stamp)

@@ -13,6 +13,10 @@ fastest curve (1,1) ucfl streams=4 6.0, (4,1) ucfl streams=1 15.0, (1,inf)
 fedavg 5.0, (4,inf) not reached; best k (1,1) 4, (4,1) 1, (1,inf) 1 (k=4's
 3.0 is one seed of two), (4,inf) not reached. Final worst-user accuracy:
 fedavg 0.30, k=1 0.35, k=4 0.60, auto 0.55, plus 0.01 on seed 1.
+
+Two seeds 2 apart give a 95% t-interval of ± 12.706 (t = 12.706 at 1 degree of
+freedom, sd sqrt(2), n = 2); auto's 6 and 7 give ± 6.35. So most first places
+here are ties: two seeds cannot separate times this close.
 """
 
 import math
@@ -103,12 +107,13 @@ def test_time_map_shows_the_fastest_curve_and_not_reached_in_grey():
     ((values, grey),) = _traces(fig)
     assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == ("ρ = T_ul / T_dl", "μ (compute-time rate, 1 / T_dl)")
     assert fig.layout.coloraxis.colorbar.title.text == "time to target (T_dl)"
-    assert "mean over the seeds that reached the target; * = reached by only some seeds" in fig.layout.title.text
+    assert "mean over the seeds that reached the target ± 95% t-interval; tie: the first two intervals overlap" in fig.layout.title.text
     assert (list(values.x), list(values.y)) == (["1", "4"], ["1", "inf"])
     cells = _cells(values)
-    assert cells["1", "1"] == (6.0, "ucfl streams=4<br>6.00")
-    assert cells["4", "1"] == (15.0, "ucfl streams=1<br>15.0")  # auto is as fast on mean but one seed of two
-    assert cells["1", "inf"] == (5.0, "fedavg<br>5.00")
+    assert cells["1", "1"] == (6.0, "tie: ucfl streams=4 / ucfl streams=auto<br>6.00 ± 12.7 / 6.50 ± 6.35")
+    # auto is as fast on mean but one seed of two
+    assert cells["4", "1"] == (15.0, "tie: ucfl streams=1 / fedavg<br>15.0 ± 12.7 / 20.0 ± 12.7")
+    assert cells["1", "inf"] == (5.0, "tie: fedavg / ucfl streams=1<br>5.00 ± 12.7 / 9.00 ± 12.7")
     assert math.isnan(cells["4", "inf"][0]) and cells["4", "inf"][1] == ""
     shaded = _cells(grey)
     assert shaded["4", "inf"] == (0.0, "not reached")
@@ -121,9 +126,9 @@ def test_best_k_ranks_every_seed_first_and_prints_auto_beside_it():
     ((values, grey),) = _traces(fig)
     assert list(fig.layout.coloraxis.colorbar.ticktext) == ["1", "4"]
     cells = _cells(values)
-    assert cells["1", "1"] == (1, "k=4<br>6.00<br>auto: 6.50")
-    assert cells["4", "1"] == (0, "k=1<br>15.0<br>auto: 15.0*")
-    assert cells["1", "inf"] == (0, "k=1<br>9.00<br>auto: not reached")  # k=4: 3.0 on one seed of two
+    assert cells["1", "1"] == (1, "tie: k=4 / k=1<br>6.00 ± 12.7 / 12.0 ± 12.7<br>auto: 6.50 ± 6.35")
+    assert cells["4", "1"] == (0, "k=1<br>15.0 ± 12.7<br>auto: 15.0*")
+    assert cells["1", "inf"] == (0, "k=1<br>9.00 ± 12.7<br>auto: not reached")  # k=4: 3.0 on one seed of two
     assert _cells(grey)["4", "inf"] == (0.0, "not reached<br>auto: not reached")
 
 
@@ -134,7 +139,7 @@ def test_the_best_k_colour_bar_lists_only_the_k_some_cell_took():
     ((values, _),) = _traces(fig)
     assert list(fig.layout.coloraxis.colorbar.ticktext) == ["1"] and list(fig.layout.coloraxis.colorbar.tickvals) == [0]
     assert (fig.layout.coloraxis.cmin, fig.layout.coloraxis.cmax) == (-0.5, 0.5)
-    assert _cells(values)["4", "1"] == (0, "k=1<br>15.0<br>auto: 15.0*")
+    assert _cells(values)["4", "1"] == (0, "k=1<br>15.0 ± 12.7<br>auto: 15.0*")
     nowhere = make_table()
     nowhere = nowhere[nowhere["point"] == "rho=4 mu=inf"]  # no k reaches the target: no colour bar at all
     fig = tradeoff_figures(nowhere, AXES)["best_k"]
@@ -147,9 +152,61 @@ def test_best_method_groups_stream_counts_into_one_method():
     methods = list(fig.layout.coloraxis.colorbar.ticktext)
     assert methods == ["fedavg", "ucfl"]  # ucfl streams=auto wins no cell, so the colour bar does not list it
     cells = _cells(values)
-    assert cells["1", "1"] == (1, "ucfl streams=4<br>6.00")
-    assert cells["4", "1"] == (1, "ucfl streams=1<br>15.0")
-    assert cells["1", "inf"] == (0, "fedavg<br>5.00")
+    assert cells["1", "1"] == (1, "tie: ucfl streams=4 / ucfl streams=auto<br>6.00 ± 12.7 / 6.50 ± 6.35")
+    assert cells["4", "1"] == (1, "tie: ucfl streams=1 / fedavg<br>15.0 ± 12.7 / 20.0 ± 12.7")
+    assert cells["1", "inf"] == (0, "tie: fedavg / ucfl streams=1<br>5.00 ± 12.7 / 9.00 ± 12.7")
+
+
+def _three_seed_table(oracle: tuple[float, float, float]) -> pd.DataFrame:
+    """One cell, three seeds: k=1 at 10, 11, 12 and k=4 at 20, 21, 22 (intervals ± 2.48, apart), k=20 at
+    10, 13, 16 (± 7.45, overlapping k=1's), oracle at ``oracle``."""
+    times = {"ucfl streams=1": (10, 11, 12), "ucfl streams=4": (20, 21, 22), "ucfl streams=20": (10, 13, 16), "oracle": oracle}
+    rows = []
+    for curve, values in times.items():
+        k = curve.partition("=")[2]
+        for seed, time in enumerate(values):
+            rows.append(_row("rho=1 mu=1", "wired", curve, seed, time, 0.5, rho=1, mu=1, **{K: int(k) if k else None}))
+    return pd.DataFrame(rows)
+
+
+def test_overlapping_intervals_are_a_tie_and_apart_ones_are_not():
+    table = _three_seed_table((1.0, 1.0, 1.0))
+    entries = seed_summary(table, AXES).set_index("label")
+    assert entries.loc["ucfl streams=1", "half"] == pytest.approx(4.302653 / math.sqrt(3))  # t(0.975, 2) sd 1 / sqrt(3)
+    assert bool(entries.loc["oracle", "reference"]) and not entries.loc["ucfl streams=1", "reference"]
+    cells = _cells(_traces(tradeoff_figures(table, AXES)["best_k"])[0][0])
+    assert cells["1", "1"] == (0, "tie: k=1 / k=20<br>11.0 ± 2.48 / 13.0 ± 7.45")
+    apart = table[table["curve"] != "ucfl streams=20"]
+    cells = _cells(_traces(tradeoff_figures(apart, AXES)["best_k"])[0][0])
+    assert cells["1", "1"] == (0, "k=1<br>11.0 ± 2.48")
+
+
+def test_oracle_is_shown_beside_the_contest_and_never_wins():
+    """Oracle is the fastest curve here (1.0 on every seed) but not a contestant."""
+    figs = tradeoff_figures(_three_seed_table((1.0, 1.0, 1.0)), AXES)
+    time_cells = _cells(_traces(figs["time_to_target"])[0][0])
+    assert time_cells["1", "1"] == (11.0, "tie: ucfl streams=1 / ucfl streams=20<br>11.0 ± 2.48 / 13.0 ± 7.45<br>oracle: 1.00 ± 0.00")
+    method_cells = _cells(_traces(figs["best_method"])[0][0])
+    assert method_cells["1", "1"][1].startswith("tie: ucfl streams=1 / ucfl streams=20")
+    assert list(figs["best_method"].layout.coloraxis.colorbar.ticktext) == ["ucfl"]
+    assert "oracle (knows the true groups) shown beside, not ranked" in figs["best_method"].layout.title.text
+    only_oracle = _three_seed_table((1.0, 1.0, 1.0))
+    only_oracle = only_oracle[only_oracle["algorithm"] == "oracle"]
+    grey = _cells(_traces(tradeoff_figures(only_oracle, AXES)["best_method"])[0][1])
+    assert grey["1", "1"] == (0.0, "only references ran<br>oracle: 1.00 ± 0.00")
+
+
+def test_the_references_are_the_algorithms_that_know_the_true_groups():
+    from wirelessfl.algorithms import ALGORITHMS
+
+    assert tradeoff.REFERENCE_ALGORITHMS == {name for name, cls in ALGORITHMS.items() if cls.knows_truth}
+
+
+def test_a_one_seed_map_says_it_is_one_draw():
+    table = make_table()
+    fig = tradeoff_figures(table[table["seed"] == 0], AXES)["time_to_target"]
+    assert "one seed: no interval, a tie cannot be seen; read each cell as one draw" in fig.layout.title.text
+    assert _cells(_traces(fig)[0][0])["1", "1"] == (5.0, "ucfl streams=4<br>5.00")
 
 
 def test_a_cell_reached_only_by_some_seeds_is_marked_and_failed_units_are_left_out():
@@ -182,7 +239,7 @@ def test_one_panel_per_facet_value_and_per_base_profile():
     assert [a.text for a in best_k.layout.annotations] == titles
     values, _ = _traces(best_k)[2]
     assert (list(values.x), list(values.y)) == (["1", "4"], [""])
-    assert _cells(values)["1", ""] == (0, "k=1<br>9.00<br>auto: not reached")
+    assert _cells(values)["1", ""] == (0, "k=1<br>9.00 ± 12.7<br>auto: not reached")
 
 
 def test_base_profile_panels_take_the_given_labels():

@@ -36,10 +36,18 @@ from wirelessfl.learning.data.federated import FederatedData
 from wirelessfl.learning.lockstep import EvalResult, LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture
 from wirelessfl.seam import CommPlan, Stream
+from wirelessfl.tune.space import Param
 
 
 #: Cost of one forward pass relative to one training pass (forward + backward ~ 3 forwards), for ``work``.
 FORWARD_COST = 1.0 / 3.0
+
+#: What ``wirelessfl tune`` searches for every method unless its class says otherwise: the client learning
+#: rate (log-uniform over two and a half decades around the usual SGD rates) and one or two local epochs.
+COMMON_SEARCH_SPACE: dict[str, Param] = {
+    "training.lr": Param.range(1e-3, 0.3, log=True),
+    "training.local_epochs": Param.of(1, 2),
+}
 
 
 @dataclass
@@ -120,6 +128,11 @@ class Algorithm(ABC):
     paper: ClassVar[str] = ""
     description: ClassVar[str] = ""
     hparams: ClassVar[dict[str, Any]] = {}
+    #: what ``wirelessfl tune`` searches by default (``training.<field>`` or a name of ``hparams``)
+    search_space: ClassVar[dict[str, Param]] = COMMON_SEARCH_SPACE
+    #: True for a reference that reads what no real method can see (Oracle: the true groups); sweep maps show
+    #: it beside the contest, never as a cell's winner (``results.tradeoff.REFERENCE_ALGORITHMS``).
+    knows_truth: ClassVar[bool] = False
     #: True when the trained models do not depend on who arrives (e.g. Local).
     timing_independent: ClassVar[bool] = False
 

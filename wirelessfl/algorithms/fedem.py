@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from wirelessfl.algorithms.base import (
+    COMMON_SEARCH_SPACE,
     Algorithm,
     ClientOptimizerState,
     Context,
@@ -59,6 +60,7 @@ from wirelessfl.algorithms.base import (
 )
 from wirelessfl.learning.lockstep import EvalResult
 from wirelessfl.seam import CommPlan, Stream
+from wirelessfl.tune.space import Param
 
 
 def batched_e_step(pi: torch.Tensor, log_lik: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,6 +116,8 @@ class FedEM(Algorithm):
     paper = "Marfoq et al., NeurIPS 2021"
     description = "M shared component models mixed per client by EM-fitted weights; broadcast of M models, M uploads"
     hparams = {"components": 3, "unseen_em_steps": 1}
+    #: each component sees about 1/M of the gradient, so its rate and M are searched together
+    search_space = {**COMMON_SEARCH_SPACE, "components": Param.range(1, 4)}
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)

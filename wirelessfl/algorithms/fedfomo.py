@@ -33,8 +33,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from wirelessfl.algorithms.base import FORWARD_COST, Algorithm, Context, StepInfo, mean_finite, numpy_generator, register, torch_generator
+from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, FORWARD_COST, Algorithm, Context, StepInfo, mean_finite, numpy_generator, register, torch_generator
 from wirelessfl.seam import CommPlan, Stream
+from wirelessfl.tune.space import Param
 
 def fomo_weights(base_loss: float, losses: Any, distances: Any) -> tuple[np.ndarray, np.ndarray]:
     """Eq. 3 and its normalisation: ``(raw w_n, clipped-and-normalised w*_n)``.
@@ -89,6 +90,12 @@ class FedFomo(Algorithm):
     paper = "Zhang et al., ICLR 2021"
     description = "each client downloads M peer models (affinity, epsilon-greedy) and mixes them by validation-loss gains"
     hparams = {"models_per_client": 5, "epsilon": 0.3, "epsilon_decay": 0.05}
+    #: M models downloaded per client (at most 5 so the default space fits 6 clients) and the exploration rate
+    search_space = {
+        **COMMON_SEARCH_SPACE,
+        "models_per_client": Param.range(1, 5),
+        "epsilon": Param.range(0.0, 0.5),
+    }
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)

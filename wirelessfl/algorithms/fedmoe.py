@@ -65,12 +65,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from wirelessfl.algorithms.base import FORWARD_COST, Context, StepInfo, mean_finite, register, torch_generator
+from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, FORWARD_COST, Context, StepInfo, mean_finite, register, torch_generator
 from wirelessfl.algorithms.ifca import IFCA
 from wirelessfl.learning import optim
 from wirelessfl.learning.gating import GateArchitecture, evaluate_mixture, train_gates
 from wirelessfl.learning.lockstep import EvalResult
 from wirelessfl.seam import Stream
+from wirelessfl.tune.space import Param
 
 
 def _assign_rows(full, rows: torch.Tensor, part) -> None:
@@ -110,6 +111,12 @@ class FedMoE(IFCA):
         "gate_weight_decay": 6.88e-4,
         "gate_hidden": 8,
         "gate_split": "train",
+    }
+    #: the experts paper tunes the gate's rate and epsilon (its Ray Tune stages) besides the models' rate
+    search_space = {
+        **COMMON_SEARCH_SPACE,
+        "gate_lr": Param.range(1e-6, 1e-2, log=True),
+        "epsilon": Param.range(0.0, 0.5),
     }
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:

@@ -17,6 +17,7 @@ class Oracle(MixingAlgorithm):
     name = "oracle"
     paper = "user-centric-fl.txt §V (baseline)"
     description = "FedAvg per ground-truth group (knows the groups); one multicast stream per group"
+    knows_truth = True
 
     def __init__(self, ctx: Context, **hparams) -> None:
         super().__init__(ctx, **hparams)

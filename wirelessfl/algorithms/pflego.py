@@ -71,6 +71,7 @@ import torch
 from wirelessfl.algorithms.base import Algorithm, Context, StepInfo, mean_finite, numpy_generator, register, torch_generator
 from wirelessfl.algorithms.fedper import no_body_message
 from wirelessfl.seam import CommPlan, Stream
+from wirelessfl.tune.space import Param
 
 #: Cost of a forward pass relative to a training pass (forward + backward ~ 3 forwards).
 FORWARD_COST = 1.0 / 3.0
@@ -89,6 +90,12 @@ class PFLEGO(Algorithm):
         "client_lr": None,
         "sampling": "fixed",
         "final_head_step": "exact",
+    }
+    #: its own server and client rates replace training.lr, and tau head steps replace local epochs
+    search_space = {
+        "server_lr": Param.range(1e-3, 1.0, log=True),
+        "client_lr": Param.range(1e-3, 1.0, log=True),
+        "tau": Param.range(5, 50),
     }
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:

@@ -49,8 +49,9 @@ import torch
 from scipy.special import logsumexp
 
 from wirelessfl.algorithms import streams as formations
-from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, register, torch_generator
+from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, Context, MixingAlgorithm, StepInfo, register, torch_generator
 from wirelessfl.seam import CommPlan, Stream
+from wirelessfl.tune.space import Param
 
 
 def _as_float64(values: Any) -> np.ndarray:
@@ -150,6 +151,13 @@ class UserCentricFL(MixingAlgorithm):
         "stream_formation": "kmeans_rows",
         "min_stream_size": 1,
         "channel_tiers": 1,
+    }
+    #: the eq. 6 temperature decides how much of a row stays on the own group; warm-up rounds of FedAvg
+    #: decide the model theta-hat the collaboration gradients are taken at
+    search_space = {
+        **COMMON_SEARCH_SPACE,
+        "temperature": Param.range(0.01, 1.0, log=True),
+        "warmup_rounds": Param.range(0, 5),
     }
 
     @classmethod

@@ -20,10 +20,19 @@ times every curve under every grid point; these figures read its table
 
 Seeds are aggregated per (grid point, curve): the time is the mean over the
 seeds that reached the target (a cell reached by only some seeds is marked
-``*``); accuracies are means over all seeds. A curve reached by every seed
+``*``), with a 95% Student-t interval over those seeds (``± h``, from two seeds
+on); accuracies are means over all seeds. A curve reached by every seed
 ranks before one reached by only some, whatever their means, since a mean over
-the lucky seeds flatters. Failed units (``status`` "failed") are left out and
+the lucky seeds flatters. A cell whose first two candidates were both reached by
+every seed and whose intervals overlap is a *tie* ("tie: A / B"): the seeds do
+not tell them apart, so the map names both and the colour is only the better
+mean's. With one seed there is no interval and no tie can be seen; the title
+says the map is one draw. Failed units (``status`` "failed") are left out and
 a cell where every unit failed says so.
+
+References that know the truth (``REFERENCE_ALGORITHMS``: Oracle aggregates
+within the true groups) are not in the contest: they never win a cell, and
+their time is printed beside the winner ("oracle: 6.00").
 
 Axis values are categories in numeric order (strings such as ``m``, ``auto``
 after the numbers), not a numeric scale: grids are usually geometric.
@@ -39,6 +48,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
+from scipy import stats
 from plotly.subplots import make_subplots
 
 from wirelessfl.results.figures import PNG_TIMEOUT_S, PngExportError, export_png
@@ -90,6 +100,10 @@ _AXIS_LABELS = {
     "training.lr": "learning rate",
     "training.participation": "participation",
 }
+#: Algorithms that know the truth (the true groups): shown beside a map's contest, never its winner.
+REFERENCE_ALGORITHMS = frozenset({"oracle"})
+#: Coverage of the interval over seeds printed beside a mean time.
+CONFIDENCE = 0.95
 _NA = "\x00NA"
 """Axis value of a row the axis does not apply to (the k column of a FedAvg row)."""
 
@@ -201,7 +215,9 @@ def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
 
     ``time`` is the mean time to target over the seeds that reached it (NaN if
     none), ``reached`` / ``seeds`` count them; ``worst_acc``, ``avg_acc`` are
-    means over the seeds that ran; ``failed`` counts failed seeds. Axis columns
+    means over the seeds that ran; ``failed`` counts failed seeds; ``half`` is the half-width of the
+    ``CONFIDENCE`` Student-t interval of ``time`` over the seeds that reached (NaN under two);
+    ``reference`` marks an algorithm that knows the truth. Axis columns
     hold the shown value, ``label`` the curve name (with any swept algorithm
     parameter the curve name lacks), ``method`` the label without its stream
     count, ``k`` the number of streams (or NA).
@@ -235,11 +251,30 @@ def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
                 "failed": len(group) - len(ok),
                 "reached": len(reached),
                 "time": float(reached.mean()) if len(reached) else math.nan,
+                "half": interval_half_width(reached.to_numpy(dtype=float)),
+                "reference": str(first["algorithm"]) in REFERENCE_ALGORITHMS,
                 "worst_acc": float(ok["final_worst_acc"].mean()) if len(ok) else math.nan,
                 "avg_acc": float(ok["final_avg_acc"].mean()) if len(ok) else math.nan,
             }
         )
     return pd.DataFrame(out)
+
+
+def interval_half_width(values: np.ndarray, confidence: float = CONFIDENCE) -> float:
+    """Half-width of the Student-t interval of the mean of ``values``; NaN with fewer than two."""
+    n = len(values)
+    if n < 2:
+        return math.nan
+    return float(stats.t.ppf(0.5 + confidence / 2, n - 1) * np.std(values, ddof=1) / math.sqrt(n))
+
+
+def is_tie(competing: pd.DataFrame) -> bool:
+    """The first two of a ranked contest were reached by every seed (two or more) and their intervals overlap."""
+    if len(competing) < 2:
+        return False
+    a, b = competing.iloc[0], competing.iloc[1]
+    both = all(e["reached"] == e["seeds"] and e["reached"] >= 2 and not math.isnan(e["half"]) for e in (a, b))
+    return both and a["time"] + a["half"] >= b["time"] - b["half"]
 
 
 def _rank(entries: pd.DataFrame) -> pd.DataFrame:
@@ -261,14 +296,39 @@ def _cell_state(ranked: pd.DataFrame) -> str:
 
 def _time_text(entry: pd.Series) -> str:
     mark = "*" if entry["reached"] < entry["seeds"] else ""
-    return f"{_fmt_time(entry['time'])}{mark}"
+    half = entry.get("half", math.nan)
+    spread = f" ± {_fmt_time(half)}" if isinstance(half, float) and not math.isnan(half) else ""
+    return f"{_fmt_time(entry['time'])}{spread}{mark}"
+
+
+def _winner(competing: pd.DataFrame, name) -> str:
+    """``name(best)<br>time``, or ``tie: A / B<br>time / time`` when the seeds do not separate the first two."""
+    best = competing.iloc[0]
+    if is_tie(competing):
+        second = competing.iloc[1]
+        return f"tie: {name(best)} / {name(second)}<br>{_time_text(best)} / {_time_text(second)}"
+    return f"{name(best)}<br>{_time_text(best)}"
+
+
+def _beside(ranked: pd.DataFrame) -> str:
+    """The references' times, printed under the contest's result (``oracle: 6.00``)."""
+    refs = ranked[ranked["reference"]]
+    return "".join(f"<br>{e['label']}: {_time_text(e) if e['reached'] else 'not reached'}" for _, e in refs.iterrows())
 
 
 def _seed_note(entries: pd.DataFrame) -> str:
+    notes = []
     if entries["seeds"].max() <= 1 and entries["failed"].max() == 0:
-        return ""
-    note = "mean over the seeds that reached the target; * = reached by only some seeds"
-    return f"<br><sup>{note}</sup>"
+        notes.append("one seed: no interval, a tie cannot be seen; read each cell as one draw")
+    else:
+        notes.append(
+            f"mean over the seeds that reached the target ± {CONFIDENCE:.0%} t-interval; tie: the first two intervals "
+            "overlap; * = reached by only some seeds"
+        )
+    refs = sorted(set(entries.loc[entries["reference"], "label"]))
+    if refs:
+        notes.append(f"{', '.join(refs)} (knows the true groups) shown beside, not ranked")
+    return "".join(f"<br><sup>{note}</sup>" for note in notes)
 
 
 def _panels(entries: pd.DataFrame, panel_axes: list[str], labels: dict[str, str] | None = None) -> list[tuple[str, pd.DataFrame]]:
@@ -384,15 +444,23 @@ def _hover(chosen: pd.DataFrame, ranked: pd.DataFrame) -> str:
     head = chosen.iloc[0]
     lines = [f"point: {head['point']}", f"profile: {head['profile']}"]
     for _, entry in ranked.iterrows():
+        role = " (reference)" if entry["reference"] else ""
         if entry["reached"]:
-            lines.append(f"{entry['label']}: {_fmt_time(entry['time'])} {entry['time_unit']} ({entry['reached']}/{entry['seeds']} seeds)")
+            lines.append(f"{entry['label']}{role}: {_time_text(entry)} {entry['time_unit']} ({entry['reached']}/{entry['seeds']} seeds)")
         else:
-            lines.append(f"{entry['label']}: not reached ({entry['seeds']} seeds)")
+            lines.append(f"{entry['label']}{role}: not reached ({entry['seeds']} seeds)")
     return "<br>".join(lines)
 
 
-def _state_text(ranked: pd.DataFrame) -> str:
-    return "failed" if ranked.empty else "not reached"
+def _state_text(competing: pd.DataFrame, ranked: pd.DataFrame | None = None) -> str:
+    if competing.empty and ranked is not None and not ranked.empty:
+        return "only references ran"
+    return "failed" if competing.empty else "not reached"
+
+
+def _no_winner(state: str, competing: pd.DataFrame, ranked: pd.DataFrame) -> str:
+    """A cell whose contest is empty while references ran is "not reached" (grey), not "failed"."""
+    return "not reached" if competing.empty and not ranked.empty else state
 
 
 def fig_time_to_target(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict[str, str] | None = None) -> go.Figure:
@@ -404,11 +472,11 @@ def fig_time_to_target(entries: pd.DataFrame, axes: list[str], x, y, facet, labe
             rows = rows[rows[axis] != _NA]
 
     def cell(ranked, chosen):
-        state = _cell_state(ranked)
+        competing = ranked[~ranked["reference"]]
+        state = _cell_state(competing)
         if state != "ok":
-            return state, math.nan, _state_text(ranked), _hover(chosen, ranked)
-        best = ranked.iloc[0]
-        return state, best["time"], f"{best['label']}<br>{_time_text(best)}", _hover(chosen, ranked)
+            return _no_winner(state, competing, ranked), math.nan, _state_text(competing, ranked) + _beside(ranked), _hover(chosen, ranked)
+        return state, competing.iloc[0]["time"], _winner(competing, lambda e: e["label"]) + _beside(ranked), _hover(chosen, ranked)
 
     units = list(dict.fromkeys(rows["time_unit"]))
     title = f"Time to reach {_target_text(rows)} average accuracy: fastest curve per cell{_seed_note(rows)}"
@@ -484,7 +552,7 @@ def fig_best_k(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict
         if state != "ok":
             return state, math.nan, _state_text(competing) + extra, _hover(chosen, ranked)
         best = competing.iloc[0]
-        return state, ks.index(best["k"]), f"k={best['k']}<br>{_time_text(best)}{extra}", _hover(chosen, ranked)
+        return state, ks.index(best["k"]), _winner(competing, lambda e: f"k={e['k']}") + extra, _hover(chosen, ranked)
 
     title = f"Number of streams k that reaches {_target_text(with_k)} average accuracy first{_seed_note(with_k)}"
     shown = [a for a in (bx, by) if a]
@@ -495,14 +563,15 @@ def fig_best_k(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict
 def fig_best_method(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict[str, str] | None = None) -> go.Figure:
     """The method that reaches the target first per cell (categorical), its curve and time as text."""
     bx, by, facet = _best_map_axes(axes, x, y, facet)
-    methods = list(dict.fromkeys(entries["method"]))
+    methods = list(dict.fromkeys(entries.loc[~entries["reference"], "method"]))
 
     def cell(ranked, chosen):
-        state = _cell_state(ranked)
+        competing = ranked[~ranked["reference"]]
+        state = _cell_state(competing)
         if state != "ok":
-            return state, math.nan, _state_text(ranked), _hover(chosen, ranked)
-        best = ranked.iloc[0]
-        return state, methods.index(best["method"]), f"{best['label']}<br>{_time_text(best)}", _hover(chosen, ranked)
+            return _no_winner(state, competing, ranked), math.nan, _state_text(competing, ranked) + _beside(ranked), _hover(chosen, ranked)
+        best = competing.iloc[0]
+        return state, methods.index(best["method"]), _winner(competing, lambda e: e["label"]) + _beside(ranked), _hover(chosen, ranked)
 
     title = f"Method that reaches {_target_text(entries)} average accuracy first{_seed_note(entries)}"
     shown = [a for a in (bx, by) if a]

@@ -31,6 +31,9 @@ from wirelessfl.config import Scenario, dump_scenario
 EXECUTORS = ("local", "process", "ray")
 RAY_MISSING = '--executor ray: Ray is not installed; pip install -e ".[ray]"'
 EventFn = Callable[[str, "UnitTask", Any], None]
+#: What an executor runs for each task: ``work(task, threads, on_round) -> info`` (default :func:`run_unit`;
+#: ``wirelessfl tune`` passes its trial function). Must be importable by name for the pool and Ray.
+WorkFn = Callable[..., dict]
 LOCK_NAME = "unit.lock"
 PR_SET_PDEATHSIG = 1
 PARENT_POLL_S = 0.5
@@ -175,11 +178,11 @@ class LocalExecutor:
     def __exit__(self, *exc: Any) -> None:
         return None
 
-    def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
+    def run(self, tasks: list, on_event: EventFn, work: WorkFn | None = None) -> Iterator[tuple[Any, dict | None, str]]:
         for task in tasks:
             on_event("start", task, None)
             try:
-                info = run_unit(task, None, lambda progress, task=task: on_event("round", task, progress))
+                info = (work or run_unit)(task, None, lambda progress, task=task: on_event("round", task, progress))
             except Exception as err:
                 yield task, None, error_text(err)
             else:
@@ -187,32 +190,50 @@ class LocalExecutor:
 
 
 class ProcessExecutor:
-    """A spawn process pool of ``workers`` processes; each sets ``cpu_count // workers`` torch threads."""
+    """A spawn process pool of ``workers`` processes; each sets ``cpu_count // workers`` torch threads.
+
+    Inside ``with``, the pool is kept from one ``run`` to the next (a tuning runs a batch of trials per
+    call; starting workers, which import torch, would otherwise cost seconds a batch) and shut down on exit.
+    """
 
     name = "process"
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._pool_workers = 0
 
     def __enter__(self) -> ProcessExecutor:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        return None
+        self._close(wait=exc[0] is None)
 
-    def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
+    def _close(self, wait: bool) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=wait, cancel_futures=not wait)
+            self._pool = None
+
+    def _pool_for(self, workers: int) -> ProcessPoolExecutor:
+        if self._pool is None or self._pool_workers != workers:
+            self._close(wait=True)
+            self._pool = ProcessPoolExecutor(
+                max_workers=workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=die_with_parent,
+                initargs=(os.getpid(),),
+            )
+            self._pool_workers = workers
+        return self._pool
+
+    def run(self, tasks: list, on_event: EventFn, work: WorkFn | None = None) -> Iterator[tuple[Any, dict | None, str]]:
         workers = max(1, min(self.workers, len(tasks)))
         threads = torch_threads(workers)
-        pool = ProcessPoolExecutor(
-            max_workers=workers,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=die_with_parent,
-            initargs=(os.getpid(),),
-        )
+        pool = self._pool_for(workers)
         try:
             futures = {}
             for task in tasks:
-                futures[pool.submit(run_unit, task, threads)] = task
+                futures[pool.submit(work or run_unit, task, threads)] = task
                 on_event("start", task, None)
             for future in as_completed(futures):
                 task = futures[future]
@@ -223,9 +244,10 @@ class ProcessExecutor:
                 else:
                     yield task, info, ""
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
+            self._close(wait=False)
             raise
-        pool.shutdown(wait=True)
+        if getattr(pool, "_broken", False):  # a worker died: the next run starts a fresh pool
+            self._close(wait=False)
 
 
 def import_ray():
@@ -257,13 +279,13 @@ class RayExecutor:
         if self.started:
             self.ray.shutdown()
 
-    def run(self, tasks: list[UnitTask], on_event: EventFn) -> Iterator[tuple[UnitTask, dict | None, str]]:
+    def run(self, tasks: list, on_event: EventFn, work: WorkFn | None = None) -> Iterator[tuple[Any, dict | None, str]]:
         ray = self.ray
         cpus = int(ray.cluster_resources().get("CPU", 1))
         node_cpus = max((int(n["Resources"].get("CPU", 1)) for n in ray.nodes() if n.get("Alive")), default=1)
         workers = max(1, min(self.workers or cpus, len(tasks)))
         threads = max(1, min(torch_threads(workers, cpus), node_cpus))
-        remote = ray.remote(num_cpus=threads, max_retries=0)(run_unit)
+        remote = ray.remote(num_cpus=threads, max_retries=0)(work or run_unit)
         waiting, running = list(tasks), {}
         while waiting or running:
             while waiting and len(running) < workers:

@@ -393,9 +393,15 @@ def _trace_with_axes(plan: SweepPlan, unit: UnitSpec, trace: pd.DataFrame) -> pd
     return pd.concat([trace.reset_index(drop=True), extra], axis=1)
 
 
+def _mean_text(mean: float, half: float) -> str:
+    return f"{mean:.1f}" if half != half else f"{mean:.1f} ± {half:.1f}"
+
+
 def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> str:
-    """Per cell (unit x profile) the curve that reaches the target first; the failed units."""
+    """Per cell (unit x profile) the curve that reaches the target first, a tie when the seeds do not separate it
+    from the runner-up, the references beside; the failed units."""
     from wirelessfl.results.tables import markdown_table
+    from wirelessfl.results.tradeoff import CONFIDENCE, REFERENCE_ALGORITHMS, interval_half_width, is_tie
 
     table = result.table
     done = sum(1 for o in result.outcomes.values() if o.status == "ok")
@@ -409,7 +415,10 @@ def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> 
         + ".",
         "",
         f"## Fastest curve per cell (time to {' / '.join(f'{t:.0%}' for t in dict.fromkeys(table['target']))} average accuracy, "
-        "mean over seeds; NaN unless every seed reached it)",
+        f"mean over seeds ± {CONFIDENCE:.0%} t-interval; NaN unless every seed reached it)",
+        "",
+        "A tie names the runner-up whose interval overlaps the best one's: the seeds do not separate them. "
+        f"{', '.join(sorted(REFERENCE_ALGORITHMS))} (knows the true groups) is shown beside, never the best curve.",
         "",
     ]
     body = []
@@ -422,17 +431,29 @@ def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> 
             cell = ok[(ok["profile"] == point.name) & (ok["_unit"] == unit.key)]
             per_curve = cell.groupby("curve", sort=False).agg(
                 time=("time_to_target", lambda s: s.mean() if s.notna().all() else math.nan),
+                half=("time_to_target", lambda s: interval_half_width(s.to_numpy(dtype=float)) if s.notna().all() else math.nan),
+                seeds=("time_to_target", "size"), reached=("time_to_target", "count"),
                 avg=("final_avg_acc", "mean"), worst=("final_worst_acc", "mean"), unit=("time_unit", "first"),
+                reference=("algorithm", lambda s: str(s.iloc[0]) in REFERENCE_ALGORITHMS),
             )
-            if per_curve.empty:
+            contest = per_curve[~per_curve["reference"]]
+            if contest.empty:
                 continue
-            reached = per_curve["time"].notna().any()
-            best = per_curve["time"].idxmin() if reached else per_curve["avg"].idxmax()
+            reached = contest["time"].notna().any()
+            ranked = contest.sort_values(["time", "avg"], ascending=[True, False], na_position="last")
+            best = ranked.index[0] if reached else contest["avg"].idxmax()
             row = per_curve.loc[best]
             where = " ".join(x for x in (assignment_text(point.assignment), assignment_text(unit.assignment)) if x)
-            when = f"{row.time:.1f} {row.unit}" if reached else "not reached (best final avg acc shown)"
-            body.append([where or "-", point.base, best, when, f"{row.avg:.1%}", f"{row.worst:.1%}"])
-    lines.append(markdown_table(["point", "base profile", "best curve", "time to target", "final avg acc", "final worst acc"], body))
+            when = f"{_mean_text(row.time, row.half)} {row.unit}" if reached else "not reached (best final avg acc shown)"
+            tie = ranked.index[1] if reached and is_tie(ranked) else ""
+            refs = "; ".join(
+                f"{name}: {_mean_text(r.time, r.half) + ' ' + r.unit if r.time == r.time else 'not reached'}"
+                for name, r in per_curve[per_curve["reference"]].iterrows()
+            )
+            body.append([where or "-", point.base, best, when, tie, f"{row.avg:.1%}", f"{row.worst:.1%}", refs])
+    lines.append(markdown_table(
+        ["point", "base profile", "best curve", "time to target", "tie with", "final avg acc", "final worst acc", "beside (reference)"], body
+    ))
     lines += ["", "## Failed units", ""]
     failed = [(key, o) for key, o in result.outcomes.items() if o.status == "failed"]
     lines += [

@@ -1,0 +1,1 @@
+"""Hyper-parameter search per algorithm on the validation split (``wirelessfl tune``)."""

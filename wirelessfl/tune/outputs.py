@@ -1,0 +1,161 @@
+"""What a tuning writes: ``study.csv``, ``tuned.yaml``, ``history.html`` (``.png`` when export works), ``summary.md``.
+
+``tuned.yaml`` is the scenario ready to run: the ``tune:`` block left out and
+every curve its own algorithm entry (``label:`` its curve name), with the best
+trial's algorithm parameters in ``params:`` and its training fields in the
+entry's ``training:``. Run it with ``wirelessfl simulate tuned.yaml`` to
+measure the tuned methods on the test split, with the scenario's seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+import yaml
+from plotly.colors import qualitative
+
+from wirelessfl.config import Scenario, TuneConfig, dump_scenario, load_scenario
+from wirelessfl.results.figures import PngExportError, export_png, png_skipped_note, write_plotly_js
+from wirelessfl.results.io import atomic_write_bytes, atomic_write_frame, atomic_write_text
+from wirelessfl.tune.space import split_trial
+
+STUDY_COLUMNS = ("curve", "algorithm", "trial", "state", "value", "last_round", "seconds")
+
+
+@dataclass
+class TuneResult:
+    """Where a tuning wrote, its study table, the best values per curve and the notes said at its end."""
+
+    dir: Path
+    table: pd.DataFrame
+    best: dict[str, dict[str, Any]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def study_table(targets, studies) -> pd.DataFrame:
+    """One row per trial of every curve: its state, objective, last reported round, duration and values."""
+    rows = []
+    for target in targets:
+        for t in studies[target.curve].get_trials(deepcopy=False):
+            seconds = (t.datetime_complete - t.datetime_start).total_seconds() if t.datetime_complete and t.datetime_start else math.nan
+            steps = list(t.intermediate_values)
+            row = {
+                "curve": target.curve, "algorithm": target.algorithm, "trial": t.number, "state": t.state.name.lower(),
+                "value": t.value if t.value is not None else (t.intermediate_values[steps[-1]] if steps else math.nan),
+                "last_round": max(steps) if steps else math.nan, "seconds": seconds,
+            }
+            if t.user_attrs.get("interrupted"):
+                row["state"] = "interrupted"
+            row.update({f"param {key}": value for key, value in t.params.items()})
+            rows.append(row)
+    return pd.DataFrame(rows, columns=None if rows else list(STUDY_COLUMNS))
+
+
+def best_values(targets, studies) -> dict[str, dict[str, Any]]:
+    """The best complete trial's values per curve (a curve with none is left out)."""
+    from optuna.trial import TrialState
+
+    best = {}
+    for target in targets:
+        complete = [t for t in studies[target.curve].get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+        if complete:
+            top = max(complete, key=lambda t: (t.value, -t.number))
+            best[target.curve] = {"trial": top.number, "value": top.value, "values": dict(top.params)}
+    return best
+
+
+def tuned_scenario(scenario: Scenario, targets, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``scenario`` with each curve as its own algorithm entry carrying its best values (no ``tune:`` block)."""
+    raw = yaml.safe_load(dump_scenario(scenario))
+    raw.pop("tune", None)
+    algorithms = []
+    for target in targets:
+        params, training = split_trial(best.get(target.curve, {}).get("values", {}))
+        entry: dict[str, Any] = {"name": target.algorithm, "label": target.curve, "params": {**target.fixed, **params}}
+        merged = {**target.training, **training}
+        if merged:
+            entry["training"] = merged
+        algorithms.append(entry)
+    raw["algorithms"] = algorithms
+    return raw
+
+
+def history_figure(table: pd.DataFrame) -> go.Figure:
+    """Each trial's objective by trial number (pruned ones hollow, at their last reported value) and the best so far."""
+    fig = go.Figure()
+    colors = qualitative.Plotly
+    for index, (curve, rows) in enumerate(table.groupby("curve", sort=False)):
+        color = colors[index % len(colors)]
+        rows = rows.sort_values("trial")
+        done = rows[rows["state"] == "complete"]
+        pruned = rows[rows["state"] == "pruned"]
+        fig.add_trace(go.Scatter(x=done["trial"], y=done["value"], mode="markers", name=f"{curve}", legendgroup=curve,
+                                 marker={"color": color}))
+        if len(pruned):
+            fig.add_trace(go.Scatter(x=pruned["trial"], y=pruned["value"], mode="markers", name=f"{curve} (pruned)",
+                                     legendgroup=curve, marker={"color": color, "symbol": "circle-open"}))
+        if len(done):
+            fig.add_trace(go.Scatter(x=done["trial"], y=done["value"].cummax(), mode="lines", name=f"{curve} best",
+                                     legendgroup=curve, line={"color": color, "shape": "hv"}, showlegend=False))
+    fig.update_layout(title="tuning history: validation accuracy per trial, best so far", template="plotly_white",
+                      xaxis_title="trial", yaxis_title="objective (mean validation accuracy)")
+    return fig
+
+
+def summary_lines(scenario: Scenario, targets, best, table: pd.DataFrame, notes: list[str]) -> str:
+    cfg = scenario.tune if scenario.tune is not None else TuneConfig()
+    seeds = list(cfg.seeds or scenario.seeds[:1])
+    lines = [
+        f"# Tuning: {scenario.name}", "",
+        f"{cfg.trials} trials per curve, {cfg.rounds or scenario.rounds} rounds, seeds {seeds}, profile "
+        f"{scenario.profiles()[0].name}; objective: mean validation accuracy over the last {cfg.last_rounds} evaluated "
+        f"rounds (the test split is never evaluated); TPE sampler (seed {cfg.sampler_seed}, {cfg.startup_trials} random "
+        f"trials first), pruner: {cfg.pruner}.", "",
+        "| curve | best objective | trial | values | complete / pruned / failed |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for target in targets:
+        rows = table[table["curve"] == target.curve] if len(table) else table
+        counts = " / ".join(str(int((rows["state"] == s).sum())) if len(rows) else "0" for s in ("complete", "pruned", "fail"))
+        found = best.get(target.curve)
+        if found is None:
+            lines.append(f"| {target.curve} | none complete | | | {counts} |")
+            continue
+        shown = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in found["values"].items())
+        lines.append(f"| {target.curve} | {found['value']:.4f} | {found['trial']} | {shown} | {counts} |")
+    lines += ["", "`tuned.yaml` holds these values; `wirelessfl simulate tuned.yaml` measures them on the test split.", ""]
+    lines += [f"Note: {note}" for note in notes]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_outputs(scenario: Scenario, out_dir: Path, targets, studies, notes: list[str], png: bool = True):
+    out_dir = Path(out_dir)
+    table = study_table(targets, studies)
+    best = best_values(targets, studies)
+    atomic_write_frame(out_dir / "study.csv", table)
+    tuned = tuned_scenario(scenario, targets, best)
+    header = (
+        f"# {scenario.name} with the values `wirelessfl tune` found on the validation split\n"
+        f"# (study: {out_dir / 'study.db'}; table: study.csv). Run: wirelessfl simulate tuned.yaml\n"
+    )
+    atomic_write_text(out_dir / "tuned.yaml", header + yaml.safe_dump(tuned, sort_keys=False))
+    load_scenario(out_dir / "tuned.yaml")  # what we hand over must run
+    figure = history_figure(table) if len(table) else go.Figure()
+    write_plotly_js(out_dir)
+    atomic_write_text(out_dir / "history.html", figure.to_html(include_plotlyjs="directory", full_html=True))
+    notes = list(notes)
+    if png:
+        try:
+            atomic_write_bytes(out_dir / "history.png", export_png({"history.png": figure})["history.png"])
+        except PngExportError as error:
+            notes.append(png_skipped_note(error, out_dir).replace("wirelessfl plot", "wirelessfl tune --resume"))
+    missing = [t.curve for t in targets if t.curve not in best]
+    if missing:
+        notes.append(f"no complete trial for {', '.join(missing)}: tuned.yaml keeps their scenario values")
+    atomic_write_text(out_dir / "summary.md", summary_lines(scenario, targets, best, table, notes))
+    return TuneResult(out_dir, table, best, notes)
