@@ -5,7 +5,9 @@ Only these frozen, torch-free and simpy-free dataclasses cross it:
 * ``CommPlan`` -- what an algorithm sends in one round (downlink streams,
   per-client uplink payloads, per-client relative local work);
 * ``RoundTiming`` -- when each client received, finished computing and finished
-  uploading, who made the deadline, and when the round ended.
+  uploading, who made the deadline, and when the round ended; and, for device
+  energy and the per-client timeline, when each reception, computation and
+  upload started and how long each upload held the air.
 
 Payloads are in *model units*: 1.0 is one full model (``model_params``
 parameters). Times in ``RoundTiming`` are measured from the start of the round.
@@ -111,9 +113,31 @@ class CommPlan:
         )
 
 
+def _frozen_intervals(values: Mapping[int, Iterable[Iterable[float]]]) -> Mapping[int, tuple[tuple[float, float], ...]]:
+    return MappingProxyType({int(k): tuple((float(a), float(b)) for a, b in v) for k, v in values.items()})
+
+
+def _frozen_counts(values: Mapping[int, int]) -> Mapping[int, int]:
+    return MappingProxyType({int(k): int(v) for k, v in values.items()})
+
+
 @dataclass(frozen=True)
 class RoundTiming:
-    """When things happened in one round, measured from the round's start."""
+    """When things happened in one round, measured from the round's start.
+
+    The fields after ``time_unit`` describe each participant's activities for
+    device energy and the timeline (empty in timings made before they existed,
+    and in expected timings of the analytic backend where they are not drawn):
+
+    * ``receptions``: the (start, end) of every downlink stream the client
+      receives, in send order (a client sent M unicast models receives M);
+    * ``t_compute_start``: when its local computation started;
+    * ``t_upload_start``: when its upload got a channel and began (its
+      ``t_computed`` when it uploads nothing; inf when it dropped out);
+    * ``airtime``: how long its upload held the air, retransmissions included;
+    * ``retransmissions`` and ``mcs``: per client, filled by link models that
+      have them (empty otherwise).
+    """
 
     t_received: Mapping[int, float]
     t_computed: Mapping[int, float]
@@ -122,13 +146,31 @@ class RoundTiming:
     t_end: float
     events: tuple[tuple[float, str], ...] = field(default=(), compare=False)
     time_unit: str = "T_dl"
+    receptions: Mapping[int, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    t_compute_start: Mapping[int, float] = field(default_factory=dict)
+    t_upload_start: Mapping[int, float] = field(default_factory=dict)
+    airtime: Mapping[int, float] = field(default_factory=dict)
+    retransmissions: Mapping[int, int] = field(default_factory=dict)
+    mcs: Mapping[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "t_received", _frozen_mapping(self.t_received))
-        object.__setattr__(self, "t_computed", _frozen_mapping(self.t_computed))
-        object.__setattr__(self, "t_uploaded", _frozen_mapping(self.t_uploaded))
-        object.__setattr__(self, "arrived", frozenset(self.arrived))
+        set_ = object.__setattr__
+        for name in ("t_received", "t_computed", "t_uploaded", "t_compute_start", "t_upload_start", "airtime"):
+            set_(self, name, _frozen_mapping(getattr(self, name)))
+        set_(self, "receptions", _frozen_intervals(self.receptions))
+        set_(self, "retransmissions", _frozen_counts(self.retransmissions))
+        set_(self, "mcs", _frozen_counts(self.mcs))
+        set_(self, "arrived", frozenset(self.arrived))
+
+    @property
+    def has_activities(self) -> bool:
+        """True when the per-client activity fields were filled (energy and the timeline need them)."""
+        return bool(self.t_compute_start) or not self.t_computed
 
     def __reduce__(self):
         fields = (dict(self.t_received), dict(self.t_computed), dict(self.t_uploaded), self.arrived, self.t_end)
-        return (RoundTiming, (*fields, self.events, self.time_unit))
+        activities = (
+            dict(self.receptions), dict(self.t_compute_start), dict(self.t_upload_start), dict(self.airtime),
+            dict(self.retransmissions), dict(self.mcs),
+        )
+        return (RoundTiming, (*fields, self.events, self.time_unit, *activities))

@@ -85,7 +85,7 @@ class NetworkModel:
                 deadline=profile.deadline,
                 record=self.record_events,
             )
-        return to_round_timing(inputs, times, profile.deadline, profile.time_unit)
+        return to_round_timing(inputs, times, profile.deadline, profile.time_unit, profile.schedule)
 
     def draw_round(self, plan: CommPlan, rng: np.random.Generator) -> RoundInputs:
         """Every random draw of one round, turned into durations."""
@@ -167,8 +167,11 @@ def make_network(profile: SystemProfile, num_clients: int, rng: np.random.Genera
     return NetworkModel(profile, num_clients, rng, **options)
 
 
-def to_round_timing(inputs: RoundInputs, times: RoundTimes, deadline: float | None, time_unit: str) -> RoundTiming:
-    """Who arrived and when the round ended: the last landing, cut at the deadline."""
+def to_round_timing(
+    inputs: RoundInputs, times: RoundTimes, deadline: float | None, time_unit: str, schedule: str = "phased"
+) -> RoundTiming:
+    """Who arrived and when the round ended: the last landing, cut at the deadline; and each
+    participant's activities (see ``RoundTiming``), which the durations of ``inputs`` give."""
     uploaded = times.t_uploaded
     landed = uploaded[np.isfinite(uploaded)]
     t_end = max(times.dl_end, float(landed.max()) if len(landed) else 0.0)
@@ -177,6 +180,7 @@ def to_round_timing(inputs: RoundInputs, times: RoundTimes, deadline: float | No
         on_time &= uploaded <= deadline
         t_end = min(t_end, deadline)
     ids = inputs.clients.tolist()
+    compute_start = np.full(len(ids), times.dl_end) if schedule == "phased" else times.t_received
     return RoundTiming(
         t_received=dict(zip(ids, times.t_received.tolist())),
         t_computed=dict(zip(ids, times.t_computed.tolist())),
@@ -185,7 +189,33 @@ def to_round_timing(inputs: RoundInputs, times: RoundTimes, deadline: float | No
         t_end=t_end,
         events=times.events,
         time_unit=time_unit,
+        **activities(inputs.clients, inputs.stream_members, inputs.stream_durations, compute_start,
+                     times.t_computed, uploaded, inputs.upload),
     )
+
+
+def activities(
+    clients: np.ndarray, members: tuple[np.ndarray, ...], durations: np.ndarray, compute_start: np.ndarray,
+    computed: np.ndarray, uploaded: np.ndarray, upload: np.ndarray,
+) -> dict:
+    """``RoundTiming``'s activity fields: streams back to back from time 0 in send order (the downlink
+    never waits for the uplink), an upload starting its airtime before it lands."""
+    ids = clients.tolist()
+    ends = np.cumsum(durations).tolist()
+    starts = [0.0, *ends[:-1]]
+    receptions: list[list[tuple[float, float]]] = [[] for _ in ids]
+    for start, end, stream in zip(starts, ends, members):
+        interval = (start, end)
+        for i in stream.tolist():
+            receptions[i].append(interval)
+    sending = np.isfinite(uploaded) & (upload > 0)
+    upload_start = np.where(sending, np.maximum(uploaded - upload, computed), uploaded)
+    return {
+        "receptions": dict(zip(ids, receptions)),
+        "t_compute_start": dict(zip(ids, compute_start.tolist())),
+        "t_upload_start": dict(zip(ids, upload_start.tolist())),
+        "airtime": dict(zip(ids, np.where(sending, upload, 0.0).tolist())),
+    }
 
 
 def expected_timing(profile: SystemProfile, plan: CommPlan, t_min: np.ndarray, mu: np.ndarray) -> RoundTiming:
@@ -214,6 +244,8 @@ def expected_timing(profile: SystemProfile, plan: CommPlan, t_min: np.ndarray, m
     t_uploaded[uploaders] = fifo_landings(barrier, upload[uploaders], profile.channels)
     t_end = max(barrier if len(clients) else dl_end, float(t_uploaded.max()) if len(clients) else 0.0)
     ids = clients.tolist()
+    members = tuple(np.searchsorted(clients, sorted(s.receivers)) for s in streams)
+    durations = np.array([s.payload * profile.t_dl for s in streams])
     return RoundTiming(
         t_received=dict(zip(ids, t_received.tolist())),
         t_computed=dict(zip(ids, t_computed.tolist())),
@@ -221,6 +253,7 @@ def expected_timing(profile: SystemProfile, plan: CommPlan, t_min: np.ndarray, m
         arrived=frozenset(ids),
         t_end=t_end,
         time_unit=profile.time_unit,
+        **activities(clients, members, durations, np.full(len(ids), dl_end), t_computed, t_uploaded, upload),
     )
 
 
