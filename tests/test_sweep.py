@@ -91,7 +91,7 @@ def test_physical_axis_turns_on_the_channel_and_cli_grids_override_the_file():
         (["rho=-1"], "--grid rho=-1: rho must be > 0, got -1.0"),
         (
             ["foo=1"],
-            "--grid foo: unknown sweep axis; use a network field (rho, mu, ...), physical.<field>, "
+            "--grid foo: unknown sweep axis; use a network field (rho, mu, ...), physical.<field>, energy.<field>, "
             "or a scenario path such as training.lr or algorithms.ucfl.streams",
         ),
         (["rho"], "--grid rho: expected KEY=V1,V2,..., e.g. rho=1,2,4"),

@@ -240,10 +240,10 @@ def _progress() -> Progress:
 
 
 def _run_with_progress(sc, run_dir: Path, quiet: bool, keep_models: bool = False):
-    from wirelessfl.simulate import curves_of, profiles_can_change_training, simulate
+    from wirelessfl.simulate import curves_of, has_budgets, profiles_can_change_training, simulate
 
     profiles = sc.profiles()
-    units = len(sc.seeds) * sum(len(profiles) if profiles_can_change_training(profiles, c) else 1 for c in curves_of(sc))
+    units = len(sc.seeds) * sum(len(profiles) if profiles_can_change_training(profiles, c, has_budgets(sc)) else 1 for c in curves_of(sc))
     total = units * sc.rounds
     if quiet or not sys.stderr.isatty():
         return simulate(sc, run_dir, keep_models=keep_models)

@@ -274,11 +274,14 @@ class Scenario(_Strict):
     @classmethod
     def _valid_profiles(cls, profiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from wirelessfl.network import SystemProfile
+        from wirelessfl.network.energy import EnergyProfile, split_entry
 
         names = []
         for index, raw in enumerate(profiles):
             try:
-                profile = SystemProfile.from_dict(dict(raw))
+                entry, energy = split_entry(raw)
+                profile = SystemProfile.from_dict(entry)
+                EnergyProfile.from_dict(energy).check_groups(profile.compute_groups)
             except ValueError as err:
                 raise ValueError(f"networks[{index}]: {err}") from None
             except TypeError as err:  # e.g. a list as a preset name, which the preset registry cannot look up
@@ -338,8 +341,15 @@ class Scenario(_Strict):
 
     def profiles(self):
         from wirelessfl.network import SystemProfile
+        from wirelessfl.network.energy import split_entry
 
-        return [SystemProfile.from_dict(dict(raw)) for raw in self.networks]
+        return [SystemProfile.from_dict(split_entry(raw)[0]) for raw in self.networks]
+
+    def energy_profiles(self) -> dict:
+        """Profile name -> its ``EnergyProfile`` (the cited defaults where a ``networks:`` entry gives no ``energy:``)."""
+        from wirelessfl.network.energy import EnergyProfile, split_entry
+
+        return {p.name: EnergyProfile.from_dict(split_entry(raw)[1]) for p, raw in zip(self.profiles(), self.networks)}
 
     def data_spec(self):
         from wirelessfl.learning.federated import DataSpec
@@ -570,6 +580,10 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
     becomes its fields), so that two spellings of the same scenario compare equal."""
     content = scenario.model_dump(mode="json")
     content["networks"] = [profile.to_dict() for profile in scenario.profiles()]
+    energies = scenario.energy_profiles()
+    for entry, raw in zip(content["networks"], scenario.networks):
+        if raw.get("energy") is not None:  # only where given, so scenarios without energy keep their fingerprint
+            entry["energy"] = energies[entry["name"]].to_dict()
     return content
 
 

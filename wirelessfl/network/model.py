@@ -135,6 +135,14 @@ class NetworkModel:
             return None
         return phy.downlink_rates(self.profile.physical, self.path_loss_db, np.ones(self.num_clients))
 
+    def nominal_downlink_snr_db(self) -> np.ndarray | None:
+        """Each client's mean downlink SNR (dB) from its static path loss, no fading; None without a physical channel."""
+        channel = self.profile.physical
+        if channel is None:
+            return None
+        snr = phy.mean_snr(channel.bs_power_dbm, self.path_loss_db, channel.bandwidth_hz, channel.noise_density_dbm_hz)
+        return 10.0 * np.log10(snr)
+
     def bits(self, plan: CommPlan) -> tuple[float, float]:
         """(downlink, uplink) bits: payload x model_params x bits_per_parameter; a multicast counts once."""
         per_model = plan.model_params * self.profile.bits_per_parameter
