@@ -124,7 +124,7 @@ def _round_columns(activity: RoundActivity) -> dict[str, float]:
 
 CLIENT_ROUND_COLUMNS = (
     "round", "client", "distance_m", "snr_db", "samples", "streams_received", "receive_time", "compute_time",
-    "wait_time", "upload_time", "idle_time", "t_compute_start", "t_computed", "t_upload_start", "t_uploaded",
+    "wait_time", "upload_time", "idle_time", "airtime", "t_compute_start", "t_computed", "t_upload_start", "t_uploaded",
     "dl_rate", "ul_rate", "arrived", "missed", "energy_j", "energy_compute_j", "energy_tx_j", "energy_rx_j",
     "energy_idle_j", "cum_energy_j", "depleted", "retransmissions", "mcs", "rx_start", "rx_end",
 )
@@ -164,6 +164,7 @@ def _client_round(
         "wait_time": activity.wait,
         "upload_time": activity.upload,
         "idle_time": activity.idle,
+        "airtime": np.array([timing.airtime[c] for c in id_list]),
         "t_compute_start": np.array([timing.t_compute_start[c] for c in id_list]),
         "t_computed": np.array([timing.t_computed[c] for c in id_list]),
         "t_upload_start": np.array([timing.t_upload_start[c] for c in id_list]),
