@@ -180,3 +180,19 @@ def test_the_cli_refuses_bad_energy_in_one_line_and_writes_nothing(tmp_path):
     assert "networks[0]: energy.p_tx_w must be a finite number >= 0, got -1" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_a_sweep_over_an_energy_setting_replays_and_maps_energy_to_target(tmp_path):
+    import wirelessfl
+
+    doc = {**SCENARIO, "rounds": 4, "target_accuracy": 0.3, "algorithms": [{"name": "fedavg"}, {"name": "fedem", "params": {"components": 2}}],
+           "networks": [{"name": "wired", "rho": 2.0, "t_min": 1.0}]}
+    result = wirelessfl.sweep(doc, {"energy.p_tx_w": [1.0, 4.0]}, out=tmp_path / "sweep", executor="local")
+    table = result.table
+    assert result.trained_units == 2  # one unit, each curve trained once: the energy axis is timed by replay
+    reached = table.dropna(subset=["energy_to_target"]).set_index(["curve", "energy.p_tx_w"])["energy_to_target"]
+    for curve in ("fedavg", "fedem"):
+        assert reached[(curve, 4.0)] > reached[(curve, 1.0)]
+    assert (table["total_energy"] > 0).all()
+    for name in ("energy_to_target.html", "best_method_energy.html"):
+        assert (tmp_path / "sweep" / name).is_file()

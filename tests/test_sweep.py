@@ -151,7 +151,8 @@ def test_table_columns_follow_the_contract(local_sweep):
     assert list(table.columns) == [
         "point", "training.lr", "rho", "base_profile", "profile", "curve", "algorithm", "variant", "seed", "status",
         "error", "target", "time_to_target", "time_unit", "rounds_to_target", "final_avg_acc", "final_worst_acc",
-        "final_p10_acc", "dl_bits", "ul_bits", "total_time",
+        "final_p10_acc", "dl_bits", "ul_bits", "total_time", "energy_to_target", "worst_device_energy_to_target",
+        "total_energy",
     ]
     assert len(table) == 2 * 2 * 2
     assert table.point.tolist()[:2] == ["training.lr=0.05 rho=1"] * 2
