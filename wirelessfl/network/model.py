@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..seam import CommPlan, RoundTiming
+from ..seam import CommPlan, RoundTiming, frozen
 from . import physical as phy
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
@@ -190,9 +190,9 @@ def to_round_timing(
     ids = inputs.clients.tolist()
     compute_start = np.full(len(ids), times.dl_end) if schedule == "phased" else times.t_received
     return RoundTiming(
-        t_received=dict(zip(ids, times.t_received.tolist())),
-        t_computed=dict(zip(ids, times.t_computed.tolist())),
-        t_uploaded=dict(zip(ids, uploaded.tolist())),
+        t_received=frozen(ids, times.t_received.tolist()),
+        t_computed=frozen(ids, times.t_computed.tolist()),
+        t_uploaded=frozen(ids, uploaded.tolist()),
         arrived=frozenset(inputs.clients[on_time].tolist()),
         t_end=t_end,
         events=times.events,
@@ -211,18 +211,18 @@ def activities(
     ids = clients.tolist()
     ends = np.cumsum(durations).tolist()
     starts = [0.0, *ends[:-1]]
-    receptions: list[list[tuple[float, float]]] = [[] for _ in ids]
+    receptions: list[tuple[tuple[float, float], ...]] = [()] * len(ids)
     for start, end, stream in zip(starts, ends, members):
-        interval = (start, end)
+        interval = ((start, end),)
         for i in stream.tolist():
-            receptions[i].append(interval)
+            receptions[i] += interval
     sending = np.isfinite(uploaded) & (upload > 0)
     upload_start = np.where(sending, np.maximum(uploaded - upload, computed), uploaded)
     return {
-        "receptions": dict(zip(ids, receptions)),
-        "t_compute_start": dict(zip(ids, compute_start.tolist())),
-        "t_upload_start": dict(zip(ids, upload_start.tolist())),
-        "airtime": dict(zip(ids, np.where(sending, upload, 0.0).tolist())),
+        "receptions": frozen(ids, receptions),
+        "t_compute_start": frozen(ids, compute_start.tolist()),
+        "t_upload_start": frozen(ids, upload_start.tolist()),
+        "airtime": frozen(ids, np.where(sending, upload, 0.0).tolist()),
     }
 
 
