@@ -140,22 +140,24 @@ def fig_accuracy_vs_energy(trace: pd.DataFrame, metric: str = "avg_acc") -> go.F
         .sort_values("round", kind="stable")
     )
     fig = make_subplots(rows=1, cols=len(profiles), shared_yaxes=True, subplot_titles=profiles, horizontal_spacing=0.04)
+    lines = dict(tuple(means.groupby(["curve", "profile"], sort=False)))
+    traces, columns = [], []
     for column, profile in enumerate(profiles, start=1):
         for curve in curves:
-            rows = means[(means["curve"] == curve) & (means["profile"] == profile)]
-            if not len(rows):
+            rows = lines.get((curve, profile))
+            if rows is None:
                 continue
-            fig.add_trace(
-                go.Scatter(
-                    x=rows["energy"], y=rows["value"], mode="lines+markers" if len(rows) <= 30 else "lines",
-                    line={"color": colors[curve]}, name=curve, legendgroup=curve, showlegend=column == 1,
-                    customdata=rows[["round", "time"]].to_numpy(),
-                    hovertemplate=f"{curve}<br>round %{{customdata[0]}}<br>time %{{customdata[1]:.2f}}"
-                    "<br>energy %{x:.3g} J<br>accuracy %{y:.3f}<extra></extra>",
-                ),
-                row=1, col=column,
-            )
-        fig.update_xaxes(title_text="devices' cumulative energy (J)", row=1, col=column)
+            traces.append(go.Scatter(
+                x=rows["energy"].to_numpy(), y=rows["value"].to_numpy(), mode="lines+markers" if len(rows) <= 30 else "lines",
+                line={"color": colors[curve]}, name=curve, legendgroup=curve, showlegend=column == 1,
+                customdata=rows[["round", "time"]].to_numpy(),
+                hovertemplate=f"{curve}<br>round %{{customdata[0]}}<br>time %{{customdata[1]:.2f}}"
+                "<br>energy %{x:.3g} J<br>accuracy %{y:.3f}<extra></extra>",
+            ))
+            columns.append(column)
+    if traces:
+        fig.add_traces(traces, rows=[1] * len(traces), cols=columns)
+    fig.update_xaxes(title_text="devices' cumulative energy (J)")
     fig.update_yaxes(title_text=METRIC_LABELS[metric], tickformat=".0%", row=1, col=1)
     fig.update_yaxes(range=[0, 1.02])
     fig.update_layout(title=f"{METRIC_LABELS[metric].capitalize()} vs device energy<br><sup>mean over seeds</sup>",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -71,6 +72,11 @@ def round_table(client_rounds: pd.DataFrame, trace: pd.DataFrame, round: int, se
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["client", "kind", "start", "end"])
 
 
+def _axis(name: str, index: int) -> str:
+    """make_subplots' name of the ``index``-th axis (row-major from 1): ``xaxis``, ``xaxis2``, ..."""
+    return name if index == 1 else f"{name}{index}"
+
+
 def fig_timeline(client_rounds: pd.DataFrame, trace: pd.DataFrame, round: int | None = None, seed: int | None = None) -> go.Figure:
     """Gantt chart of one round (default: the middle one): a column of panels per profile, a row per curve."""
     if round is None:
@@ -82,28 +88,35 @@ def fig_timeline(client_rounds: pd.DataFrame, trace: pd.DataFrame, round: int | 
     titles = [f"{curve} | {profile}" for curve in shown for profile in profiles]
     fig = make_subplots(rows=len(shown), cols=len(profiles), subplot_titles=titles, shared_yaxes=True,
                         horizontal_spacing=0.03, vertical_spacing=0.25 / max(len(shown), 1))
-    legend = set()
+    pieces = dict(tuple(table.groupby(["curve", "profile", "kind"], sort=False))) if len(table) else {}
+    units = dict(zip(zip(table["curve"], table["profile"]), table["time_unit"])) if len(table) else {}
+    traces, rows, columns, legend = [], [], [], set()
     for row, curve in enumerate(shown, start=1):
         for column, profile in enumerate(profiles, start=1):
-            panel = table[(table["profile"] == profile) & (table["curve"] == curve)]
             for kind in SEGMENT_KINDS:
-                pieces = panel[panel["kind"] == kind]
-                if not len(pieces):
+                part = pieces.get((curve, profile, kind))
+                if part is None:
                     continue
-                fig.add_trace(
-                    go.Bar(
-                        x=pieces["end"] - pieces["start"], base=pieces["start"], y=pieces["client"].astype(str),
-                        orientation="h", marker={"color": _COLORS[kind], "line": {"width": 0.5, "color": "white"}},
-                        name=kind, legendgroup=kind, showlegend=kind not in legend,
-                        customdata=pieces[["start", "end"]].to_numpy(),
-                        hovertemplate=f"client %{{y}}<br>{kind} %{{customdata[0]:.3g}} - %{{customdata[1]:.3g}}<extra></extra>",
-                    ),
-                    row=row, col=column,
-                )
+                start, end = part["start"].to_numpy(), part["end"].to_numpy()
+                traces.append(go.Bar(
+                    x=end - start, base=start, y=part["client"].astype(str).to_numpy(), orientation="h",
+                    marker={"color": _COLORS[kind], "line": {"width": 0.5, "color": "white"}},
+                    name=kind, legendgroup=kind, showlegend=kind not in legend, customdata=np.stack([start, end], axis=1),
+                    hovertemplate=f"client %{{y}}<br>{kind} %{{customdata[0]:.3g}} - %{{customdata[1]:.3g}}<extra></extra>",
+                ))
+                rows.append(row)
+                columns.append(column)
                 legend.add(kind)
-            if len(panel) and row == len(shown):
-                fig.update_xaxes(title_text=f"time in round ({panel['time_unit'].iloc[0]})", row=row, col=column)
-        fig.update_yaxes(title_text="client", row=row, col=1, type="category")
+    if traces:
+        fig.add_traces(traces, rows=rows, cols=columns)
+    layout = {}
+    for column, profile in enumerate(profiles, start=1):
+        unit = next((units[(c, profile)] for c in shown if (c, profile) in units), "")
+        layout[_axis("xaxis", (len(shown) - 1) * len(profiles) + column)] = {"title": {"text": f"time in round ({unit})"}}
+    for row in range(1, len(shown) + 1):
+        layout[_axis("yaxis", (row - 1) * len(profiles) + 1)] = {"title": {"text": "client"}}
+    fig.update_layout(layout)
+    fig.update_yaxes(type="category")
     subtitle = "seed " + str(int(client_rounds["seed"].iloc[0]) if seed is None else seed)
     if len(curves) > len(shown):
         subtitle += f"; {len(curves) - len(shown)} more curves not shown: {', '.join(curves[len(shown):])}"
