@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wirelessfl.network.energy import Battery, DeviceEnergy, EnergyProfile, RoundActivity, round_activity
+from wirelessfl.network.energy import Battery, DeviceEnergy, EnergyProfile, RoundActivity, aligned, round_activity
 from wirelessfl.seam import CommPlan, RoundTiming
 
 TRACE_ENERGY_COLUMNS = (
@@ -45,6 +45,13 @@ class Ledger:
         self.battery = Battery(self.device)
         self.train_sizes = np.asarray(train_sizes, dtype=float)
         self.local_epochs = local_epochs
+        self._snr: tuple[object, np.ndarray | None] | None = None
+
+    def snr_db(self, network) -> np.ndarray | None:
+        """The network's nominal downlink SNR per client, computed once."""
+        if self._snr is None or self._snr[0] is not network:
+            self._snr = (network, network.nominal_downlink_snr_db())
+        return self._snr[1]
 
     def charge(self, round: int, plan: CommPlan, timing: RoundTiming) -> tuple[RoundActivity | None, frozenset[int]]:
         """The round's activity as paid for, and who arrived (minus devices whose battery ran out first).
@@ -137,38 +144,35 @@ def _client_round(
 ) -> dict[str, np.ndarray]:
     ids = activity.clients
     id_list = ids.tolist()
-    samples = samples_processed(plan, ledger.train_sizes, ledger.local_epochs)
     per_model = plan.model_params * network.profile.bits_per_parameter
     dl_bits = np.zeros(len(ids))
     for stream in plan.streams:
-        for row in np.searchsorted(ids, sorted(stream.receivers)).tolist():
-            dl_bits[row] += stream.payload * per_model
-    ul_bits = np.array([plan.uplink.get(c, 0.0) for c in id_list]) * per_model
+        dl_bits[np.searchsorted(ids, sorted(stream.receivers))] += stream.payload * per_model
+    ul_bits = aligned(plan.uplink, id_list, missing=0.0) * per_model
     with np.errstate(divide="ignore", invalid="ignore"):
         dl_rate = np.where(activity.receive > 0, dl_bits / activity.receive, np.nan)
         ul_rate = np.where(activity.upload > 0, ul_bits / activity.upload, np.nan)
     distance = network.distances_m[ids] if network.distances_m is not None else np.full(len(ids), np.nan)
-    snr = network.nominal_downlink_snr_db()
-    uploaded = np.array([timing.t_uploaded[c] for c in id_list])
+    snr = ledger.snr_db(network)
     made_it = np.isin(ids, np.fromiter(arrived, dtype=np.int64, count=len(arrived)))
-    receptions = [timing.receptions[c] for c in id_list]
+    receptions = aligned(timing.receptions, id_list, dtype=object)
     return {
         "round": np.full(len(ids), round, dtype=np.int64),
         "client": ids,
         "distance_m": distance,
         "snr_db": snr[ids] if snr is not None else np.full(len(ids), np.nan),
-        "samples": np.array([samples[c] for c in id_list]),
+        "samples": activity.samples,
         "streams_received": activity.streams,
         "receive_time": activity.receive,
         "compute_time": activity.compute,
         "wait_time": activity.wait,
         "upload_time": activity.upload,
         "idle_time": activity.idle,
-        "airtime": np.array([timing.airtime[c] for c in id_list]),
-        "t_compute_start": np.array([timing.t_compute_start[c] for c in id_list]),
-        "t_computed": np.array([timing.t_computed[c] for c in id_list]),
-        "t_upload_start": np.array([timing.t_upload_start[c] for c in id_list]),
-        "t_uploaded": uploaded,
+        "airtime": activity.airtime,
+        "t_compute_start": activity.t_compute_start,
+        "t_computed": activity.t_computed,
+        "t_upload_start": activity.t_upload_start,
+        "t_uploaded": aligned(timing.t_uploaded, id_list),
         "dl_rate": dl_rate,
         "ul_rate": ul_rate,
         "arrived": made_it,
@@ -180,11 +184,17 @@ def _client_round(
         "energy_idle_j": activity.idle_j,
         "cum_energy_j": spent[ids].copy(),
         "depleted": ledger.battery.depleted_round[ids] == round,
-        "retransmissions": np.array([timing.retransmissions.get(c, 0) for c in id_list], dtype=np.int64),
-        "mcs": np.array([timing.mcs.get(c, -1) for c in id_list], dtype=np.int64),
+        "retransmissions": _counts(timing.retransmissions, id_list, 0),
+        "mcs": _counts(timing.mcs, id_list, -1),
         "rx_start": _object_column([[a for a, _ in r] for r in receptions]),
         "rx_end": _object_column([[b for _, b in r] for r in receptions]),
     }
+
+
+def _counts(values, ids: list[int], missing: int) -> np.ndarray:
+    if not values:
+        return np.full(len(ids), missing, dtype=np.int64)
+    return np.array([values.get(c, missing) for c in ids], dtype=np.int64)
 
 
 def _object_column(values: list[list[float]]) -> np.ndarray:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from itertools import chain
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -184,9 +185,15 @@ class DeviceEnergy:
 
 @dataclass(frozen=True)
 class RoundActivity:
-    """Each participant's time (in the profile's unit) in each state within [0, t_end], and its energy (J)."""
+    """Each participant's times (from the timing), its time (in the profile's unit) in each state within
+    [0, t_end], the samples it computed, and its energy (J)."""
 
     clients: np.ndarray
+    t_compute_start: np.ndarray
+    t_computed: np.ndarray
+    t_upload_start: np.ndarray
+    airtime: np.ndarray
+    samples: np.ndarray
     receive: np.ndarray
     compute: np.ndarray
     wait: np.ndarray
@@ -201,6 +208,23 @@ class RoundActivity:
     @property
     def energy_j(self) -> np.ndarray:
         return self.compute_j + self.tx_j + self.rx_j + self.idle_j
+
+
+def aligned(mapping: Mapping[int, Any], ids: list[int], dtype=float, missing: Any = None) -> np.ndarray:
+    """``mapping``'s values for ``ids`` as an array (``missing`` for an id it lacks, if given); without a lookup
+    per client when the mapping is in that order (the timing's mappings all are: the network builds them from
+    one list of participants)."""
+    if len(mapping) == len(ids) and list(mapping) == ids:
+        values = mapping.values()
+    elif missing is None:
+        values = [mapping[c] for c in ids]
+    else:
+        values = [mapping.get(c, missing) for c in ids]
+    if dtype is object:
+        out = np.empty(len(ids), dtype=object)
+        out[:] = list(values)
+        return out
+    return np.fromiter(values, dtype=dtype, count=len(ids))
 
 
 def _overlap(start: np.ndarray, end: np.ndarray, horizon: float) -> np.ndarray:
@@ -218,20 +242,19 @@ def round_activity(timing: RoundTiming, samples: Mapping[int, float], device: De
     if not timing.has_activities:
         raise ValueError("this round's timing has no per-client activities (written by an older wirelessfl); "
                          "energy needs them: rerun the unit")
-    ids = np.fromiter(timing.t_computed, dtype=np.int64, count=len(timing.t_computed))
+    id_list = list(timing.t_computed)
+    n = len(id_list)
+    ids = np.array(id_list, dtype=np.int64)
     horizon = float(timing.t_end)
-    start = np.array([timing.t_compute_start[c] for c in ids.tolist()])
-    computed = np.array([timing.t_computed[c] for c in ids.tolist()])
-    upload_start = np.array([timing.t_upload_start[c] for c in ids.tolist()])
-    airtime = np.array([timing.airtime[c] for c in ids.tolist()])
-    receive = np.zeros(len(ids))
-    streams = np.zeros(len(ids), dtype=np.int64)
-    for row, c in enumerate(ids.tolist()):
-        intervals = timing.receptions[c]
-        streams[row] = len(intervals)
-        for a, b in intervals:
-            if a < horizon:
-                receive[row] += (b if b < horizon else horizon) - a
+    start = aligned(timing.t_compute_start, id_list)
+    computed = aligned(timing.t_computed, id_list)
+    upload_start = aligned(timing.t_upload_start, id_list)
+    airtime = aligned(timing.airtime, id_list)
+    receptions = aligned(timing.receptions, id_list, dtype=object)
+    streams = np.fromiter(map(len, receptions), dtype=np.int64, count=n)
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(receptions)), dtype=float, count=2 * int(streams.sum()))
+    pieces = _overlap(flat[0::2], flat[1::2], horizon)
+    receive = np.bincount(np.repeat(np.arange(n), streams), weights=pieces, minlength=n) if n else np.zeros(0)
     compute = _overlap(start, computed, horizon)
     sending = np.isfinite(upload_start)
     upload = np.where(sending, _overlap(upload_start, upload_start + airtime, horizon), 0.0)
@@ -240,10 +263,15 @@ def round_activity(timing: RoundTiming, samples: Mapping[int, float], device: De
     duration = computed - start
     with np.errstate(invalid="ignore", divide="ignore"):
         done = np.where(duration > 0, compute / np.where(duration > 0, duration, 1.0), 1.0)
-    work = np.array([samples.get(c, 0.0) for c in ids.tolist()])
+    work = np.array([samples.get(c, 0.0) for c in id_list])
     seconds = device.seconds_per_unit
     return RoundActivity(
         clients=ids,
+        t_compute_start=start,
+        t_computed=computed,
+        t_upload_start=upload_start,
+        airtime=airtime,
+        samples=work,
         receive=receive,
         compute=compute,
         wait=wait,
