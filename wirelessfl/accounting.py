@@ -133,7 +133,7 @@ CLIENT_ROUND_COLUMNS = (
     "round", "client", "distance_m", "snr_db", "samples", "streams_received", "receive_time", "compute_time",
     "wait_time", "upload_time", "idle_time", "airtime", "t_compute_start", "t_computed", "t_upload_start", "t_uploaded",
     "dl_rate", "ul_rate", "arrived", "missed", "energy_j", "energy_compute_j", "energy_tx_j", "energy_rx_j",
-    "energy_idle_j", "cum_energy_j", "depleted", "retransmissions", "mcs", "rx_start", "rx_end",
+    "energy_idle_j", "cum_energy_j", "depleted", "retransmissions", "mcs", "receptions",
 )
 """Columns of ``client_rounds.parquet`` after the unit's identifying columns (docs/results.md)."""
 
@@ -155,7 +155,6 @@ def _client_round(
     distance = network.distances_m[ids] if network.distances_m is not None else np.full(len(ids), np.nan)
     snr = ledger.snr_db(network)
     made_it = np.isin(ids, np.fromiter(arrived, dtype=np.int64, count=len(arrived)))
-    receptions = aligned(timing.receptions, id_list, dtype=object)
     return {
         "round": np.full(len(ids), round, dtype=np.int64),
         "client": ids,
@@ -186,8 +185,7 @@ def _client_round(
         "depleted": ledger.battery.depleted_round[ids] == round,
         "retransmissions": _counts(timing.retransmissions, id_list, 0),
         "mcs": _counts(timing.mcs, id_list, -1),
-        "rx_start": _object_column([[a for a, _ in r] for r in receptions]),
-        "rx_end": _object_column([[b for _, b in r] for r in receptions]),
+        "receptions": aligned(timing.receptions, id_list, dtype=object),
     }
 
 
@@ -195,12 +193,6 @@ def _counts(values, ids: list[int], missing: int) -> np.ndarray:
     if not values:
         return np.full(len(ids), missing, dtype=np.int64)
     return np.array([values.get(c, missing) for c in ids], dtype=np.int64)
-
-
-def _object_column(values: list[list[float]]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
 
 
 def _empty_client_rounds() -> dict[str, np.ndarray]:

@@ -49,8 +49,7 @@ def client_segments(rows: pd.DataFrame, round_time: float) -> pd.DataFrame:
     """Every segment of every row of one round: client, kind, start, end."""
     out = []
     for r in rows.itertuples():
-        receptions = tuple(zip(list(r.rx_start), list(r.rx_end)))
-        for kind, a, b in segments(receptions, r.t_compute_start, r.t_computed, r.t_upload_start,
+        for kind, a, b in segments(tuple(r.receptions), r.t_compute_start, r.t_computed, r.t_upload_start,
                                    r.airtime, round_time,
                                    int(r.retransmissions)):
             out.append((int(r.client), kind, a, b))
