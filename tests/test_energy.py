@@ -196,3 +196,23 @@ def test_a_sweep_over_an_energy_setting_replays_and_maps_energy_to_target(tmp_pa
     assert (table["total_energy"] > 0).all()
     for name in ("energy_to_target.html", "best_method_energy.html"):
         assert (tmp_path / "sweep" / name).is_file()
+
+
+def test_plot_timeline_remakes_one_round_and_refuses_a_round_the_run_lacks(tmp_path):
+    import wirelessfl
+
+    run = wirelessfl.simulate({**SCENARIO, "algorithms": [{"name": "fedavg"}, {"name": "fedfomo", "params": {"models_per_client": M}}]},
+                              out=tmp_path / "run")
+    assert (tmp_path / "run" / "timeline.html").is_file() and (tmp_path / "run" / "client_rounds.parquet").is_file()
+    assert set(run.figures(target=0.5)) >= {"energy", "timeline", "energy_pareto"}
+    (tmp_path / "run" / "timeline.html").unlink()
+    done = subprocess.run([sys.executable, "-m", "wirelessfl", "plot", str(tmp_path / "run"), "--timeline", "2"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and (tmp_path / "run" / "timeline.html").is_file()
+    html = (tmp_path / "run" / "timeline.html").read_text(encoding="utf-8")
+    assert "Round 2" in html and "fedfomo | wired" in html
+    for bad, message in (("7", "--timeline: round 7 is not in this run; rounds are 1..2"),
+                         ("0", "--timeline must be a round >= 1, got 0")):
+        done = subprocess.run([sys.executable, "-m", "wirelessfl", "plot", str(tmp_path / "run"), "--timeline", bad],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1

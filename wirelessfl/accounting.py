@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from wirelessfl.network.energy import Battery, DeviceEnergy, EnergyProfile, RoundActivity, aligned, round_activity
+from wirelessfl.network.energy import (
+    Battery, DeviceEnergy, EnergyProfile, RoundActivity, join, round_activity, rounds_activity, split, values_of,
+)
 from wirelessfl.seam import CommPlan, RoundTiming
 
 TRACE_ENERGY_COLUMNS = (
@@ -74,46 +76,65 @@ class Accounting:
 def account(
     records, timings: list[RoundTiming], ledger: Ledger, network, per_client_rounds: bool = True
 ) -> Accounting:
-    """Energy of every round of ``records`` (round 0 first) timed as ``timings`` under ``network``'s profile."""
+    """Energy of every round of ``records`` (round 0 first) timed as ``timings`` under ``network``'s profile.
+
+    Every round is priced in one batch (``rounds_activity``); batteries, when set, are then charged round
+    by round. Rounds whose timing predates the activity fields are NaN, and so is everything cumulative after.
+    """
     n = len(ledger.device.budget_j)
-    trace: dict[str, list[float]] = {name: [] for name in TRACE_ENERGY_COLUMNS}
-    totals = {name: np.zeros(n) for name in ("energy_compute_j", "energy_tx_j", "energy_rx_j", "energy_idle_j")}
-    taken_part = np.zeros(n, dtype=np.int64)
+    rounds = [(rec, timings[index - 1]) for index, rec in enumerate(records) if rec.round > 0]
+    priced = [(rec, timing) for rec, timing in rounds if timing.has_activities]
+    flat, counts = rounds_activity(
+        [timing for _, timing in priced],
+        [samples_processed(rec.plan, ledger.train_sizes, ledger.local_epochs) for rec, _ in priced],
+        ledger.device,
+    )
+    parts = split(flat, counts)
+    if np.isfinite(ledger.device.budget_j).any():
+        arrivals = []
+        for k, (rec, timing) in enumerate(priced):
+            parts[k], arrived = ledger.battery.settle(rec.round, timing, parts[k])
+            arrivals.append(arrived)
+        flat = join(parts) if parts else flat
+    else:
+        arrivals = [timing.arrived for _, timing in priced]
+    energy = flat.energy_j
     spent = np.zeros(n)
     cumulative = 0.0
-    pieces: list[dict[str, np.ndarray]] = []
-    for index, rec in enumerate(records):
-        if rec.round == 0:
-            values = dict.fromkeys(TRACE_ENERGY_COLUMNS[:7], 0.0)
-            activity = None
+    trace: dict[str, list[float]] = {name: [0.0] for name in TRACE_ENERGY_COLUMNS}
+    trace["depleted"] = [0]
+    cum_per_row = np.zeros(len(energy))
+    depleted_rounds = np.sort(ledger.battery.depleted_round[ledger.battery.depleted_round > 0])
+    offset, k = 0, 0
+    for rec, timing in rounds:
+        if not timing.has_activities:
+            values = dict.fromkeys(TRACE_ENERGY_COLUMNS[:7], math.nan)
+            cumulative = math.nan
         else:
-            timing = timings[index - 1]
-            activity, arrived = ledger.charge(rec.round, rec.plan, timing)
-            if activity is None:
-                values = dict.fromkeys(TRACE_ENERGY_COLUMNS[:7], math.nan)
-                cumulative = math.nan
-            else:
-                values = _round_columns(activity)
-                ids = activity.clients
-                for name, part in (("energy_compute_j", activity.compute_j), ("energy_tx_j", activity.tx_j),
-                                   ("energy_rx_j", activity.rx_j), ("energy_idle_j", activity.idle_j)):
-                    totals[name][ids] += part
-                spent[ids] += activity.energy_j
-                taken_part[ids] += 1
-                if per_client_rounds:
-                    pieces.append(_client_round(rec.round, rec.plan, timing, activity, arrived, spent, ledger, network))
+            part, end = parts[k], offset + int(counts[k])
+            values = _round_columns(part)
+            spent[part.clients] += part.energy_j
+            cum_per_row[offset:end] = spent[part.clients]
+            offset, k = end, k + 1
         cumulative += values["energy_j"]
         for name, value in values.items():
             trace[name].append(value)
         trace["cum_energy_j"].append(cumulative)
         trace["cum_energy_max_j"].append(float(spent.max()) if math.isfinite(cumulative) else math.nan)
-        trace["depleted"].append(int(np.count_nonzero(ledger.battery.depleted_round > 0)))
-    clients = {**totals, "energy_j": sum(totals.values()), "rounds_taken_part": taken_part,
-               "depleted_round": ledger.battery.depleted_round.copy()}
-    rounds = None
+        trace["depleted"].append(int(np.searchsorted(depleted_rounds, rec.round, side="right")))
+    clients = {
+        "energy_compute_j": np.bincount(flat.clients, weights=flat.compute_j, minlength=n),
+        "energy_tx_j": np.bincount(flat.clients, weights=flat.tx_j, minlength=n),
+        "energy_rx_j": np.bincount(flat.clients, weights=flat.rx_j, minlength=n),
+        "energy_idle_j": np.bincount(flat.clients, weights=flat.idle_j, minlength=n),
+        "rounds_taken_part": np.bincount(flat.clients, minlength=n).astype(np.int64),
+        "depleted_round": ledger.battery.depleted_round.copy(),
+    }
+    clients["energy_j"] = clients["energy_compute_j"] + clients["energy_tx_j"] + clients["energy_rx_j"] + clients["energy_idle_j"]
+    table = None
     if per_client_rounds:
-        rounds = {key: np.concatenate([p[key] for p in pieces]) for key in pieces[0]} if pieces else _empty_client_rounds()
-    return Accounting(trace, clients, rounds)
+        table = _client_rounds(priced, flat, counts, arrivals, cum_per_row, ledger, network)
+    return Accounting(trace, clients, table)
 
 
 def _round_columns(activity: RoundActivity) -> dict[str, float]:
@@ -138,62 +159,72 @@ CLIENT_ROUND_COLUMNS = (
 """Columns of ``client_rounds.parquet`` after the unit's identifying columns (docs/results.md)."""
 
 
-def _client_round(
-    round: int, plan: CommPlan, timing: RoundTiming, activity: RoundActivity, arrived: frozenset[int],
-    spent: np.ndarray, ledger: Ledger, network,
+def _client_rounds(
+    priced: list, flat: RoundActivity, counts: np.ndarray, arrivals: list[frozenset[int]], cum_per_row: np.ndarray,
+    ledger: Ledger, network,
 ) -> dict[str, np.ndarray]:
-    ids = activity.clients
-    id_list = ids.tolist()
-    per_model = plan.model_params * network.profile.bits_per_parameter
-    dl_bits = np.zeros(len(ids))
-    for stream in plan.streams:
-        dl_bits[np.searchsorted(ids, sorted(stream.receivers))] += stream.payload * per_model
-    ul_bits = aligned(plan.uplink, id_list, missing=0.0) * per_model
+    """The columns of ``client_rounds.parquet`` for the priced rounds, flat like ``flat``."""
+    round_of = np.repeat(np.array([rec.round for rec, _ in priced], dtype=np.int64), counts)
+    per_model = [rec.plan.model_params * network.profile.bits_per_parameter for rec, _ in priced]
+    dl_bits = np.zeros(len(flat.clients))
+    ul_bits: list[float] = []
+    uploaded: list[float] = []
+    receptions: list[tuple] = []
+    arrived: list[bool] = []
+    retransmissions: list[int] = []
+    mcs: list[int] = []
+    offset = 0
+    for (rec, timing), count, bits, made_it in zip(priced, counts.tolist(), per_model, arrivals):
+        ids = flat.clients[offset:offset + count]
+        id_list = ids.tolist()
+        for stream in rec.plan.streams:
+            dl_bits[offset + np.searchsorted(ids, sorted(stream.receivers))] += stream.payload * bits
+        ul_bits += [v * bits for v in values_of(rec.plan.uplink, id_list, missing=0.0)]
+        uploaded += values_of(timing.t_uploaded, id_list)
+        receptions += values_of(timing.receptions, id_list)
+        arrived += [c in made_it for c in id_list]
+        retransmissions += [timing.retransmissions.get(c, 0) for c in id_list] if timing.retransmissions else [0] * count
+        mcs += [timing.mcs.get(c, -1) for c in id_list] if timing.mcs else [-1] * count
+        offset += count
+    ul = np.array(ul_bits, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        dl_rate = np.where(activity.receive > 0, dl_bits / activity.receive, np.nan)
-        ul_rate = np.where(activity.upload > 0, ul_bits / activity.upload, np.nan)
-    distance = network.distances_m[ids] if network.distances_m is not None else np.full(len(ids), np.nan)
+        dl_rate = np.where(flat.receive > 0, dl_bits / flat.receive, np.nan)
+        ul_rate = np.where(flat.upload > 0, ul / flat.upload, np.nan)
+    clients = flat.clients
+    distance = network.distances_m[clients] if network.distances_m is not None else np.full(len(clients), np.nan)
     snr = ledger.snr_db(network)
-    made_it = np.isin(ids, np.fromiter(arrived, dtype=np.int64, count=len(arrived)))
+    made = np.array(arrived, dtype=bool)
+    column = np.empty(len(receptions), dtype=object)
+    column[:] = receptions
     return {
-        "round": np.full(len(ids), round, dtype=np.int64),
-        "client": ids,
+        "round": round_of,
+        "client": clients,
         "distance_m": distance,
-        "snr_db": snr[ids] if snr is not None else np.full(len(ids), np.nan),
-        "samples": activity.samples,
-        "streams_received": activity.streams,
-        "receive_time": activity.receive,
-        "compute_time": activity.compute,
-        "wait_time": activity.wait,
-        "upload_time": activity.upload,
-        "idle_time": activity.idle,
-        "airtime": activity.airtime,
-        "t_compute_start": activity.t_compute_start,
-        "t_computed": activity.t_computed,
-        "t_upload_start": activity.t_upload_start,
-        "t_uploaded": aligned(timing.t_uploaded, id_list),
+        "snr_db": snr[clients] if snr is not None else np.full(len(clients), np.nan),
+        "samples": flat.samples,
+        "streams_received": flat.streams,
+        "receive_time": flat.receive,
+        "compute_time": flat.compute,
+        "wait_time": flat.wait,
+        "upload_time": flat.upload,
+        "idle_time": flat.idle,
+        "airtime": flat.airtime,
+        "t_compute_start": flat.t_compute_start,
+        "t_computed": flat.t_computed,
+        "t_upload_start": flat.t_upload_start,
+        "t_uploaded": np.array(uploaded, dtype=float),
         "dl_rate": dl_rate,
         "ul_rate": ul_rate,
-        "arrived": made_it,
-        "missed": ~made_it & (ul_bits > 0),
-        "energy_j": activity.energy_j,
-        "energy_compute_j": activity.compute_j,
-        "energy_tx_j": activity.tx_j,
-        "energy_rx_j": activity.rx_j,
-        "energy_idle_j": activity.idle_j,
-        "cum_energy_j": spent[ids].copy(),
-        "depleted": ledger.battery.depleted_round[ids] == round,
-        "retransmissions": _counts(timing.retransmissions, id_list, 0),
-        "mcs": _counts(timing.mcs, id_list, -1),
-        "receptions": aligned(timing.receptions, id_list, dtype=object),
+        "arrived": made,
+        "missed": ~made & (ul > 0),
+        "energy_j": flat.energy_j,
+        "energy_compute_j": flat.compute_j,
+        "energy_tx_j": flat.tx_j,
+        "energy_rx_j": flat.rx_j,
+        "energy_idle_j": flat.idle_j,
+        "cum_energy_j": cum_per_row,
+        "depleted": ledger.battery.depleted_round[clients] == round_of,
+        "retransmissions": np.array(retransmissions, dtype=np.int64),
+        "mcs": np.array(mcs, dtype=np.int64),
+        "receptions": column,
     }
-
-
-def _counts(values, ids: list[int], missing: int) -> np.ndarray:
-    if not values:
-        return np.full(len(ids), missing, dtype=np.int64)
-    return np.array([values.get(c, missing) for c in ids], dtype=np.int64)
-
-
-def _empty_client_rounds() -> dict[str, np.ndarray]:
-    return {name: np.zeros(0) for name in CLIENT_ROUND_COLUMNS}

@@ -32,7 +32,7 @@ RRC_CONNECTED tail power for idle. Times of a normalised profile are in T_dl;
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import chain
 from dataclasses import dataclass, fields
 from typing import Any
@@ -210,21 +210,20 @@ class RoundActivity:
         return self.compute_j + self.tx_j + self.rx_j + self.idle_j
 
 
-def aligned(mapping: Mapping[int, Any], ids: list[int], dtype=float, missing: Any = None) -> np.ndarray:
-    """``mapping``'s values for ``ids`` as an array (``missing`` for an id it lacks, if given); without a lookup
+def values_of(mapping: Mapping[int, Any], ids: list[int], missing: Any = None):
+    """``mapping``'s values for ``ids`` in that order (``missing`` for an id it lacks, if given); without a lookup
     per client when the mapping is in that order (the timing's mappings all are: the network builds them from
     one list of participants)."""
     if len(mapping) == len(ids) and list(mapping) == ids:
-        values = mapping.values()
-    elif missing is None:
-        values = [mapping[c] for c in ids]
-    else:
-        values = [mapping.get(c, missing) for c in ids]
-    if dtype is object:
-        out = np.empty(len(ids), dtype=object)
-        out[:] = list(values)
-        return out
-    return np.fromiter(values, dtype=dtype, count=len(ids))
+        return mapping.values()
+    if missing is None:
+        return [mapping[c] for c in ids]
+    return [mapping.get(c, missing) for c in ids]
+
+
+def aligned(mapping: Mapping[int, Any], ids: list[int], missing: Any = None) -> np.ndarray:
+    """``values_of`` as a float array."""
+    return np.fromiter(values_of(mapping, ids, missing), dtype=float, count=len(ids))
 
 
 def _overlap(start: np.ndarray, end: np.ndarray, horizon: float) -> np.ndarray:
@@ -239,50 +238,90 @@ def round_activity(timing: RoundTiming, samples: Mapping[int, float], device: De
     (before and between receptions, after the upload) is ``idle``; both at idle
     power.
     """
-    if not timing.has_activities:
-        raise ValueError("this round's timing has no per-client activities (written by an older wirelessfl); "
-                         "energy needs them: rerun the unit")
-    id_list = list(timing.t_computed)
-    n = len(id_list)
-    ids = np.array(id_list, dtype=np.int64)
-    horizon = float(timing.t_end)
-    start = aligned(timing.t_compute_start, id_list)
-    computed = aligned(timing.t_computed, id_list)
-    upload_start = aligned(timing.t_upload_start, id_list)
-    airtime = aligned(timing.airtime, id_list)
-    receptions = aligned(timing.receptions, id_list, dtype=object)
-    streams = np.fromiter(map(len, receptions), dtype=np.int64, count=n)
+    return rounds_activity([timing], [samples], device)[0]
+
+
+def rounds_activity(
+    timings: Sequence[RoundTiming], samples: Sequence[Mapping[int, float]], device: DeviceEnergy
+) -> tuple[RoundActivity, np.ndarray]:
+    """``round_activity`` of many rounds at once: one flat ``RoundActivity``, round after round, and each round's
+    number of participants (a run's rounds in a few array operations instead of a few dozen per round)."""
+    ids: list[int] = []
+    start: list[float] = []
+    computed: list[float] = []
+    upload_start: list[float] = []
+    airtime: list[float] = []
+    receptions: list[tuple] = []
+    work: list[float] = []
+    counts: list[int] = []
+    horizons: list[float] = []
+    for timing, sample in zip(timings, samples, strict=True):
+        if not timing.has_activities:
+            raise ValueError("this round's timing has no per-client activities (written by an older wirelessfl); "
+                             "energy needs them: rerun the unit")
+        id_list = list(timing.t_computed)
+        ids += id_list
+        start += values_of(timing.t_compute_start, id_list)
+        computed += timing.t_computed.values()
+        upload_start += values_of(timing.t_upload_start, id_list)
+        airtime += values_of(timing.airtime, id_list)
+        receptions += values_of(timing.receptions, id_list)
+        work += values_of(sample, id_list, missing=0.0)
+        counts.append(len(id_list))
+        horizons.append(float(timing.t_end))
+    count = np.array(counts, dtype=np.int64)
+    horizon = np.repeat(np.array(horizons), count)
+    start_, computed_, upload_start_ = np.array(start, dtype=float), np.array(computed, dtype=float), np.array(upload_start, dtype=float)
+    airtime_, work_ = np.array(airtime, dtype=float), np.array(work, dtype=float)
+    clients = np.array(ids, dtype=np.int64)
+    streams = np.fromiter(map(len, receptions), dtype=np.int64, count=len(receptions))
     flat = np.fromiter(chain.from_iterable(chain.from_iterable(receptions)), dtype=float, count=2 * int(streams.sum()))
-    pieces = _overlap(flat[0::2], flat[1::2], horizon)
-    receive = np.bincount(np.repeat(np.arange(n), streams), weights=pieces, minlength=n) if n else np.zeros(0)
-    compute = _overlap(start, computed, horizon)
-    sending = np.isfinite(upload_start)
-    upload = np.where(sending, _overlap(upload_start, upload_start + airtime, horizon), 0.0)
-    wait = np.where(sending, _overlap(computed, upload_start, horizon), 0.0)
+    pieces = _overlap(flat[0::2], flat[1::2], np.repeat(horizon, streams))
+    receive = np.bincount(np.repeat(np.arange(len(ids)), streams), weights=pieces, minlength=len(ids))
+    compute = _overlap(start_, computed_, horizon)
+    sending = np.isfinite(upload_start_)
+    upload = np.where(sending, _overlap(upload_start_, upload_start_ + airtime_, horizon), 0.0)
+    wait = np.where(sending, _overlap(computed_, upload_start_, horizon), 0.0)
     idle = np.clip(horizon - receive - compute - wait - upload, 0.0, None)
-    duration = computed - start
+    duration = computed_ - start_
     with np.errstate(invalid="ignore", divide="ignore"):
         done = np.where(duration > 0, compute / np.where(duration > 0, duration, 1.0), 1.0)
-    work = np.array([samples.get(c, 0.0) for c in id_list])
     seconds = device.seconds_per_unit
-    return RoundActivity(
-        clients=ids,
-        t_compute_start=start,
-        t_computed=computed,
-        t_upload_start=upload_start,
-        airtime=airtime,
-        samples=work,
+    activity = RoundActivity(
+        clients=clients,
+        t_compute_start=start_,
+        t_computed=computed_,
+        t_upload_start=upload_start_,
+        airtime=airtime_,
+        samples=work_,
         receive=receive,
         compute=compute,
         wait=wait,
         upload=upload,
         idle=idle,
         streams=streams,
-        compute_j=device.joules_per_sample[ids] * work * done,
-        tx_j=device.p_tx_w[ids] * upload * seconds,
-        rx_j=device.p_rx_w[ids] * receive * seconds,
-        idle_j=device.p_idle_w[ids] * (idle + wait) * seconds,
+        compute_j=device.joules_per_sample[clients] * work_ * done,
+        tx_j=device.p_tx_w[clients] * upload * seconds,
+        rx_j=device.p_rx_w[clients] * receive * seconds,
+        idle_j=device.p_idle_w[clients] * (idle + wait) * seconds,
     )
+    return activity, count
+
+
+def split(activity: RoundActivity, counts: np.ndarray) -> list[RoundActivity]:
+    """The per-round parts of a flat ``RoundActivity`` (views, not copies)."""
+    ends = np.cumsum(counts).tolist()
+    names = [f.name for f in fields(activity)]
+    return [
+        RoundActivity(**{name: getattr(activity, name)[a:b] for name in names})
+        for a, b in zip([0, *ends[:-1]], ends)
+    ]
+
+
+def join(parts: list[RoundActivity]) -> RoundActivity:
+    """The flat ``RoundActivity`` of per-round parts, round after round."""
+    names = [f.name for f in fields(RoundActivity)]
+    return RoundActivity(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in names})
 
 
 SEGMENT_KINDS = ("idle", "receive", "compute", "wait", "upload", "retransmission")
