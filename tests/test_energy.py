@@ -216,3 +216,18 @@ def test_plot_timeline_remakes_one_round_and_refuses_a_round_the_run_lacks(tmp_p
         done = subprocess.run([sys.executable, "-m", "wirelessfl", "plot", str(tmp_path / "run"), "--timeline", bad],
                               capture_output=True, text=True)
         assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_energy_to_target_takes_the_first_round_at_target_and_needs_every_seed():
+    from wirelessfl.results.energy import energy_to_target, pareto_mask
+
+    rows = []
+    for seed, accuracies in ((0, [0.1, 0.5, 0.9]), (1, [0.1, 0.8, 0.9])):
+        for r, acc in enumerate(accuracies):
+            rows.append({"curve": "a", "profile": "p", "seed": seed, "round": r, "time": 2.0 * r, "time_unit": "s",
+                         "avg_acc": acc, "cum_energy_j": 10.0 * r * (seed + 1), "cum_energy_max_j": 3.0 * r})
+    trace = pd.DataFrame(rows)
+    reached = energy_to_target(trace, 0.8).iloc[0]
+    assert (reached["energy"], reached["worst_device"], reached["round"]) == ((20.0 + 20.0) / 2, (6.0 + 3.0) / 2, 1.5)
+    assert np.isnan(energy_to_target(trace, 0.95).iloc[0]["energy"])
+    assert pareto_mask([1.0, 2.0, 3.0, np.nan], [3.0, 1.0, 2.0, 0.0]).tolist() == [True, True, False, False]

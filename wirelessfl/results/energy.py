@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wirelessfl.results.tables import METRIC_LABELS, markdown_table
+from wirelessfl.results.tables import METRIC_LABELS, first_reached, markdown_table
 
 ENERGY_COLUMNS = ("energy_j", "cum_energy_j", "cum_energy_max_j", "energy_mean_j", "energy_max_j", "depleted")
 _KEYS = ["curve", "profile"]
@@ -32,21 +32,8 @@ def has_energy(trace: pd.DataFrame) -> bool:
 def energy_to_target(trace: pd.DataFrame, target: float, metric: str = "avg_acc") -> pd.DataFrame:
     """Per (curve, profile): all devices' energy and the worst device's energy spent until ``metric >= target``
     first held, with the time and round; means over seeds, NaN unless every seed reached the target."""
-    per_seed = []
-    ordered = trace.sort_values("round", kind="stable")
-    for (curve, profile, seed), rows in ordered.groupby(_KEYS + ["seed"], sort=False):
-        hits = rows[rows[metric] >= target]
-        first = hits.iloc[0] if len(hits) else None
-        per_seed.append(
-            {
-                "curve": curve, "profile": profile, "seed": seed, "time_unit": rows["time_unit"].iloc[0],
-                "energy": float(first["cum_energy_j"]) if first is not None else math.nan,
-                "worst_device": float(first["cum_energy_max_j"]) if first is not None else math.nan,
-                "time": float(first["time"]) if first is not None else math.nan,
-                "round": float(first["round"]) if first is not None else math.nan,
-            }
-        )
-    seeds = pd.DataFrame(per_seed)
+    seeds = first_reached(trace, target, metric, ["cum_energy_j", "cum_energy_max_j", "time", "round"])
+    seeds = seeds.rename(columns={"cum_energy_j": "energy", "cum_energy_max_j": "worst_device"})
     out = []
     for (curve, profile), group in seeds.groupby(_KEYS, sort=False):
         everyone = bool(group["round"].notna().all())
