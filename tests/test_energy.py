@@ -231,3 +231,14 @@ def test_energy_to_target_takes_the_first_round_at_target_and_needs_every_seed()
     assert (reached["energy"], reached["worst_device"], reached["round"]) == ((20.0 + 20.0) / 2, (6.0 + 3.0) / 2, 1.5)
     assert np.isnan(energy_to_target(trace, 0.95).iloc[0]["energy"])
     assert pareto_mask([1.0, 2.0, 3.0, np.nan], [3.0, 1.0, 2.0, 0.0]).tolist() == [True, True, False, False]
+
+
+def test_the_reproduction_pages_energy_table_names_every_method(run):
+    from wirelessfl.results.energy import energy_comparison_md
+
+    lines = energy_comparison_md(run[0].trace, 0.5)
+    table = "\n".join(lines)
+    assert "J per participant per round" in table and "to 50% J" in table
+    for curve in ("fedavg", "fedfomo", "pflego", "fedem"):
+        assert f"| {curve} | wired |" in table
+    assert energy_comparison_md(run[0].trace.drop(columns=["energy_j"]), 0.5) == []

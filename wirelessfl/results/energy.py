@@ -103,6 +103,32 @@ def energy_summary_md(trace: pd.DataFrame, target: float) -> list[str]:
     return lines
 
 
+def energy_comparison_md(trace: pd.DataFrame, target: float | None) -> list[str]:
+    """A reproduction page's device-energy table for one run: per method and profile, joules per participant and
+    round (all, and the computation's share), in all, and to ``target`` (all devices, worst device)."""
+    if not has_energy(trace):
+        return []
+    rounds = trace[trace["round"] > 0]
+    per_seed = rounds.groupby(_KEYS + ["seed"], sort=False).agg(
+        per_participant=("energy_mean_j", "mean"), compute=("energy_compute_j", "sum"), energy=("energy_j", "sum"),
+        participants=("participants", "sum"), total=("cum_energy_j", "last"),
+    )
+    runs = per_seed.groupby(level=[0, 1], sort=False).mean().reset_index()
+    reach = energy_to_target(trace, target).set_index(_KEYS) if target is not None else None
+    header = ["method", "profile", "J per participant per round", "of which computing", "total J"]
+    if reach is not None:
+        header += [f"to {100 * target:.0f}% J", "worst device to target J"]
+    body = []
+    for r in runs.itertuples():
+        row = [r.curve, r.profile, _joules(r.per_participant), _joules(r.compute / r.participants if r.participants else math.nan),
+               _joules(r.total)]
+        if reach is not None:
+            row += [_reach(reach, r.curve, r.profile, "energy"), _reach(reach, r.curve, r.profile, "worst_device")]
+        body.append(row)
+    return ["Device energy (docs/results.md 'Device energy'; mean over seeds):", "",
+            markdown_table(header, body, [False, False] + [True] * (len(header) - 2)), ""]
+
+
 def _reach(reach: pd.DataFrame, curve: str, profile: str, column: str) -> str:
     row = reach.loc[(curve, profile)]
     if pd.isna(row[column]):
