@@ -242,3 +242,28 @@ def test_the_reproduction_pages_energy_table_names_every_method(run):
     for curve in ("fedavg", "fedfomo", "pflego", "fedem"):
         assert f"| {curve} | wired |" in table
     assert energy_comparison_md(run[0].trace.drop(columns=["energy_j"]), 0.5) == []
+
+
+def test_a_run_too_large_for_the_per_client_round_table_skips_it_with_a_note(tmp_path, monkeypatch):
+    import wirelessfl
+    import wirelessfl.accounting as accounting
+    import wirelessfl.simulate as simulate_module
+
+    doc = {**SCENARIO, "algorithms": [{"name": "fedavg"}]}  # 2 rounds x 6 clients x 1 curve x 1 profile x 1 seed
+    monkeypatch.setattr(simulate_module, "CLIENT_ROUNDS_LIMIT", 11)
+    monkeypatch.setattr(accounting, "CLIENT_ROUNDS_LIMIT", 11)
+    run = wirelessfl.simulate(doc, out=tmp_path / "run")
+    assert run.client_rounds is None and not (tmp_path / "run" / "client_rounds.parquet").exists()
+    assert "no client_rounds.parquet and timeline.html: the run has up to 12 participant-rounds, more than 11" in (
+        tmp_path / "run" / "summary.md"
+    ).read_text(encoding="utf-8")
+    assert run.trace["energy_j"].iloc[1] > 0
+
+
+def test_the_timeline_shows_at_most_max_clients_bars(run, monkeypatch):
+    import wirelessfl.results.timeline as timeline
+
+    monkeypatch.setattr(timeline, "MAX_CLIENTS", 3)
+    fig = timeline.fig_timeline(run[0].client_rounds, run[0].trace, 1)
+    shown = {y for trace in fig.data for y in trace.y}
+    assert shown == {"0", "1", "2"} and "the 3 participants with the lowest ids" in fig.layout.title.text

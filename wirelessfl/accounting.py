@@ -34,6 +34,17 @@ CLIENT_ENERGY_COLUMNS = (
 )
 
 
+CLIENT_ROUNDS_LIMIT = 2_000_000
+"""Most rows ``client_rounds.parquet`` gets; a larger run skips the table and the timeline, with a note
+(a row is about 300 bytes in memory: two million rows are about 600 MB)."""
+
+
+def client_round_rows(scenario) -> int:
+    """Upper bound of the per-client round table's rows: rounds x clients x curves x profiles x seeds."""
+    curves = sum(len(algo.expand()) for algo in scenario.algorithms)
+    return scenario.rounds * scenario.data.clients * curves * len(scenario.networks) * len(scenario.seeds)
+
+
 def samples_processed(plan: CommPlan, train_sizes: np.ndarray, local_epochs: int) -> dict[int, float]:
     """Training-pass samples each participant computes: relative work x local epochs x training-set size."""
     return {c: w * local_epochs * float(train_sizes[c]) for c, w in plan.work.items()}

@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, Ledger, account
+from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, CLIENT_ROUNDS_LIMIT, Ledger, account, client_round_rows
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, draw_held_out
 from wirelessfl.config import Scenario, ScenarioError, algorithm_path, scenario_fingerprint
@@ -394,8 +394,10 @@ def simulate(
 
     ``stop_after_rounds`` interrupts the run after that many trained rounds in
     total (used to test resumption); it raises ``KeyboardInterrupt`` as a kill
-    would. ``client_rounds`` builds the per-client, per-round table (sweep units skip it).
+    would. ``client_rounds`` builds the per-client, per-round table (sweep units skip it, and so does a run
+    that could have more than ``CLIENT_ROUNDS_LIMIT`` rows).
     """
+    client_rounds = client_rounds and client_round_rows(scenario) <= CLIENT_ROUNDS_LIMIT
     dev = resolve_device(device or scenario.device)
     profiles = scenario.profiles()
     per_profile = force_per_profile or profiles_can_change_training(profiles, budgets=has_budgets(scenario))

@@ -53,6 +53,14 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
             f"{samples / wall:,.0f} local-training samples/s (nominal: train-set sizes x local epochs)."
         )
     rounds = getattr(result, "client_rounds", None)
+    if rounds is None and figures != "none":
+        from wirelessfl.accounting import CLIENT_ROUNDS_LIMIT, client_round_rows
+
+        if client_round_rows(scenario) > CLIENT_ROUNDS_LIMIT:
+            notes.append(
+                f"no client_rounds.parquet and timeline.html: the run has up to {client_round_rows(scenario):,} "
+                f"participant-rounds, more than {CLIENT_ROUNDS_LIMIT:,} (the energy columns of the trace and clients tables are complete)."
+            )
     if rounds is not None:
         from wirelessfl.results.timeline import CLIENT_ROUNDS_FILE
 

@@ -26,6 +26,8 @@ TIMELINE_HTML = "timeline.html"
 TIMELINE_PNG = "timeline.png"
 MAX_PANEL_CURVES = 8
 """More curves than this: the first ones, in the scenario's order (a note says which were left out)."""
+MAX_CLIENTS = 60
+"""More participants than this: the ones with the lowest ids (a bar per client stops being readable)."""
 _COLORS = {
     "receive": "#1f77b4", "compute": "#2ca02c", "wait": "#ff7f0e", "upload": "#d62728", "retransmission": "#9467bd",
     "idle": "#e5e5e5",
@@ -63,6 +65,8 @@ def round_table(client_rounds: pd.DataFrame, trace: pd.DataFrame, round: int, se
         raise ValueError(f"--timeline: round {round} is not in this run; rounds are {rounds[0]}..{rounds[-1]}")
     seed = int(client_rounds["seed"].iloc[0]) if seed is None else seed
     chosen = client_rounds[(client_rounds["round"] == round) & (client_rounds["seed"] == seed)]
+    shown = np.sort(chosen["client"].unique())[:MAX_CLIENTS]
+    chosen = chosen[chosen["client"].isin(shown)]
     ends = trace[(trace["round"] == round) & (trace["seed"] == seed)].set_index(["curve", "profile"])["round_time"]
     parts = []
     for (curve, profile), rows in chosen.groupby(["curve", "profile"], sort=False):
@@ -119,10 +123,12 @@ def fig_timeline(client_rounds: pd.DataFrame, trace: pd.DataFrame, round: int | 
     subtitle = "seed " + str(int(client_rounds["seed"].iloc[0]) if seed is None else seed)
     if len(curves) > len(shown):
         subtitle += f"; {len(curves) - len(shown)} more curves not shown: {', '.join(curves[len(shown):])}"
+    if client_rounds["client"].nunique() > MAX_CLIENTS:
+        subtitle += f"; the {MAX_CLIENTS} participants with the lowest ids"
     fig.update_layout(
         title=f"Round {round}: where each client's time goes<br><sup>{subtitle}</sup>", barmode="overlay",
         template="plotly_white", width=max(900, 480 * len(profiles)),
-        height=max(420, 120 + len(shown) * (60 + 9 * client_rounds["client"].nunique())),
+        height=max(420, 120 + len(shown) * (60 + 9 * min(client_rounds["client"].nunique(), MAX_CLIENTS))),
         legend={"title": {"text": "activity"}},
     )
     return fig
