@@ -139,3 +139,59 @@ def test_energy_lists_must_fit_the_profiles_device_groups():
     EnergyProfile(budget_j=[1.0, 2.0]).check_groups(2)
     EnergyProfile(budget_j=[1.0, 2.0, 3.0]).check_groups(1)
     assert np.isinf(EnergyProfile().per_device(3).budget_j).all()
+
+
+def test_the_defaults_are_the_cited_values():
+    """Yang et al. 2021 (kappa, cycles, f) and Huang et al. 2012's LTE model at their median rates."""
+    energy = EnergyProfile()
+    assert (energy.kappa, energy.cycles_per_sample, energy.cpu_hz) == (1e-28, 2e4, 2e9)
+    assert energy.p_tx_w == pytest.approx(1.28804 + 0.43839 * 6, abs=1e-3)
+    assert energy.p_rx_w == pytest.approx(1.28804 + 0.05197 * 13, abs=1e-3)
+    assert (energy.p_idle_w, energy.budget_j, energy.seconds_per_unit) == (1.060, None, 1.0)
+    with pytest.raises(ValueError, match=r"^energy.p_tx_w must be at most 1000 \("):
+        EnergyProfile(p_tx_w=1500)
+    with pytest.raises(ValueError, match=r"^energy.p_rx_w must be at most 1000 \("):
+        EnergyProfile(p_rx_w=1500)
+
+
+def test_half_a_model_is_received_for_half_the_time_and_a_computation_without_duration_is_paid_whole():
+    network = NetworkModel(wired(t_min=0.0), 2, np.random.default_rng(0))
+    timing = network.time_round(CommPlan.broadcast([0, 1], payload=0.5, uplink=0.25), np.random.default_rng(1))
+    activity = round_activity(timing, {0: 10.0, 1: 0.0}, EnergyProfile(**PARAMS, seconds_per_unit=2.0).per_device(2))
+    assert activity.receive.tolist() == [0.5, 0.5] and activity.compute.tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(activity.rx_j, [1.0, 1.0])  # 1 W x 0.5 x 2 s
+    np.testing.assert_allclose(activity.tx_j, [1.0, 1.0])  # 2 W x 0.25 x 2 s
+    np.testing.assert_allclose(activity.compute_j, [10 * JOULES_PER_SAMPLE, 0.0])
+
+
+def test_a_battery_runs_out_at_the_right_moment_in_seconds_and_during_an_instant_computation():
+    network = NetworkModel(wired(t_min=0.0), 1, np.random.default_rng(0))
+    timing = network.time_round(CommPlan.broadcast([0]), np.random.default_rng(1))  # rx [0,1], upload [1,2]
+    device = EnergyProfile(**PARAMS, budget_j=1.5, seconds_per_unit=0.5).per_device(1)
+    battery = Battery(device)
+    charged, arrived = battery.settle(1, timing, round_activity(timing, {}, device))
+    # 0.5 J receiving (1 W x 1 x 0.5 s); 1 J left = 1 s of sending at 2 W = 2 units of a 1-unit upload: it lands
+    assert arrived == {0} and charged.energy_j[0] == pytest.approx(1.5) and battery.depleted_round.tolist() == [1]
+    device = EnergyProfile(**PARAMS, budget_j=0.75, seconds_per_unit=0.5).per_device(1)
+    battery = Battery(device)
+    charged, arrived = battery.settle(1, timing, round_activity(timing, {}, device))
+    assert arrived == frozenset() and charged.tx_j[0] == pytest.approx(0.25)  # dies a quarter into its upload
+    big = EnergyProfile(**{**PARAMS, "cycles_per_sample": 1e12}, budget_j=0.1).per_device(1)  # 1e-4 x 1e12 J: far above
+    battery = Battery(big)
+    charged, arrived = battery.settle(1, timing, round_activity(timing, {0: 1.0}, big))
+    assert arrived == frozenset() and charged.compute_j[0] == pytest.approx(0.1) and charged.rx_j[0] == 0.0
+
+
+def test_segments_without_retransmissions_and_split_join_round_trip():
+    from wirelessfl.network.energy import join, rounds_activity, split
+
+    assert [k for k, _, _ in segments(((0.0, 1.0),), 1.0, 2.0, 2.0, 1.0, 4.0)] == ["receive", "compute", "upload", "idle"]
+    network = NetworkModel(wired(), 3, np.random.default_rng(0))
+    timings = [network.time_round(CommPlan.broadcast(ids), np.random.default_rng(1)) for ids in ([0, 1], [2], [0, 1, 2])]
+    device = EnergyProfile(**PARAMS).per_device(3)
+    flat, counts = rounds_activity(timings, [{}, {}, {}], device)
+    parts = split(flat, counts)
+    assert counts.tolist() == [2, 1, 3] and [p.clients.tolist() for p in parts] == [[0, 1], [2], [0, 1, 2]]
+    for part, timing in zip(parts, timings):
+        np.testing.assert_array_equal(part.energy_j, round_activity(timing, {}, device).energy_j)
+    np.testing.assert_array_equal(join(parts).energy_j, flat.energy_j)
