@@ -42,7 +42,7 @@ def child(raws: list[dict]) -> list[dict]:
 
     from wirelessfl.config import parse_scenario
     from wirelessfl.cost import check_run
-    from wirelessfl.learning.federated import build_federated_data
+    from wirelessfl.learning.data.federated import build_federated_data
     from wirelessfl.simulate import simulate
 
     for raw in raws:

@@ -289,7 +289,7 @@ def test_optimizer_fields_reach_the_engine_and_yaml_reads_exponent_floats(tmp_pa
     assert nesterov.nesterov and nesterov.momentum == 0.9
 
 
-# Hostile inputs (issue 14): each refused in one line that names the field and the allowed range.
+# Hostile inputs (infinite, NaN, huge or negative values): each refused in one line that names the field and the allowed range.
 HOSTILE = [
     ("training.lr", float("inf"), r"^s.yaml: training.lr: Input should be a finite number \(got inf\)$"),
     ("training.weight_decay", float("nan"), r"^s.yaml: training.weight_decay: Input should be a finite number \(got nan\)$"),

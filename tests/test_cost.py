@@ -12,7 +12,7 @@ import pytest
 import wirelessfl.cost as cost
 from wirelessfl.config import load_scenario, parse_scenario
 from wirelessfl.cost import MEMORY_FRACTION, RunCost, available_memory, check_run, format_duration
-from wirelessfl.learning.federated import build_federated_data
+from wirelessfl.learning.data.federated import build_federated_data
 from wirelessfl.learning.memory import MemoryEstimate
 from wirelessfl.simulate import simulate
 
@@ -34,7 +34,7 @@ def _status(field: str) -> int:
 
 
 def test_huge_model_refused_with_one_line_fast_and_without_allocating(monkeypatch):
-    """The issue's case: 10 clients with a 2,000,000-unit hidden layer (150,000,010 parameters, 600 MB a model)."""
+    """A model too big to train: 10 clients with a 2,000,000-unit hidden layer (150,000,010 parameters, 600 MB a model)."""
     monkeypatch.setattr(cost, "_workers", lambda device: 1)
     scenario = parse_scenario(HUGE)
     build_federated_data(parse_scenario({**HUGE, "model": {"name": "mlp"}}).data_spec(), 0)  # imports warm
@@ -58,7 +58,7 @@ def test_huge_model_refused_with_one_line_fast_and_without_allocating(monkeypatc
 
 
 def test_huge_model_refused_by_this_machines_memory():
-    """Ten times the issue's model (6 GB a model) cannot fit on any machine the tests run on."""
+    """Ten times that model (6 GB a model) cannot fit on any machine the tests run on."""
     scenario = parse_scenario({**HUGE, "model": {"name": "mlp", "options": {"hidden": [20000000]}}})
     with pytest.raises(ValueError, match=r"^memory: this run needs about \d+ GB at its peak \(.*\) but [\d.]+ [kMGT]?B is available"):
         check_run(scenario)

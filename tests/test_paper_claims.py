@@ -13,10 +13,10 @@ from sklearn.metrics import adjusted_rand_score
 
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.config import parse_scenario
-from wirelessfl.learning.federated import DataSpec, build_federated_data
+from wirelessfl.learning.data.federated import DataSpec, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
-from wirelessfl.results.papers.user_centric import (
+from wirelessfl_papers.user_centric import (
     local_beats_fedavg,
     oracle_far_above_fedavg,
     stream_overhead_small_when_ul_slow,

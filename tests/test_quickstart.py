@@ -1,4 +1,4 @@
-"""The quickstart's message, checked on its own trace (issue 13).
+"""The quickstart's message, checked on its own trace.
 
 scenarios/quickstart.yaml is the first run a new user makes and its Fig. 3 panel
 is the README's picture. These tests run that very file (3 seeds) and assert

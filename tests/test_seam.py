@@ -46,9 +46,10 @@ def test_bad_plans_are_rejected(build, message):
     ("module", "forbidden"),
     [("wirelessfl.seam", "torch"), ("wirelessfl.seam", "simpy"), ("wirelessfl.network", "torch"),
      ("wirelessfl.learning.lockstep", "simpy"), ("wirelessfl.algorithms", "simpy"), ("wirelessfl.results.tables", "torch"),
-     ("wirelessfl.learning.gating", "simpy"), ("wirelessfl.results.papers", "torch"),
+     ("wirelessfl.learning.gating", "simpy"), ("wirelessfl_papers", "torch"),
      ("wirelessfl.learning.memory", "simpy"), ("wirelessfl.results.tradeoff", "torch"), ("wirelessfl.results.streams", "torch"),
      ("wirelessfl.algorithms.streams", "simpy"), ("wirelessfl.learning", "simpy"),
+     ("wirelessfl.learning.data.data_files", "torch"), ("wirelessfl.learning.data.federated", "simpy"),
      ("wirelessfl.results.run_outputs", "torch")],
 )
 def test_layering(module, forbidden):

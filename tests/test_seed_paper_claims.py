@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from wirelessfl.config import parse_scenario
-from wirelessfl.results.papers import adaptive_experts, fedem, pflego
+from wirelessfl_papers import adaptive_experts, fedem, pflego
 from wirelessfl.results.reproduction import Run
 from wirelessfl.simulate import simulate
 

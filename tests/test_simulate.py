@@ -195,3 +195,49 @@ def test_the_uma_cell_scenario_runs_in_seconds(tmp_path):
         "- uma-walking: cell 35-500 m, TR 38.901 UMa at 3.5 GHz (with shadowing), Rayleigh fading in 25.9 ms blocks "
         "(1.4 m/s), TR 36.942 truncated Shannon rates, 20 MHz, coverage multicast (q = 0.9, unicast repairs)."
     ) in (tmp_path / "summary.md").read_text().splitlines()
+
+
+def test_the_nr_cell_scenario_runs_and_names_its_link(tmp_path):
+    """scenarios/nr-cell.yaml cut to 2 rounds and one seed: the NR link of Sionna SYS with a shared uplink;
+    rounds end in finite seconds, and summary.md names the link model with Sionna's version."""
+    from wirelessfl.config import load_scenario
+    from wirelessfl.network import nr
+    from wirelessfl.results.run_outputs import write_run_outputs
+
+    if nr.find_sionna() is None:
+        pytest.skip("sionna-no-rt is not installed (pip install -e .)")
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "nr-cell.yaml"
+    scenario = load_scenario(path, {"rounds": 2, "seeds": [0]})
+    result = simulate(scenario)
+    trace = result.trace
+    assert set(trace["time_unit"]) == {"s"}
+    assert np.isfinite(trace["time"]).all() and (trace.loc[trace["round"] > 0, "round_time"] > 0).all()
+    write_run_outputs(tmp_path, scenario, result, 1.0, figures="none")
+    lines = (tmp_path / "summary.md").read_text().splitlines()
+    assert (
+        f"- nr-worst-user: cell 35-300 m, TR 38.901 UMa at 3.5 GHz (with shadowing), Rayleigh fading in 25.9 ms blocks "
+        f"(1.4 m/s), 5G NR (Sionna SYS {nr.sionna_version()}, MCS table 1, BLER target 0.1, 3 HARQ retransmissions, "
+        f"30 kHz) rates, 20 MHz, worst-user multicast, one uplink carrier shared equally by concurrent uploaders."
+    ) in lines
+
+
+def test_a_physical_run_reports_every_stream_on_the_air(tmp_path):
+    """streams_link.csv: one row per stream of every round, whose bits add up to the trace's downlink bits,
+    and one summary.md line per physical profile; a normalised run writes none."""
+    from wirelessfl.config import load_scenario
+    from wirelessfl.results.run_outputs import write_run_outputs
+
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "uma-cell.yaml"
+    scenario = load_scenario(path, {"rounds": 2, "seeds": [0]})
+    result = simulate(scenario)
+    write_run_outputs(tmp_path, scenario, result, 1.0, figures="none")
+    links = pd.read_csv(tmp_path / "streams_link.csv")
+    per_round = links.groupby(["curve", "profile", "seed", "round"])["bits"].sum()
+    trace = result.trace[result.trace["round"] > 0].set_index(["curve", "profile", "seed", "round"])["dl_bits"]
+    pd.testing.assert_series_equal(per_round.sort_index(), trace[trace > 0].sort_index(), check_names=False)
+    assert (links["rate_bps"] > 0).all() and (links["seconds"] >= links["bits"] / links["rate_bps"] - 1e-12).all()
+    assert any(line.startswith("- uma-walking streams (streams_link.csv): median rate ") for line in (tmp_path / "summary.md").read_text().splitlines())
+    quick = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml", {"rounds": 1, "seeds": [0]})
+    (tmp_path / "normalised").mkdir()
+    write_run_outputs(tmp_path / "normalised", quick, simulate(quick), 1.0, figures="none")
+    assert not (tmp_path / "normalised" / "streams_link.csv").exists()

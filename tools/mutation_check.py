@@ -65,7 +65,7 @@ KNOWN_BREAKS = [
     ("wirelessfl/algorithms/base.py", "mixing[assignment, np.arange(len(labels))] = sizes", "mixing[assignment, np.arange(len(labels))] = 1.0"),
     ("wirelessfl/algorithms/cfl.py", 'linkage="complete"', 'linkage="single"'),
     ("wirelessfl/algorithms/cfl.py", '"linkage": "single"', '"linkage": "complete"'),
-    # issue 30's review breaks, each killed by a test since 3e8bf41
+    # early stopping, work accounting and slot indexing of IFCA, FedMoE and FedEM, each killed by a test since 3e8bf41
     ("wirelessfl/algorithms/ifca.py", 'if not self.params["early_stopping_patience"] or not len(members):',
      'if self.params["early_stopping_patience"] or not len(members):'),
     ("wirelessfl/algorithms/ifca.py", "float(self.selectable.sum()) / epochs", "float(self.selectable.sum()) * epochs"),

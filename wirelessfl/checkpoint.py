@@ -47,12 +47,12 @@ from safetensors.torch import load as _load_tensors
 from safetensors.torch import save as _save_tensors
 
 from wirelessfl.results.io import atomic_write_bytes
-from wirelessfl.seam import CommPlan, RoundTiming, Stream
+from wirelessfl.seam import CommPlan, RoundTiming, Stream, StreamDelivery
 
 FORMAT = "wirelessfl-checkpoint"
 VERSION = "2"
 SUFFIX = ".safetensors"
-SEAM_TYPES: tuple[type, ...] = (Stream, CommPlan, RoundTiming)
+SEAM_TYPES: tuple[type, ...] = (Stream, CommPlan, RoundTiming, StreamDelivery)
 """The dataclasses a checkpoint may rebuild unless the caller allows more (simulate adds its RoundRecord)."""
 
 _NUMPY_KINDS = "biuf"

@@ -206,7 +206,7 @@ def _new_run_dir(sc, out: Path | None, resolved: str) -> Path:
 def _preflight(sc, source: Path):
     """Fail before anything is written: the memory guard (nothing big allocated yet), then the data, the
     model and every curve's algorithm built once. Returns the run's cost estimate."""
-    from wirelessfl.learning.data_files import missing_dataset
+    from wirelessfl.learning.data.data_files import missing_dataset
 
     missing = missing_dataset(sc.data.dataset, sc.data.root, sc.data.download, sc.data.options)
     if missing is not None:  # before torch is imported: the answer in a second, not after the whole stack loads
@@ -439,9 +439,9 @@ def _report_sweep(result) -> None:
 def list_components() -> None:
     """Algorithms, datasets, partitioners, models and network presets."""
     from wirelessfl.algorithms import ALGORITHMS
-    from wirelessfl.learning.datasets import DATASETS
+    from wirelessfl.learning.data.datasets import DATASETS
     from wirelessfl.learning.models import ARCHITECTURES
-    from wirelessfl.learning.partition import PARTITIONERS
+    from wirelessfl.learning.data.partition import PARTITIONERS
     from wirelessfl.network import PRESETS
 
     def section(title: str, rows: list[tuple[str, str]]) -> None:
@@ -514,6 +514,7 @@ def report(
     --reproduction, compare a paper's scenario runs with the paper. Says which files it rewrote."""
     from wirelessfl.results.figures import report_run
     from wirelessfl.results.reproduction import write_reproduction
+    from wirelessfl_papers import papers
     from wirelessfl.sweep.run import is_sweep_dir, rereport_sweep
 
     if paper is not None and reproduction is None:
@@ -532,7 +533,7 @@ def report(
     if reproduction is not None:
         command = "wirelessfl report " + " ".join(str(d) for d in run_dirs) + f" --reproduction {reproduction}"
         command += f" --paper {paper}" if paper is not None else ""
-        path = _guard(write_reproduction, run_dirs, reproduction, command, paper)
+        path = _guard(write_reproduction, run_dirs, reproduction, command, papers(), paper)
         console.print(escape(str(path)), highlight=False, soft_wrap=True)
 
 

@@ -110,7 +110,7 @@ class DataConfig(_Strict):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, value: str) -> str:
-        from wirelessfl.learning.datasets import DATASETS
+        from wirelessfl.learning.data.datasets import DATASETS
 
         if value not in DATASETS:
             raise ValueError(f"unknown dataset {_shown(value)}; allowed: {', '.join(sorted(DATASETS))}")
@@ -128,7 +128,7 @@ class DataConfig(_Strict):
     @field_validator("partition")
     @classmethod
     def _known_partitioners(cls, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from wirelessfl.learning.partition import parse_steps
+        from wirelessfl.learning.data.partition import parse_steps
 
         try:
             parse_steps(steps)
@@ -352,7 +352,7 @@ class Scenario(_Strict):
         return {p.name: EnergyProfile.from_dict(split_entry(raw)[1]) for p, raw in zip(self.profiles(), self.networks)}
 
     def data_spec(self):
-        from wirelessfl.learning.federated import DataSpec
+        from wirelessfl.learning.data.federated import DataSpec
 
         d = self.data
         return DataSpec(

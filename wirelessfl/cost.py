@@ -27,7 +27,7 @@ import torch
 
 from wirelessfl.algorithms.base import FORWARD_COST
 from wirelessfl.config import Scenario
-from wirelessfl.learning.federated import FederatedData, build_federated_data
+from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, _balanced_group
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
 from wirelessfl.learning.models import Architecture, get_architecture

@@ -5,9 +5,10 @@ Only these frozen, torch-free and simpy-free dataclasses cross it:
 * ``CommPlan`` -- what an algorithm sends in one round (downlink streams,
   per-client uplink payloads, per-client relative local work);
 * ``RoundTiming`` -- when each client received, finished computing and finished
-  uploading, who made the deadline, and when the round ended; and, for device
-  energy and the per-client timeline, when each reception, computation and
-  upload started and how long each upload held the air.
+  uploading, who made the deadline, and when the round ended (in physical mode
+  with, per downlink stream, its ``StreamDelivery``: rate and repair traffic);
+  and, for device energy and the per-client timeline, when each reception,
+  computation and upload started and how long each upload held the air.
 
 Payloads are in *model units*: 1.0 is one full model (``model_params``
 parameters). Times in ``RoundTiming`` are measured from the start of the round.
@@ -139,10 +140,29 @@ def _frozen_counts(values: Mapping[int, int]) -> Mapping[int, int]:
 
 
 @dataclass(frozen=True)
+class StreamDelivery:
+    """How one downlink stream went over the air (physical mode): what the link report shows per stream.
+
+    ``seconds``: the multicast and its unicast repairs; ``rate_bps``: the multicast's effective rate,
+    bits / multicast seconds (0 in outage); ``repair_bits``: the bits sent again by unicast to the
+    ``repaired`` receivers the multicast's rate left behind (``coverage`` policy; 0 under ``worst_user``).
+    """
+
+    label: str
+    receivers: int
+    bits: float
+    seconds: float
+    rate_bps: float
+    repair_bits: float = 0.0
+    repaired: int = 0
+
+
+@dataclass(frozen=True)
 class RoundTiming:
     """When things happened in one round, measured from the round's start.
 
-    The fields after ``time_unit`` describe each participant's activities for
+    ``deliveries``: per downlink stream, how it went over the air (physical mode).
+    The fields after it describe each participant's activities for
     device energy and the timeline (empty in timings made before they existed,
     and in expected timings of the analytic backend where they are not drawn):
 
@@ -163,6 +183,7 @@ class RoundTiming:
     t_end: float
     events: tuple[tuple[float, str], ...] = field(default=(), compare=False)
     time_unit: str = "T_dl"
+    deliveries: tuple[StreamDelivery, ...] = ()
     receptions: Mapping[int, tuple[tuple[float, float], ...]] = field(default_factory=dict)
     t_compute_start: Mapping[int, float] = field(default_factory=dict)
     t_upload_start: Mapping[int, float] = field(default_factory=dict)
@@ -172,6 +193,7 @@ class RoundTiming:
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        set_(self, "deliveries", tuple(self.deliveries))
         for name in ("t_received", "t_computed", "t_uploaded", "t_compute_start", "t_upload_start", "airtime"):
             set_(self, name, _frozen_mapping(getattr(self, name)))
         set_(self, "receptions", _frozen_intervals(self.receptions))
@@ -190,4 +212,4 @@ class RoundTiming:
             dict(self.receptions), dict(self.t_compute_start), dict(self.t_upload_start), dict(self.airtime),
             dict(self.retransmissions), dict(self.mcs),
         )
-        return (RoundTiming, (*fields, self.events, self.time_unit, *activities))
+        return (RoundTiming, (*fields, self.events, self.time_unit, self.deliveries, *activities))

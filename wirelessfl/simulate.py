@@ -39,10 +39,11 @@ from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, CLIENT_ROUNDS_LIMIT, Le
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, draw_held_out
 from wirelessfl.config import Scenario, ScenarioError, algorithm_path, scenario_fingerprint
-from wirelessfl.learning.federated import FederatedData, build_federated_data
+from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.models import get_architecture
 from wirelessfl.network import NetworkModel, SystemProfile
+from wirelessfl.network.physical import link_model as physical_link_model
 from wirelessfl.checkpoint import SEAM_TYPES, SUFFIX, CheckpointError, FingerprintMismatch, load_checkpoint, save_checkpoint
 from wirelessfl.results.io import resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming
@@ -285,6 +286,23 @@ def time_records(
     return [network.time_round(rec.plan, network_rng(seed, profile.name, rec.round)) for rec in records[1:]]
 
 
+def delivery_rows(
+    curve: Curve, seed: int, profile: SystemProfile, records: list[RoundRecord], timings: list[RoundTiming]
+) -> list[dict[str, Any]]:
+    """One row per downlink stream of every round in physical mode: its receivers, bits, seconds, the
+    multicast's rate and the unicast repair traffic (``streams_link.csv``)."""
+    rows = []
+    for rec, timing in zip((r for r in records if r.round > 0), timings):
+        for stream in timing.deliveries:
+            rows.append({
+                "curve": curve.curve, "profile": profile.name, "seed": seed, "round": rec.round,
+                "stream": stream.label, "receivers": stream.receivers, "bits": stream.bits,
+                "seconds": stream.seconds, "rate_bps": stream.rate_bps, "repair_bits": stream.repair_bits,
+                "repaired": stream.repaired,
+            })
+    return rows
+
+
 def rows_for(
     scenario: Scenario, curve: Curve, seed: int, profile: SystemProfile, records: list[RoundRecord],
     timings: list[RoundTiming], network: NetworkModel, groups: np.ndarray, train_sizes: np.ndarray | None = None,
@@ -371,6 +389,7 @@ class SimulationResult:
     replayed: bool
     diagnostics: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     runtime: dict[str, dict[str, float]] = field(default_factory=dict)
+    links: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: one row per participant x round x curve x profile x seed (None when not asked for)
     client_rounds: pd.DataFrame | None = None
 
@@ -405,6 +424,7 @@ def simulate(
     stamp = scenario_fingerprint(scenario)
     rows: list[dict[str, Any]] = []
     clients: list[dict[str, Any]] = []
+    links: list[dict[str, Any]] = []
     per_round: list[pd.DataFrame] = []
     trained = 0
     diagnostics: dict[str, dict[int, dict[str, Any]]] = {}
@@ -452,9 +472,12 @@ def simulate(
                 clients.extend(c)
                 if t is not None:
                     per_round.append(t)
+                links.extend(delivery_rows(unit.curve, seed, prof, unit.records, timings))
     replayed = not per_profile and not any(profiles_can_change_training(profiles, c) for c in curves_of(scenario))
     table = pd.concat(per_round, ignore_index=True) if per_round else None
-    return SimulationResult(pd.DataFrame(rows), pd.DataFrame(clients), trained, replayed, diagnostics, runtime, table)
+    return SimulationResult(
+        pd.DataFrame(rows), pd.DataFrame(clients), trained, replayed, diagnostics, runtime, pd.DataFrame(links), table
+    )
 
 
 def has_budgets(scenario: Scenario) -> bool:
@@ -470,12 +493,25 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
     prefixed with ``source``; an algorithm's error also with the YAML path of
     the parameter it names (``config.algorithm_path``).
     """
+    for profile in scenario.profiles():
+        try:
+            prepare_links(profile)
+        except ValueError as err:
+            raise ScenarioError(f"{source}: network {profile.name!r}: {err}") from None
     try:
         build_units(scenario, scenario.seeds[0])
     except ValueError as err:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         where = algorithm_path(scenario, message)
         raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
+
+
+def prepare_links(profile: SystemProfile) -> None:
+    """Build a profile's link abstractions now (``nr``: Sionna's tables, once, in a child process), so a
+    missing Sionna is one line before anything is written rather than an error mid-run."""
+    if profile.physical is not None:
+        for direction in ("dl", "ul"):
+            physical_link_model(profile.physical, direction)
 
 
 def build_units(
@@ -502,8 +538,11 @@ def build_units(
 
 
 def static_rng(seed: int, profile: SystemProfile) -> np.random.Generator:
-    """The draws a network makes once (user positions), per seed and profile."""
-    return np.random.default_rng(derive_seed(seed, "static", profile.name))
+    """The draws a network makes once (user positions, LOS states, shadowing), per seed and profile; with
+    ``physical.drop: common`` per seed only, so every such profile of a scenario places the same users
+    (the same uniform draws, scaled to each cell) and a difference between profiles is their channels'."""
+    common = profile.physical is not None and profile.physical.drop == "common"
+    return np.random.default_rng(derive_seed(seed, "static", "common drop" if common else profile.name))
 
 
 CHECKPOINT_TYPES = (*SEAM_TYPES, RoundRecord)

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from wirelessfl.algorithms.base import Context
-from wirelessfl.learning.federated import DataSpec, FederatedData, build_federated_data
+from wirelessfl.learning.data.federated import DataSpec, FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.models import get_architecture
 

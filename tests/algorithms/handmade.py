@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from wirelessfl.learning.federated import ClientData, FederatedData
+from wirelessfl.learning.data.federated import ClientData, FederatedData
 
 SHAPE = (1, 4, 4)
 CLASSES = 3

@@ -14,7 +14,7 @@ import wirelessfl.algorithms.fedem  # noqa: F401  (registers fedem)
 from wirelessfl.algorithms.base import Context, derive_seed, draw_held_out, get_algorithm
 from wirelessfl.algorithms.fedem import batched_e_step, e_step, mixture_scores
 from wirelessfl.learning import optim
-from wirelessfl.learning.federated import DataSpec, build_federated_data
+from wirelessfl.learning.data.federated import DataSpec, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 

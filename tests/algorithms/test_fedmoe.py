@@ -13,7 +13,7 @@ from wirelessfl.algorithms.base import FORWARD_COST, torch_generator
 from wirelessfl.algorithms.fedmoe import FedMoE
 from wirelessfl.algorithms.ifca import IFCA
 from wirelessfl.learning import optim
-from wirelessfl.learning.federated import DataSpec, build_federated_data
+from wirelessfl.learning.data.federated import DataSpec, build_federated_data
 from wirelessfl.learning.gating import train_gates
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture

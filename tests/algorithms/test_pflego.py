@@ -230,7 +230,6 @@ def test_plan_sends_and_uploads_only_the_body(ctx):
     assert plan.streams[0].payload == pytest.approx(85 / 103)
     assert dict(plan.uplink) == pytest.approx({i: 85 / 103 for i in range(6)})
     assert plan.model_params == 103
-    assert get_algorithm("pflego")(ctx, tau=1).num_streams == 1
 
 
 @pytest.mark.parametrize(("tau", "epochs", "work"), [(1, 1, 1.0), (5, 1, 1 + 1 / 3 + 4 * 18 / 103), (5, 2, (1 + 1 / 3 + 4 * 18 / 103) / 2)])

@@ -14,7 +14,7 @@ import torch
 from torchvision.datasets import CIFAR10, FashionMNIST
 from torchvision.io import decode_jpeg, encode_jpeg, write_png
 
-from wirelessfl.learning.datasets import (
+from wirelessfl.learning.data.datasets import (
     CIFAR10_CLASSES,
     DATASETS,
     DatasetError,
@@ -382,7 +382,7 @@ def test_offline_cifar10_image_folder(tmp_path):
     [("emnist", {"split": "byclass", "pool": ["test"]}), ("mnist", {}), ("fashion_mnist", {"pool": ["test"]}), ("cifar10", {})],
 )
 def test_the_torch_free_check_says_what_the_loader_says(tmp_path, dataset, options):
-    from wirelessfl.learning.data_files import missing_dataset
+    from wirelessfl.learning.data.data_files import missing_dataset
 
     with pytest.raises(DatasetError) as caught:
         load_pool(dataset, tmp_path, options=options)
@@ -393,7 +393,7 @@ def test_the_torch_free_check_says_what_the_loader_says(tmp_path, dataset, optio
 def test_the_torch_free_check_knows_torchvisions_emnist_splits():
     from torchvision.datasets import EMNIST
 
-    from wirelessfl.learning.data_files import EMNIST_SPLITS
+    from wirelessfl.learning.data.data_files import EMNIST_SPLITS
 
     assert EMNIST_SPLITS == tuple(EMNIST.splits)
 

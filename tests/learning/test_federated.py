@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from wirelessfl.learning.datasets import load_pool
-from wirelessfl.learning.federated import (
+from wirelessfl.learning.data.datasets import load_pool
+from wirelessfl.learning.data.federated import (
     ClientData,
     DataSpec,
     FederatedData,
@@ -16,7 +16,7 @@ from wirelessfl.learning.federated import (
     minimum_client_size,
     split_counts,
 )
-from wirelessfl.learning.partition import PartitionError
+from wirelessfl.learning.data.partition import PartitionError
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from wirelessfl.learning.partition import (
+from wirelessfl.learning.data.partition import (
     PARTITIONERS,
     OUTCOME_DRAWS,
     ClassQueues,
@@ -552,7 +552,7 @@ def test_client_sizes_accept_numpy_integers():
 
 
 def test_local_labels_reindex_each_clients_classes_and_add_no_groups():
-    from wirelessfl.learning.federated import DataSpec, build_federated_data
+    from wirelessfl.learning.data.federated import DataSpec, build_federated_data
 
     spec = dict(dataset="digits", num_clients=6, samples={"total": "all"})
     plain = build_federated_data(DataSpec(**spec, partition=({"name": "random_classes", "classes": 2},)), seed=0)

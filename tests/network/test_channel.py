@@ -1,4 +1,4 @@
-"""Closed-form checks of the channel and link building blocks (issue 28, point 5).
+"""Closed-form checks of the channel and link building blocks against the 3GPP tables and hand-computed rates.
 
 wirelessfl/network/pathloss.py: 3GPP TR 38.901 Table 7.4.1-1 path loss, Table 7.4.2-1
 LOS probability, shadow-fading standard deviations. wirelessfl/network/link.py:
@@ -206,11 +206,32 @@ def test_ergodic_rayleigh_rate_over_many_blocks():
     ergodic = bandwidth * ergodic_rayleigh_se(gamma)
     assert ergodic == pytest.approx(2.906e6, rel=1e-3)
     bits = 2_000 * ergodic * tc
-    result = link.transfer_time(np.full(200, bits), bandwidth, gamma, np.random.default_rng(11), tc)
+    result = link.transfer_time(np.full(200, bits), bandwidth, gamma, np.random.default_rng(11), tc, exact_blocks=10**6)
     assert not result.outage.any()
     assert result.blocks.min() > 1_800
     rate = 200 * bits / result.time_s.sum()
     assert rate == pytest.approx(ergodic, rel=0.01)
+
+
+def test_the_rest_of_a_long_transfer_estimated_from_its_first_blocks_keeps_the_ergodic_mean():
+    """Past ``exact_blocks`` a transfer's rest lasts remaining / (bits per block so far): over 400 transfers of
+    ~2,000 blocks, 256 of them drawn, the mean rate is the ergodic one within 1%, and the estimate spreads
+    the times about as much as drawing every block does."""
+    gamma, bandwidth, tc = 10.0, 1e6, 1e-3
+    ergodic = bandwidth * ergodic_rayleigh_se(gamma)
+    bits = 2_000 * ergodic * tc
+    estimated = link.transfer_time(np.full(400, bits), bandwidth, gamma, np.random.default_rng(4), tc, exact_blocks=256)
+    drawn = link.transfer_time(np.full(400, bits), bandwidth, gamma, np.random.default_rng(4), tc, exact_blocks=10**6)
+    assert 400 * bits / estimated.time_s.sum() == pytest.approx(ergodic, rel=0.01)
+    assert estimated.blocks.min() > 1_800 and not estimated.outage.any()
+    assert 0.5 < estimated.time_s.std() / drawn.time_s.std() < 12.0
+
+
+def test_a_transfer_that_delivers_nothing_in_its_drawn_blocks_is_in_outage():
+    """Truncated Shannon delivers 0 below -10 dB: at a mean SNR of -40 dB a block carries bits with
+    probability e^-1000, so after 256 empty blocks the transfer is an outage without 10,000 more draws."""
+    result = link.transfer_time(1e6, 1e6, 1e-4, np.random.default_rng(0), 1e-3, link="truncated_shannon", exact_blocks=256)
+    assert bool(result.outage) and math.isinf(float(result.time_s))
 
 
 def test_multicast_worst_user_is_ergodic_rate_at_gamma_over_n():
@@ -220,7 +241,7 @@ def test_multicast_worst_user_is_ergodic_rate_at_gamma_over_n():
     expected = bandwidth * ergodic_rayleigh_se(gamma / n)
     bits = 100_000 * expected * tc
     result = link.multicast_transfer(
-        bits, bandwidth, np.full(n, gamma), np.random.default_rng(5), tc, max_blocks=10**6
+        bits, bandwidth, np.full(n, gamma), np.random.default_rng(5), tc, max_blocks=10**6, exact_blocks=10**6
     )
     assert not result.outage
     assert result.blocks > 90_000

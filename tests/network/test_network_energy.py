@@ -195,3 +195,22 @@ def test_segments_without_retransmissions_and_split_join_round_trip():
     for part, timing in zip(parts, timings):
         np.testing.assert_array_equal(part.energy_j, round_activity(timing, {}, device).energy_j)
     np.testing.assert_array_equal(join(parts).energy_j, flat.energy_j)
+
+
+@pytest.mark.parametrize("schedule", ["phased", "pipelined"])
+def test_on_a_shared_uplink_an_upload_holds_the_air_from_when_it_may_start_until_it_lands(schedule):
+    from wirelessfl.network import PhysicalChannel
+
+    channel = PhysicalChannel(fading="none", uplink="shared", shadowing=False)
+    profile = SystemProfile(name="shared", physical=channel, t_min=(0.01, 0.02, 0.03), schedule=schedule)
+    network = NetworkModel(profile, 3, np.random.default_rng(0))
+    plan = CommPlan.broadcast(range(3), model_params=100_000)
+    timing = network.time_round(plan, np.random.default_rng(1))
+    may_start = {c: max(timing.t_computed.values()) if schedule == "phased" else timing.t_computed[c] for c in range(3)}
+    for c in range(3):
+        assert timing.t_upload_start[c] == may_start[c]
+        assert timing.airtime[c] == pytest.approx(timing.t_uploaded[c] - may_start[c])
+    activity = round_activity(timing, {}, EnergyProfile(**PARAMS).per_device(3))
+    total = activity.receive + activity.compute + activity.wait + activity.upload + activity.idle
+    np.testing.assert_allclose(total, timing.t_end)
+    assert (activity.upload > 0).all()

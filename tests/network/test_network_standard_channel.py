@@ -133,7 +133,7 @@ def test_rician_gains_have_mean_one_in_round_mode():
         ({"coherence_s": 1e-3, "ue_speed_mps": 3}, r"^physical: give coherence_s or ue_speed_mps .*, not both$"),
         ({"multicast": "coverage", "coverage_q": 0.9}, r"^physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps$"),
         ({"coverage_q": 1.5, "coherence_s": 1e-3}, r"^physical.coverage_q must be in \[0.01, 1\] .*, got 1.5$"),
-        ({"link": "nr"}, r"^physical.link must be one of 'shannon', 'truncated_shannon', got 'nr'$"),
+        ({"link": "lte"}, r"^physical.link must be one of 'shannon', 'truncated_shannon', 'nr', got 'lte'$"),
         ({"shadowing": "yes"}, r"^physical.shadowing must be true or false, got 'yes'$"),
     ],
 )
@@ -150,3 +150,39 @@ def test_the_summary_line_names_the_models():
         "cell 10-250 m, TR 38.901 RMa at 0.7 GHz (no shadowing), Rician K = 9 dB fading in 10 ms blocks, Shannon rates, "
         "10 MHz, worst-user multicast"
     )
+
+
+def test_a_common_drop_places_the_same_users_in_every_profile():
+    """``drop: common`` keys the static draws by the seed alone: two profiles with different channels place
+    their users at the same distances with the same LOS states and shadowing; ``per_profile`` does not."""
+    from wirelessfl.network import SystemProfile
+    from wirelessfl.simulate import static_rng
+
+    def losses(name: str, drop: str, link: str) -> np.ndarray:
+        profile = SystemProfile(name=name, physical=PhysicalChannel(path_loss_model="UMa", drop=drop, link=link))
+        return NetworkModel(profile, 50, static_rng(3, profile)).path_loss_db
+
+    np.testing.assert_array_equal(losses("a", "common", "shannon"), losses("b", "common", "truncated_shannon"))
+    assert not np.array_equal(losses("a", "per_profile", "shannon"), losses("b", "per_profile", "shannon"))
+    with pytest.raises(ValueError, match=r"^physical.drop must be one of 'per_profile', 'common', got 'shared'$"):
+        PhysicalChannel(drop="shared")
+
+
+def test_each_stream_reports_its_rate_and_repairs_by_hand():
+    """No fading, 4 receivers, coverage q = 0.75: the multicast runs at the second-weakest receiver's Shannon
+    rate; the weakest gets all the bits again by unicast at its own rate, after the multicast."""
+    physical = PhysicalChannel(fading="none", coherence_s=0.01, multicast="coverage", coverage_q=0.75)
+    profile = SystemProfile(name="cell", physical=physical)
+    model = NetworkModel(profile, 4, np.random.default_rng(2))
+    plan = CommPlan(streams=(Stream(1.0, [0, 1, 2, 3], label="all"),), uplink={}, work={c: 1.0 for c in range(4)}, model_params=10_000)
+    (delivery,) = model.time_round(plan, np.random.default_rng(0)).deliveries
+    rates = phy.downlink_rates(physical, model.path_loss_db, np.ones(4))
+    weakest, second = np.sort(rates)[:2]
+    bits = 10_000 * 32
+    assert (delivery.label, delivery.receivers, delivery.bits) == ("all", 4, bits)
+    assert delivery.rate_bps == pytest.approx(second, rel=1e-12)
+    assert (delivery.repaired, delivery.repair_bits) == (1, pytest.approx(bits))
+    assert delivery.seconds == pytest.approx(bits / second + bits / weakest, rel=1e-12)
+    worst = SystemProfile(name="cell", physical=PhysicalChannel(fading="none", coherence_s=0.01))
+    (plain,) = NetworkModel(worst, 4, np.random.default_rng(2)).time_round(plan, np.random.default_rng(0)).deliveries
+    assert plain.rate_bps == pytest.approx(weakest, rel=1e-12) and plain.repair_bits == 0.0 and plain.repaired == 0

@@ -10,8 +10,9 @@ from typer.testing import CliRunner
 
 from wirelessfl.cli import app
 from wirelessfl.results.io import TRACE_COLUMNS, write_trace
-from wirelessfl.results.papers.user_centric import CLAIMS, FIG3_CLAIMS, OUR_UCFL, PAPER_UCFL, ucfl_curves
-from wirelessfl.results.reproduction import Run, Verdict, reproduction_markdown
+from wirelessfl_papers.user_centric import CLAIMS, FIG3_CLAIMS, OUR_UCFL, PAPER_UCFL, ucfl_curves
+from wirelessfl.results.reproduction import Run, Verdict, get_paper, paper_of, reproduction_markdown
+from wirelessfl_papers import adaptive_experts, fedem, papers, pflego
 
 COVARIATE = "paper-emnist-covariate-label-shift"
 ROUND_TIME = {"fedavg": 1.0, "local": 0.5, "oracle": 1.0, "cfl": 1.0, "fedfomo": 3.0,
@@ -119,7 +120,7 @@ def test_fig3_claims_from_round_times(tmp_path):
 def test_markdown_lists_paper_numbers_beside_ours_and_names_missing_scenarios(tmp_path):
     finals = {"fedavg": (0.60, 0.40), "local": (0.70, 0.50), "ucfl streams=4": (0.75, 0.45)}
     directory = make_run(tmp_path, "paper-cifar10-concept-shift", finals)
-    text = reproduction_markdown([directory], "wirelessfl report X --reproduction Y")
+    text = reproduction_markdown([directory], "wirelessfl report X --reproduction Y", papers())
     assert "| fedavg | 19.6 | 40.0 | 60.0 |" in text
     assert "| ucfl streams=4 | 49.1 | 45.0 | 75.0 |" in text
     assert "Not run yet: `wirelessfl simulate scenarios/paper/emnist-label-shift.yaml`" in text
@@ -156,7 +157,7 @@ def test_diagnostics_notes_quote_the_measured_weights_and_fedfomo_moves(tmp_path
         "seed0__cfl": {"4": {"clusters": 2}},
     }
     (directory / "diagnostics.json").write_text(json.dumps(diagnostics))
-    text = reproduction_markdown([directory], "cmd")
+    text = reproduction_markdown([directory], "cmd", papers())
     assert (
         "mean self-weight: ucfl (estimated in round 1) w_ii = 0.250; ucfl+warmup (estimated in round 16) w_ii = 0.125 "
         "(1 would be Local; 0.010, uniform weights over 100 users" in text
@@ -171,7 +172,7 @@ def test_every_claim_is_checked_again_with_our_ucfl_variant(tmp_path):
     run = Run.load(make_run(tmp_path, COVARIATE, finals))
     assert ucfl_curves(run) == {4: "ucfl streams=4", 100: "ucfl streams=100"}
     assert ucfl_curves(run.with_label(PAPER_UCFL, OUR_UCFL)) == {4: "ucfl+warmup streams=4", 100: "ucfl+warmup streams=100"}
-    text = reproduction_markdown([run.directory], "cmd")
+    text = reproduction_markdown([run.directory], "cmd", papers())
     row = next(line for line in text.splitlines() if "UCFL with k >= 4 matches Oracle (Fig. 2b)" in line)
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "**does not hold**" and cells[4] == "holds"  # 62, 64 vs 80; 79, 81 vs 80
@@ -184,14 +185,11 @@ def test_every_claim_is_checked_again_with_our_ucfl_variant(tmp_path):
 
 def test_a_run_without_our_variant_says_so(tmp_path):
     run = Run.load(make_run(tmp_path, COVARIATE, {"fedavg": (0.6, 0.4), "oracle": (0.8, 0.7)}))
-    text = reproduction_markdown([run.directory], "cmd")
+    text = reproduction_markdown([run.directory], "cmd", papers())
     assert "| no ucfl+warmup run |  |" in text and "in place of the paper's UCFL" not in text
 
 
 # ---- the registry and the other papers' modules --------------------------------------------------
-
-from wirelessfl.results.papers import adaptive_experts, fedem, get_paper, paper_of, papers, pflego  # noqa: E402
-
 
 def paper_trace(scenario, finals, seeds=(0,), rounds=2):
     """A trace whose every column in ``finals[curve]`` (one value, or one per seed) rises linearly to it.
@@ -231,13 +229,13 @@ def test_registry_finds_each_paper_by_its_scenarios():
     assert set(papers()) == {"user-centric", "fedem", "adaptive-experts", "pflego"}
     every = [s for p in papers().values() for s in p.scenarios]
     assert len(every) == len(set(every))
-    assert paper_of("fedem-emnist").name == "fedem"
-    assert paper_of("experts-cifar10-p0.6").name == "adaptive-experts"
-    assert paper_of("pflego-emnist-k31").name == "pflego"
-    assert paper_of("paper-cifar10-concept-shift").name == "user-centric"
-    assert paper_of("fedem") is None
+    assert paper_of(papers(), "fedem-emnist").name == "fedem"
+    assert paper_of(papers(), "experts-cifar10-p0.6").name == "adaptive-experts"
+    assert paper_of(papers(), "pflego-emnist-k31").name == "pflego"
+    assert paper_of(papers(), "paper-cifar10-concept-shift").name == "user-centric"
+    assert paper_of(papers(), "fedem") is None
     with pytest.raises(ValueError) as err:
-        get_paper("fedme")
+        get_paper(papers(), "fedme")
     assert str(err.value) == "--paper must be one of ['adaptive-experts', 'fedem', 'pflego', 'user-centric'], got 'fedme'"
 
 
@@ -369,7 +367,7 @@ def test_new_papers_claims_say_not_checked_when_their_curves_are_missing(paper):
 
 def test_fedem_page_lists_both_tables_and_the_verdicts(tmp_path):
     finals = {**SYNTHETIC, "fedem": {**SYNTHETIC["fedem"], "unseen_acc": 0.74}, "fedavg": {**SYNTHETIC["fedavg"], "unseen_acc": 0.70}}
-    text = reproduction_markdown([write_paper_run(tmp_path, "fedem-synthetic", finals)], "wirelessfl report X --reproduction Y")
+    text = reproduction_markdown([write_paper_run(tmp_path, "fedem-synthetic", finals)], "wirelessfl report X --reproduction Y", papers())
     assert text.startswith("# Reproducing FedEM: Federated Multi-Task Learning under a Mixture of Distributions (Tables 2 and 3)")
     assert "| fedem (FedEM) | 74.7 | 66.7 | 72.0 | 66.0 | 72.0 |" in text  # worst_acc follows avg_acc in this trace
     assert "| fedavg_ft (FedAvg+) | 68.9 | 60.2 | n/a | n/a | n/a |" in text
@@ -385,7 +383,7 @@ def test_fedem_page_lists_both_tables_and_the_verdicts(tmp_path):
 def test_experts_page_has_one_section_per_p_and_one_row_per_multi_run_claim(tmp_path):
     dirs = [write_paper_run(tmp_path, f"experts-cifar10-p{p}", {"fedmoe": {"avg_acc": m}, "ifca": {"avg_acc": i}})
             for p, m, i in ((0.2, 0.72, 0.70), (1.0, 0.90, 0.50))]  # fmt: skip
-    text = reproduction_markdown(dirs, "cmd")
+    text = reproduction_markdown(dirs, "cmd", papers())
     assert "## CIFAR-10, majority class fraction p = 1.0 (Table 2, J = 6)" in text
     assert "(the paper: 14 trials with ε-greedy, 6 without)" in text
     assert "| fedmoe (MoE, ε-greedy) | 90.76 | 90.0 | 90.0 | 90.0 |" in text
@@ -429,12 +427,21 @@ def test_tables_show_the_spread_over_seeds_when_a_run_has_several(tmp_path):
     assert two.acc_text("fedem") == "n/a"
     one = Run.from_trace(paper_trace("fedem-emnist", {"fedavg": {"avg_acc": 0.6}}))
     assert one.acc_text("fedavg") == "60.0"
-    page = reproduction_markdown([write_paper_run(tmp_path, "fedem-emnist", finals, seeds=(0, 1))], "cmd")
+    page = reproduction_markdown([write_paper_run(tmp_path, "fedem-emnist", finals, seeds=(0, 1))], "cmd", papers())
     assert "| 62.0 ± 2.8 |" in page
 
 
 def test_user_centric_table_shows_the_spread_over_seeds(tmp_path):
     finals = {"fedavg": {"avg_acc": (0.60, 0.64), "worst_acc": (0.40, 0.40)}, "local": {"avg_acc": 0.5}}
-    page = reproduction_markdown([write_paper_run(tmp_path, "paper-emnist-label-shift", finals, seeds=(0, 1))], "cmd")
+    page = reproduction_markdown([write_paper_run(tmp_path, "paper-emnist-label-shift", finals, seeds=(0, 1))], "cmd", papers())
     assert "| fedavg | 68.9 | 40.0 ± 0.0 | 62.0 ± 2.8 |" in page
     assert "| local | 58.8 | 50.0 ± 0.0 | 50.0 ± 0.0 |" in page
+
+
+@pytest.mark.parametrize(("scenario", "source"), [("pflego-emnist-k62", "pflego.txt"), (COVARIATE, "user-centric-fl.txt")])
+def test_the_page_names_the_papers_text_in_the_papers_folder_setting(tmp_path, monkeypatch, scenario, source):
+    directory = write_paper_run(tmp_path, scenario, {"fedavg": {"avg_acc": 0.6}})
+    monkeypatch.delenv("WIRELESSFL_PAPERS", raising=False)
+    assert f"Paper: ../shared/papers/{source}. " in reproduction_markdown([directory], "cmd", papers())
+    monkeypatch.setenv("WIRELESSFL_PAPERS", "/data/papers/")
+    assert f"Paper: /data/papers/{source}. " in reproduction_markdown([directory], "cmd", papers())

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 
 from wirelessfl.learning import optim
-from wirelessfl.learning.federated import FederatedData
+from wirelessfl.learning.data.federated import FederatedData
 from wirelessfl.learning.lockstep import EvalResult, LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture
 from wirelessfl.seam import CommPlan, Stream
@@ -188,10 +188,6 @@ class Algorithm(ABC):
         sets = self.ctx.test_sets(clients) if split == "test" else self.ctx.val_sets(clients)
         return self.ctx.engine.evaluate(self.client_params(), sets)
 
-    @property
-    def num_streams(self) -> int:
-        return 0
-
     def state_dict(self) -> dict[str, Any]:
         return {}
 
@@ -254,10 +250,6 @@ class MixingAlgorithm(Algorithm):
             if receivers:
                 streams.append(Stream(1.0, receivers, f"stream-{c}"))
         return tuple(streams)
-
-    @property
-    def num_streams(self) -> int:
-        return int(len(np.unique(self.assignment)))
 
     # -- step ------------------------------------------------------------------
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:

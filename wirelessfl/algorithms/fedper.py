@@ -79,10 +79,6 @@ class FedPer(Algorithm):
     def body_fraction(self) -> float:
         return self.split / self.ctx.arch.param_count
 
-    @property
-    def num_streams(self) -> int:
-        return 1
-
     def plan(self, round: int) -> CommPlan:
         members = frozenset(int(i) for i in self.participants(round))
         fraction = self.body_fraction

@@ -132,10 +132,6 @@ class IFCA(MixingAlgorithm):
             return ()
         return (Stream(payload, frozenset(int(i) for i in members), "cluster-models"),)
 
-    @property
-    def num_streams(self) -> int:
-        return 1 if self.selectable.any() else 0
-
     def relative_work(self, client: int) -> float:
         """1 local round + the J loss evaluations (+ the early-stopping validation pass); 0 once stopped."""
         if not self.selectable.any():

@@ -40,10 +40,6 @@ class Local(MixingAlgorithm):
             label=self.name,
         )
 
-    @property
-    def num_streams(self) -> int:
-        return 0
-
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)
         trained, loss = self.local_training(round, members)

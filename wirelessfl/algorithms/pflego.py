@@ -156,10 +156,6 @@ class PFLEGO(Algorithm):
     def body_fraction(self) -> float:
         return self.split / self.ctx.arch.param_count
 
-    @property
-    def num_streams(self) -> int:
-        return 1
-
     def relative_work(self) -> float:
         """Module docstring: feature pass, tau - 1 head steps on cached features, joint pass."""
         tau = int(self.params["tau"])

@@ -212,10 +212,11 @@ def merge_small_streams(weights: Any, assignment: np.ndarray, min_size: int) -> 
 
 
 def rate_tiers(rates: Any, tiers: int) -> np.ndarray:
-    """Tier of each client, 0 = slowest: ``floor(T * rank / m)`` over the ranks of ``rates`` (ties by client id)."""
+    """Tier of each client, 0 = slowest: ``floor(T * rank / m)`` over the ranks of ``rates`` (ties by client id).
+    A rate of 0 (a user out of coverage even in good fading blocks) ranks slowest."""
     r = np.asarray(rates, dtype=np.float64)
-    if r.ndim != 1 or not np.all(np.isfinite(r) & (r > 0)):
-        raise ValueError(f"streams rates must be a vector of positive finite rates, got {r.tolist()}")
+    if r.ndim != 1 or not np.all(np.isfinite(r) & (r >= 0)):
+        raise ValueError(f"streams rates must be a vector of finite rates >= 0 (0: out of coverage), got {r.tolist()}")
     if not _positive_int(tiers):
         raise ValueError(f"streams channel_tiers must be an int >= 1, got {tiers!r}")
     rank = np.empty(len(r), dtype=np.int64)

@@ -48,6 +48,15 @@ import numpy as np
 FADING_MODELS = ("rayleigh", "rician", "none")
 MULTICAST_POLICIES = ("worst_user", "coverage")
 DEFAULT_MAX_BLOCKS = 10_000
+MIN_EXACT_BLOCKS = 256
+DRAW_BUDGET = 1 << 20
+"""Fading draws a transfer call makes block by block before it estimates the rest: every row (user or
+receiver) gets ``max(MIN_EXACT_BLOCKS, DRAW_BUDGET // rows)`` blocks (one user: about a million; 10,000: 256)."""
+
+
+def exact_blocks_for(rows: int) -> int:
+    """Blocks drawn one by one per row of a transfer call over ``rows`` users or receivers."""
+    return max(MIN_EXACT_BLOCKS, DRAW_BUDGET // max(rows, 1))
 _CHUNK_ELEMENTS = 1 << 20  # at most ~1M block draws in memory at once (8 MB per float array)
 
 
@@ -248,6 +257,7 @@ def transfer_time(
     k_factor: float | None = None,
     link="shannon",
     max_blocks: int = DEFAULT_MAX_BLOCKS,
+    exact_blocks: int | None = None,
 ) -> Transfer:
     """Time to deliver ``bits`` to each user over block fading, vectorised over users.
 
@@ -314,8 +324,9 @@ def transfer_time(
     remaining = b.copy()
     mean_rate = bw * se(snr)
     used = 0
-    while todo.size and used < max_blocks:
-        chunk = _chunk(remaining[todo], mean_rate[todo], coherence_s, todo.size, max_blocks - used)
+    drawn = min(max_blocks, exact_blocks or exact_blocks_for(todo.size))
+    while todo.size and used < drawn:
+        chunk = _chunk(remaining[todo], mean_rate[todo], coherence_s, todo.size, drawn - used)
         g = draw_fading(rng, (todo.size, chunk), fading, k_factor)
         rate = bw[todo, None] * se(snr[todo, None] * g)
         finished, k, owed, total = _crossing(rate * coherence_s, remaining[todo])
@@ -332,6 +343,16 @@ def transfer_time(
         remaining[going] -= total[~finished]
         todo = going
         used += chunk
+    if todo.size and used < max_blocks:
+        per_block = (b[todo] - remaining[todo]) / used
+        with np.errstate(divide="ignore"):
+            more = np.where(per_block > 0, remaining[todo] / np.where(per_block > 0, per_block, 1.0), math.inf)
+        fits = used + more <= max_blocks
+        done = todo[fits]
+        time[done] += more[fits] * coherence_s
+        blocks[done] += np.ceil(more[fits]).astype(np.int64)
+        zero_blocks[done] += np.rint(zero_blocks[done] / used * more[fits]).astype(np.int64)
+        todo = todo[~fits]
     time[todo] = math.inf
     outage[todo] = True
     return Transfer(time.reshape(shape), blocks.reshape(shape), zero_blocks.reshape(shape), outage.reshape(shape))
@@ -391,6 +412,7 @@ def multicast_transfer(
     policy: str = "worst_user",
     q: float = 1.0,
     max_blocks: int = DEFAULT_MAX_BLOCKS,
+    exact_blocks: int | None = None,
 ) -> MulticastTransfer:
     """One multicast stream of ``bits`` to receivers with mean SNRs ``mean_snr`` over block fading.
 
@@ -437,8 +459,9 @@ def multicast_transfer(
     time = 0.0
     blocks = 0
     mean_rate = np.array([float(stream_rate((bw * se(snr))[:, None])[0])])
-    while blocks < max_blocks:
-        chunk = _chunk(remaining, np.maximum(mean_rate, 1e-300), coherence_s, n, max_blocks - blocks)
+    drawn = min(max_blocks, exact_blocks or exact_blocks_for(n))
+    while blocks < drawn:
+        chunk = _chunk(remaining, np.maximum(mean_rate, 1e-300), coherence_s, n, drawn - blocks)
         rates = bw * se(snr[:, None] * draw_fading(rng, (n, chunk), fading, k_factor))
         s = stream_rate(rates)  # (chunk,)
         sent = s * coherence_s
@@ -455,4 +478,10 @@ def multicast_transfer(
         remaining = remaining - total
         time += chunk * coherence_s
         blocks += chunk
+    delivered = bits_f - float(remaining[0])
+    more = float(remaining[0]) / (delivered / blocks) if delivered > 0 else math.inf
+    if blocks < max_blocks and blocks + more <= max_blocks:
+        repair *= bits_f / delivered
+        time += more * coherence_s
+        return MulticastTransfer(time, blocks + math.ceil(more), bits_f / time, repair, False)
     return MulticastTransfer(math.inf, blocks, 0.0, repair, True)

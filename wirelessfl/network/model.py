@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..seam import CommPlan, RoundTiming, frozen
+from ..seam import CommPlan, RoundTiming, StreamDelivery, frozen
 from . import physical as phy
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
@@ -70,11 +70,12 @@ class NetworkModel:
         inputs = self.draw_round(plan, rng)
         profile = self.profile
         shortcut = self.closed_form and not self.record_events
+        uplink = profile.physical.uplink if profile.physical is not None else "orthogonal"
         if shortcut and profile.schedule == "phased":
-            times = phased_closed_form(inputs, channels=profile.channels, deadline=profile.deadline)
+            times = phased_closed_form(inputs, channels=profile.channels, deadline=profile.deadline, uplink=uplink)
         elif shortcut:
             times = pipelined_closed_form(
-                inputs, duplex=profile.duplex, channels=profile.channels, deadline=profile.deadline
+                inputs, duplex=profile.duplex, channels=profile.channels, deadline=profile.deadline, uplink=uplink
             )
         else:
             times = simulate(
@@ -84,8 +85,11 @@ class NetworkModel:
                 channels=profile.channels,
                 deadline=profile.deadline,
                 record=self.record_events,
+                uplink=uplink,
             )
-        return to_round_timing(inputs, times, profile.deadline, profile.time_unit, profile.schedule)
+        return to_round_timing(
+            inputs, times, profile.deadline, profile.time_unit, profile.schedule, profile.duplex, uplink
+        )
 
     def draw_round(self, plan: CommPlan, rng: np.random.Generator) -> RoundInputs:
         """Every random draw of one round, turned into durations."""
@@ -100,14 +104,15 @@ class NetworkModel:
         members = tuple(np.searchsorted(clients, sorted(s.receivers)) for s in streams)
         labels = tuple(s.label or str(k) for k, s in enumerate(streams))
         payloads = np.array([s.payload for s in streams])
+        deliveries = ()
         if profile.physical is None:
             stream_durations = payloads * profile.t_dl
             upload = uplink_payload * profile.rho * profile.t_dl
         elif profile.physical.block_s is not None:
             bits_per_model = plan.model_params * profile.bits_per_parameter
-            stream_durations, upload = phy.block_durations(
+            stream_durations, upload, deliveries = phy.block_durations(
                 profile.physical, self.path_loss_db, members, payloads * bits_per_model,
-                uplink_payload * bits_per_model, clients, rng,
+                uplink_payload * bits_per_model, clients, rng, labels,
             )
         else:
             channel = profile.physical
@@ -119,6 +124,17 @@ class NetworkModel:
             weakest = np.array([dl_rate[m].min() for m in members])
             stream_durations = payloads * bits_per_model / weakest if streams else np.zeros(0)
             upload = uplink_payload * bits_per_model / ul_rate
+            if channel.link == "nr":
+                stream_durations, upload = phy.add_held_harq_tails(
+                    channel, self.path_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
+                    stream_durations, upload,
+                )
+            deliveries = tuple(
+                StreamDelivery(label, len(m), float(bits), float(seconds), float(rate))
+                for label, m, bits, seconds, rate in zip(
+                    labels, members, (payloads * bits_per_model).tolist(), np.asarray(stream_durations).tolist(), weakest.tolist()
+                )
+            )
         return RoundInputs(
             clients=clients,
             stream_members=members,
@@ -126,14 +142,21 @@ class NetworkModel:
             stream_durations=np.asarray(stream_durations, dtype=float),
             compute=compute,
             upload=upload,
+            deliveries=deliveries,
         )
 
     def nominal_downlink_rates(self) -> np.ndarray | None:
-        """Each client's downlink Shannon rate (bit/s) at unit fading gain, from its static path loss;
-        None without a physical channel. What channel-aware stream formation knows before a round."""
-        if self.profile.physical is None:
+        """Each client's downlink rate (bit/s) from its static path loss; None without a physical channel.
+        What channel-aware stream formation knows before a round. Shannon and truncated Shannon: the rate at
+        unit fading gain. ``nr``: the mean rate over the fading law (``physical.ergodic_downlink_rates``),
+        since a user whose mean SINR is below the lowest MCS has rate 0 at unit gain yet gets bits in good
+        blocks."""
+        channel = self.profile.physical
+        if channel is None:
             return None
-        return phy.downlink_rates(self.profile.physical, self.path_loss_db, np.ones(self.num_clients))
+        if channel.link == "nr":
+            return phy.ergodic_downlink_rates(channel, self.path_loss_db)
+        return phy.downlink_rates(channel, self.path_loss_db, np.ones(self.num_clients))
 
     def nominal_downlink_snr_db(self) -> np.ndarray | None:
         """Each client's mean downlink SNR (dB) from its static path loss, no fading; None without a physical channel."""
@@ -176,10 +199,13 @@ def make_network(profile: SystemProfile, num_clients: int, rng: np.random.Genera
 
 
 def to_round_timing(
-    inputs: RoundInputs, times: RoundTimes, deadline: float | None, time_unit: str, schedule: str = "phased"
+    inputs: RoundInputs, times: RoundTimes, deadline: float | None, time_unit: str, schedule: str = "phased",
+    duplex: str = "fdd", uplink: str = "orthogonal",
 ) -> RoundTiming:
     """Who arrived and when the round ended: the last landing, cut at the deadline; and each
-    participant's activities (see ``RoundTiming``), which the durations of ``inputs`` give."""
+    participant's activities (see ``RoundTiming``), which the durations of ``inputs`` give. On a
+    ``shared`` uplink an upload holds the air from when it may start (the uplink phase in ``phased``,
+    its compute end in ``pipelined``, not before the downlink's end under TDD) until it lands."""
     uploaded = times.t_uploaded
     landed = uploaded[np.isfinite(uploaded)]
     t_end = max(times.dl_end, float(landed.max()) if len(landed) else 0.0)
@@ -189,6 +215,14 @@ def to_round_timing(
         t_end = min(t_end, deadline)
     ids = inputs.clients.tolist()
     compute_start = np.full(len(ids), times.dl_end) if schedule == "phased" else times.t_received
+    shared_start = None
+    if uplink == "shared":
+        computed = times.t_computed
+        if schedule == "phased":
+            staying = computed <= deadline if deadline is not None else np.ones(len(ids), dtype=bool)
+            shared_start = np.full(len(ids), float(computed[staying].max()) if staying.any() else times.dl_end)
+        else:
+            shared_start = computed if duplex == "fdd" else np.maximum(computed, times.dl_end)
     return RoundTiming(
         t_received=frozen(ids, times.t_received.tolist()),
         t_computed=frozen(ids, times.t_computed.tolist()),
@@ -197,17 +231,19 @@ def to_round_timing(
         t_end=t_end,
         events=times.events,
         time_unit=time_unit,
+        deliveries=inputs.deliveries,
         **activities(inputs.clients, inputs.stream_members, inputs.stream_durations, compute_start,
-                     times.t_computed, uploaded, inputs.upload),
+                     times.t_computed, uploaded, inputs.upload, shared_start),
     )
 
 
 def activities(
     clients: np.ndarray, members: tuple[np.ndarray, ...], durations: np.ndarray, compute_start: np.ndarray,
-    computed: np.ndarray, uploaded: np.ndarray, upload: np.ndarray,
+    computed: np.ndarray, uploaded: np.ndarray, upload: np.ndarray, shared_start: np.ndarray | None = None,
 ) -> dict:
     """``RoundTiming``'s activity fields: streams back to back from time 0 in send order (the downlink
-    never waits for the uplink), an upload starting its airtime before it lands."""
+    never waits for the uplink); an upload holds the air for its duration before it lands on an
+    orthogonal channel, and from ``shared_start`` until it lands on a shared carrier."""
     ids = clients.tolist()
     ends = np.cumsum(durations).tolist()
     starts = [0.0, *ends[:-1]]
@@ -217,12 +253,17 @@ def activities(
         for i in stream.tolist():
             receptions[i] += interval
     sending = np.isfinite(uploaded) & (upload > 0)
-    upload_start = np.where(sending, np.maximum(uploaded - upload, computed), uploaded)
+    if shared_start is None:
+        upload_start = np.where(sending, np.maximum(uploaded - upload, computed), uploaded)
+        airtime = np.where(sending, upload, 0.0)
+    else:
+        upload_start = np.where(sending, shared_start, uploaded)
+        airtime = np.where(sending, uploaded - upload_start, 0.0)
     return {
         "receptions": frozen(ids, receptions),
         "t_compute_start": frozen(ids, compute_start.tolist()),
         "t_upload_start": frozen(ids, upload_start.tolist()),
-        "airtime": frozen(ids, np.where(sending, upload, 0.0).tolist()),
+        "airtime": frozen(ids, airtime.tolist()),
     }
 
 

@@ -6,10 +6,13 @@ piece can be checked against a hand computation.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
-from . import link, pathloss
-from .profile import PhysicalChannel
+from . import link, nr, pathloss
+from ..seam import StreamDelivery
+from .profile import NrSettings, PhysicalChannel
 
 
 def drop_users(channel: PhysicalChannel, num_clients: int, rng: np.random.Generator) -> np.ndarray:
@@ -57,11 +60,32 @@ def mean_snr(tx_power_dbm: float, loss_db: np.ndarray, bandwidth_hz: float, nois
     return received_w / (dbm_to_watt(noise_density_dbm_hz) * bandwidth_hz)
 
 
-def link_model(channel: PhysicalChannel, direction: str) -> str:
-    """The ``link.LINKS`` name for a direction: TR 36.942 has its own uplink defaults."""
+def link_model(channel: PhysicalChannel, direction: str):
+    """The link abstraction of a direction: a ``link.LINKS`` name (TR 36.942 has its own uplink
+    defaults) or, for ``nr``, the direction's ``nr.NrLink`` (PDSCH down, PUSCH up)."""
     if channel.link == "truncated_shannon":
         return "truncated_shannon" if direction == "dl" else "truncated_shannon_ul"
+    if channel.link == "nr":
+        bandwidth = channel.bandwidth_hz if direction == "dl" else channel.uplink_bandwidth_hz
+        return nr_link(channel.nr, direction, bandwidth)
     return "shannon"
+
+
+@lru_cache(maxsize=32)
+def nr_link(settings: NrSettings, direction: str, bandwidth_hz: float) -> nr.NrLink:
+    """The NR link of one direction, built once per settings (its tables come from the on-disk cache)."""
+    return nr.make_link(
+        direction, bandwidth_hz, scs_khz=settings.subcarrier_spacing_khz, mcs_table=settings.mcs_table,
+        bler_target=settings.bler_target, harq_retransmissions=settings.harq_retransmissions,
+        harq_rtt_s=settings.harq_rtt_ms / 1e3, re_per_prb=settings.data_re_per_prb,
+    )
+
+
+def harq_tail_s(channel: PhysicalChannel, direction: str, snr: np.ndarray) -> np.ndarray:
+    """Seconds a transfer waits at its end for its last TB's HARQ retransmissions (``nr`` only, else 0)."""
+    if channel.link != "nr":
+        return np.zeros(np.shape(snr))
+    return link_model(channel, direction).tail_s(snr)
 
 
 def dbm_to_watt(dbm: float | np.ndarray) -> float | np.ndarray:
@@ -84,6 +108,21 @@ def _rates(channel: PhysicalChannel, direction: str, power_dbm: float, bandwidth
     return bandwidth_hz * link.spectral_efficiency(snr, link_model(channel, direction))
 
 
+FADING_SAMPLES = 4096
+"""Fading gains averaged over in ``ergodic_downlink_rates``: a fixed draw, so the mean is the same every call."""
+
+
+def ergodic_downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray) -> np.ndarray:
+    """Each user's downlink rate averaged over the channel's fading law (bit/s): the rate a long transfer sees.
+
+    The gains are a fixed draw of ``FADING_SAMPLES`` (seeded apart from the run's generators), so the
+    answer depends only on the channel and the user's static loss.
+    """
+    gains = link.draw_fading(np.random.default_rng(0), FADING_SAMPLES, channel.fading, k_factor(channel))
+    rates = [np.mean(downlink_rates(channel, np.full(FADING_SAMPLES, loss), gains)) for loss in np.asarray(loss_db).tolist()]
+    return np.array(rates, dtype=float)
+
+
 def downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.ndarray) -> np.ndarray:
     return _rates(channel, "dl", channel.bs_power_dbm, channel.bandwidth_hz, loss_db, fading_gain)
 
@@ -92,28 +131,48 @@ def uplink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.
     return _rates(channel, "ul", channel.ue_power_dbm, channel.uplink_bandwidth_hz, loss_db, fading_gain)
 
 
+def add_held_harq_tails(
+    channel: PhysicalChannel, loss_db: np.ndarray, dl_gain: np.ndarray, ul_gain: np.ndarray,
+    stream_members: tuple[np.ndarray, ...], streams: np.ndarray, uploads: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Durations with one draw held per round, plus the HARQ round trips of each transfer's last TB
+    (at the weakest receiver's SINR for a stream; uploads of 0 bits stay 0)."""
+    dl_snr = mean_snr(channel.bs_power_dbm, loss_db, channel.bandwidth_hz, channel.noise_density_dbm_hz) * dl_gain
+    ul_snr = mean_snr(channel.ue_power_dbm, loss_db, channel.uplink_bandwidth_hz, channel.noise_density_dbm_hz) * ul_gain
+    weakest = np.array([dl_snr[m].min() for m in stream_members]) if stream_members else np.zeros(0)
+    streams = np.asarray(streams, dtype=float) + harq_tail_s(channel, "dl", weakest)
+    uploads = np.where(np.asarray(uploads) > 0, uploads + harq_tail_s(channel, "ul", ul_snr), uploads)
+    return streams, uploads
+
+
 MAX_BLOCKS = 1_000_000
 """Blocks a transfer may take before it is an outage (10^4 s of 10 ms blocks)."""
 
 
-def _stream_time(channel: PhysicalChannel, bits: float, snr: np.ndarray, rng: np.random.Generator) -> float:
-    """A multicast's time, plus the unicast repairs of the receivers its rate left behind (``coverage``), sent
-    one after another on the same carrier after it: the stream counts as received when the last repair lands."""
+def _stream_delivery(
+    channel: PhysicalChannel, label: str, bits: float, snr: np.ndarray, rng: np.random.Generator
+) -> StreamDelivery:
+    """A multicast over fading blocks, plus the unicast repairs of the receivers its rate left behind
+    (``coverage``), sent one after another on the same carrier after it: the stream counts as received
+    when the last repair lands."""
     block, fading, k, dl = channel.block_s, channel.fading, k_factor(channel), link_model(channel, "dl")
     sent = link.multicast_transfer(bits, channel.bandwidth_hz, snr, rng, block, fading, k, dl, channel.multicast, channel.coverage_q, MAX_BLOCKS)
+    served = link.coverage_rate(snr, channel.coverage_q) if channel.multicast == "coverage" else snr.min()
+    tail = float(harq_tail_s(channel, "dl", np.array([served]))[0]) if bits > 0 else 0.0
     repair = np.asarray(sent.repair_bits, dtype=float)
-    if not repair.any():
-        return float(sent.time_s)
-    owed = repair > 0
-    repairs = link.transfer_time(repair[owed], channel.bandwidth_hz, snr[owed], rng, block, fading, k, dl, MAX_BLOCKS)
-    return float(sent.time_s + np.sum(repairs.time_s))
+    seconds, owed = float(sent.time_s) + tail, repair > 0
+    if owed.any():
+        repairs = link.transfer_time(repair[owed], channel.bandwidth_hz, snr[owed], rng, block, fading, k, dl, MAX_BLOCKS)
+        seconds = float(sent.time_s + tail + np.sum(repairs.time_s + harq_tail_s(channel, "dl", snr[owed])))
+    return StreamDelivery(label, int(snr.size), float(bits), seconds, float(sent.rate_bps), float(repair.sum()), int(owed.sum()))
 
 
 def block_durations(
     channel: PhysicalChannel, loss_db: np.ndarray, stream_members: tuple[np.ndarray, ...], stream_bits: np.ndarray,
-    upload_bits: np.ndarray, clients: np.ndarray, rng: np.random.Generator,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Stream and upload durations (s) over block fading of length ``channel.block_s``.
+    upload_bits: np.ndarray, clients: np.ndarray, rng: np.random.Generator, labels: tuple[str, ...] = (),
+) -> tuple[np.ndarray, np.ndarray, tuple[StreamDelivery, ...]]:
+    """Stream and upload durations (s) over block fading of length ``channel.block_s``, and each stream's
+    delivery (rate, repairs).
 
     Draw order: each stream's receivers' blocks (then its repairs' blocks) in
     stream order, then the uploads' blocks (``link.multicast_transfer``,
@@ -125,10 +184,14 @@ def block_durations(
     block, fading, k = channel.block_s, channel.fading, k_factor(channel)
     dl_snr = mean_snr(channel.bs_power_dbm, loss_db, channel.bandwidth_hz, channel.noise_density_dbm_hz)[clients]
     ul_snr = mean_snr(channel.ue_power_dbm, loss_db, channel.uplink_bandwidth_hz, channel.noise_density_dbm_hz)[clients]
-    streams = np.array([
-        _stream_time(channel, float(bits), dl_snr[members], rng) for bits, members in zip(stream_bits.tolist(), stream_members)
-    ])
+    labels = labels or tuple(str(k) for k in range(len(stream_members)))
+    deliveries = tuple(
+        _stream_delivery(channel, label, float(bits), dl_snr[members], rng)
+        for label, bits, members in zip(labels, stream_bits.tolist(), stream_members)
+    )
+    streams = np.array([d.seconds for d in deliveries])
     uploads = link.transfer_time(
         upload_bits, channel.uplink_bandwidth_hz, ul_snr, rng, block, fading, k, link_model(channel, "ul"), MAX_BLOCKS
     ).time_s
-    return streams, np.asarray(uploads, dtype=float)
+    uploads = np.where(np.asarray(upload_bits) > 0, uploads + harq_tail_s(channel, "ul", ul_snr), uploads)
+    return streams, np.asarray(uploads, dtype=float), deliveries

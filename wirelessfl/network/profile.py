@@ -17,8 +17,11 @@ STREAM_ORDERS = ("plan", "largest_first")
 BACKENDS = ("des", "analytic")
 FADING_MODELS = ("rayleigh", "rician", "none")
 PATH_LOSS_MODELS = ("log_distance", "UMa", "UMi", "RMa")
-LINK_MODELS = ("shannon", "truncated_shannon")
+LINK_MODELS = ("shannon", "truncated_shannon", "nr")
 MULTICAST_POLICIES = ("worst_user", "coverage")
+UPLINK_ACCESS = ("orthogonal", "shared")
+DROPS = ("per_profile", "common")
+NR_SPACINGS_KHZ = (15, 30, 60)
 
 
 def _number(field: str, value: Any) -> float:
@@ -61,13 +64,20 @@ PHYSICAL_RANGES: dict[str, tuple[float, float, str]] = {
 """Plausible physical values, closed intervals: a value outside names its field and the range
 (``path_loss_exponent: 1e6`` or ``ue_power_dbm: -1e300`` made rates of 0 and rounds of inf)."""
 
+NR_RANGES: dict[str, tuple[float, float, str]] = {
+    "harq_rtt_ms": (0.0, 100.0, "NR's HARQ round trip is a few slots: 1-4 ms at 30 kHz"),
+    "data_re_per_prb": (12.0, 168.0, "12 subcarriers x 14 symbols, less DMRS and control: 156 with one DMRS symbol"),
+}
+"""Plausible values of the ``physical.nr`` settings, closed intervals."""
+
 PROFILE_LIMITS: dict[str, float] = {"rho": 1e6, "t_dl": 1e9, "t_min": 1e9, "channels": 100_000, "deadline": 1e12, "bits_per_parameter": 64}
 """Upper limits of the normalised fields (finite mu above 1e9 is refused too: use inf for exactly t_min)."""
 
 
 def _in_range(field: str, value: Any) -> float:
-    """A physical field's value within ``PHYSICAL_RANGES``."""
-    low, high, why = PHYSICAL_RANGES[field.removeprefix("physical.")]
+    """A physical field's value within ``PHYSICAL_RANGES`` (``physical.nr.*``: ``NR_RANGES``)."""
+    name = field.removeprefix("physical.")
+    low, high, why = NR_RANGES[name.removeprefix("nr.")] if name.startswith("nr.") else PHYSICAL_RANGES[name]
     number = _number(field, value)
     if not low <= number <= high:
         raise ValueError(f"{field} must be in [{low:g}, {high:g}] ({why}), got {number:g}")
@@ -124,6 +134,55 @@ def _check_keys(where: str, given: Mapping[str, Any], allowed: list[str]) -> Non
 
 
 @dataclass(frozen=True)
+class NrSettings:
+    """The 5G NR link of ``link: nr`` (``network/nr.py``: Sionna SYS tables, TS 38.214 MCS and TBS).
+
+    ``subcarrier_spacing_khz`` and the profile's bandwidths give each carrier's PRBs
+    (TS 38.101-1) and the slot; ``mcs_table`` 1 (up to 64QAM) or 2 (256QAM) serves both
+    directions; the MCS of each fading block is the highest meeting ``bler_target``;
+    ``harq_retransmissions`` Chase-combined retransmissions per TB, the last TB's
+    costing ``harq_rtt_ms`` each at the end of a transfer.
+    """
+
+    subcarrier_spacing_khz: int = 30
+    mcs_table: int = 1
+    bler_target: float = 0.1
+    harq_retransmissions: int = 3
+    harq_rtt_ms: float = 2.0
+    data_re_per_prb: int = 156
+
+    def __post_init__(self) -> None:
+        if self.subcarrier_spacing_khz not in NR_SPACINGS_KHZ:
+            raise ValueError(f"physical.nr.subcarrier_spacing_khz must be one of {', '.join(map(str, NR_SPACINGS_KHZ))} (FR1), got {self.subcarrier_spacing_khz!r}")
+        if self.mcs_table not in (1, 2) or isinstance(self.mcs_table, bool):
+            raise ValueError(f"physical.nr.mcs_table must be 1 (64QAM) or 2 (256QAM), got {self.mcs_table!r}")
+        target = _number("physical.nr.bler_target", self.bler_target)
+        if not 0 < target < 1:
+            raise ValueError(f"physical.nr.bler_target must be in (0, 1) (a transport-block error rate; 0.1 is usual), got {target:g}")
+        object.__setattr__(self, "bler_target", target)
+        retx = self.harq_retransmissions
+        if isinstance(retx, bool) or not isinstance(retx, int) or not 0 <= retx <= 8:
+            raise ValueError(f"physical.nr.harq_retransmissions must be an integer in [0, 8] (NR allows up to 3 or 4), got {retx!r}")
+        object.__setattr__(self, "harq_rtt_ms", _in_range("physical.nr.harq_rtt_ms", self.harq_rtt_ms))
+        re = _in_range("physical.nr.data_re_per_prb", self.data_re_per_prb)
+        if re != int(re):
+            raise ValueError(f"physical.nr.data_re_per_prb must be a whole number of resource elements, got {re:g}")
+        object.__setattr__(self, "data_re_per_prb", int(re))
+
+    @classmethod
+    def from_dict(cls, values: Any) -> NrSettings:
+        if isinstance(values, NrSettings):
+            return values
+        if not isinstance(values, Mapping):
+            raise ValueError(f"physical.nr must be a mapping of NR link settings, got {values!r}")
+        _check_keys("physical.nr", values, [f.name for f in fields(cls)])
+        return cls(**dict(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
 class PhysicalChannel:
     """A single cell: users dropped uniformly in an annulus, log-distance path loss,
     Rayleigh block fading redrawn every round, Shannon rates.
@@ -147,7 +206,13 @@ class PhysicalChannel:
       a transfer is cut into blocks of that length with independent fading, so
       a long transfer sees the ergodic rate and a short one the block rate.
       Unset: one draw per user per round, held for the whole transfer.
-    * ``link``: ``shannon`` or ``truncated_shannon`` (TR 36.942 annex A).
+    * ``link``: ``shannon``, ``truncated_shannon`` (TR 36.942 annex A) or ``nr``
+      (5G NR: MCS per block for a BLER target, block errors, HARQ; ``nr`` settings).
+    * ``uplink``: ``orthogonal`` (each of the profile's ``channels`` is a full
+      ``ul_bandwidth_hz`` pipe) or ``shared`` (one uplink carrier that every
+      concurrent uploader shares equally, ``channels`` must be 1).
+    * ``drop``: ``per_profile`` (each profile draws its own users) or ``common``
+      (every ``common`` profile of a run places the same users, from the seed alone).
     * ``multicast``: ``worst_user`` (every block at the weakest receiver's rate) or
       ``coverage`` (the ``coverage_q`` quantile receiver's rate; with block
       fading only).
@@ -172,6 +237,9 @@ class PhysicalChannel:
     link: str = "shannon"
     multicast: str = "worst_user"
     coverage_q: float = 1.0
+    uplink: str = "orthogonal"
+    nr: NrSettings | None = None
+    drop: str = "per_profile"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -188,6 +256,15 @@ class PhysicalChannel:
         _choice("physical.path_loss_model", self.path_loss_model, PATH_LOSS_MODELS)
         _choice("physical.link", self.link, LINK_MODELS)
         _choice("physical.multicast", self.multicast, MULTICAST_POLICIES)
+        _choice("physical.uplink", self.uplink, UPLINK_ACCESS)
+        _choice("physical.drop", self.drop, DROPS)
+        if self.nr is not None:
+            set_(self, "nr", NrSettings.from_dict(self.nr))
+        if self.link == "nr":
+            set_(self, "nr", self.nr or NrSettings())
+            self._check_nr_carriers()
+        elif self.nr is not None:
+            raise ValueError(f"physical.nr applies to link 'nr' only, but link is {self.link!r}")
         if not isinstance(self.shadowing, bool):
             raise ValueError(f"physical.shadowing must be true or false, got {self.shadowing!r}")
         for name in ("carrier_ghz", "k_factor_db", "coverage_q"):
@@ -201,6 +278,16 @@ class PhysicalChannel:
             raise ValueError("physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps")
         if self.path_loss_model == "RMa" and self.carrier_ghz > 30.0:
             raise ValueError(f"physical.carrier_ghz must be at most 30 for path_loss_model RMa (TR 38.901), got {self.carrier_ghz:g}")
+
+    def _check_nr_carriers(self) -> None:
+        from .nr import prbs_for
+
+        spacing = self.nr.subcarrier_spacing_khz
+        for name, hz in (("bandwidth_hz", self.bandwidth_hz), ("ul_bandwidth_hz", self.uplink_bandwidth_hz)):
+            try:
+                prbs_for(hz, spacing)
+            except ValueError as error:
+                raise ValueError(f"physical.{name}: {error}") from None
 
     def summary(self) -> str:
         """One line naming the channel and link models, for summary.md's notes."""
@@ -217,11 +304,20 @@ class PhysicalChannel:
         else:
             speed = f" ({self.ue_speed_mps:g} m/s)" if self.coherence_s is None else ""
             held = f" in {1e3 * block:.3g} ms blocks{speed}"
-        link = {"shannon": "Shannon", "truncated_shannon": "TR 36.942 truncated Shannon"}[self.link]
+        link = {"shannon": "Shannon", "truncated_shannon": "TR 36.942 truncated Shannon"}.get(self.link)
+        if self.link == "nr":
+            nr = self.nr
+            from .nr import sionna_version
+
+            link = (
+                f"5G NR (Sionna SYS {sionna_version()}, MCS table {nr.mcs_table}, BLER target {nr.bler_target:g}, "
+                f"{nr.harq_retransmissions} HARQ retransmissions, {nr.subcarrier_spacing_khz} kHz)"
+            )
         multicast = "worst-user multicast" if self.multicast == "worst_user" else f"coverage multicast (q = {self.coverage_q:g}, unicast repairs)"
         return (
             f"cell {self.min_distance_m:g}-{self.cell_radius_m:g} m, {loss}, {fading}{held}, {link} rates, "
             f"{self.bandwidth_hz / 1e6:g} MHz, {multicast}"
+            + (", one uplink carrier shared equally by concurrent uploaders" if self.uplink == "shared" else "")
         )
 
     @property
@@ -248,7 +344,9 @@ class PhysicalChannel:
         return cls(**dict(values))
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["nr"] = None if self.nr is None else self.nr.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -312,6 +410,10 @@ class SystemProfile:
         if isinstance(self.channels, bool) or not isinstance(self.channels, int) or self.channels < 1:
             raise ValueError(f"channels must be an integer >= 1, got {self.channels!r}")
         _at_most("channels", self.channels)
+        if isinstance(self.physical, PhysicalChannel) and self.physical.uplink == "shared" and self.channels != 1:
+            raise ValueError(
+                f"channels must be 1 with physical.uplink 'shared' (one carrier shared by every uploader), got {self.channels}"
+            )
         _choice("schedule", self.schedule, SCHEDULES)
         _choice("duplex", self.duplex, DUPLEX_MODES)
         _choice("stream_order", self.stream_order, STREAM_ORDERS)

@@ -26,6 +26,7 @@ class RoundInputs:
     stream_durations: np.ndarray
     compute: np.ndarray
     upload: np.ndarray
+    deliveries: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class RoundTimes:
 
 
 def simulate(
-    inputs: RoundInputs, *, schedule: str, duplex: str, channels: int, deadline: float | None, record: bool
+    inputs: RoundInputs, *, schedule: str, duplex: str, channels: int, deadline: float | None, record: bool,
+    uplink: str = "orthogonal",
 ) -> RoundTimes:
     """The SimPy engine of record for both schedules.
 
@@ -54,7 +56,9 @@ def simulate(
     uploaders that hold a slot but have not started (a priority queue that never
     holds more than 2·channels requests, so it stays cheap). As the base station
     claims the medium for its next stream as soon as one ends, no upload starts
-    before the last stream has ended.
+    before the last stream has ended. With ``uplink='shared'`` there are no slots:
+    uploads join one carrier (``_SharedCarrier``) once they may start (the gate in
+    ``phased``, the downlink's end in ``pipelined``+``tdd``).
     """
     env = simpy.Environment()
     m = len(inputs.clients)
@@ -64,8 +68,13 @@ def simulate(
     log: list[tuple[float, str]] = []
     note = log.append if record else None
     phased = schedule == "phased"
+    carrier = _SharedCarrier(env) if uplink == "shared" else None
+    uplink_open = env.event()
     uplink = simpy.Resource(env, capacity=channels)
-    medium = simpy.PriorityResource(env, capacity=channels) if schedule == "pipelined" and duplex == "tdd" else None
+    medium = (
+        simpy.PriorityResource(env, capacity=channels)
+        if schedule == "pipelined" and duplex == "tdd" and carrier is None else None
+    )
 
     t_computed = [0.0] * m
     t_uploaded = [math.inf] * m
@@ -88,6 +97,7 @@ def simulate(
                 note((env.now, "uplink phase starts"))
             for hold in gate:
                 uplink.release(hold)
+            uplink_open.succeed()
 
         env.process(open_uplink())
 
@@ -107,6 +117,8 @@ def simulate(
             delivered[k].succeed()
         downlink_end[0] = env.now
         downlink_done.succeed()
+        if not phased and duplex == "tdd":
+            uplink_open.succeed()
 
     def client(i: int):
         if phased:
@@ -128,6 +140,16 @@ def simulate(
         if upload[i] == 0:
             t_uploaded[i] = env.now
             return
+        if carrier is not None:
+            if not uplink_open.processed:
+                yield uplink_open
+            if math.isinf(upload[i]):
+                return
+            yield carrier.join(upload[i])
+            t_uploaded[i] = env.now
+            if note:
+                note((env.now, f"client {ids[i]} uploaded"))
+            return
         with uplink.request() as slot:
             yield slot
             if medium is not None:
@@ -140,6 +162,8 @@ def simulate(
         if note:
             note((env.now, f"client {ids[i]} uploaded"))
 
+    if not phased and duplex == "fdd":
+        uplink_open.succeed()
     env.process(base_station())
     for i in range(m):
         env.process(client(i))
@@ -151,6 +175,56 @@ def simulate(
         dl_end=downlink_end[0],
         events=tuple(log),
     )
+
+
+class _SharedCarrier:
+    """One uplink carrier shared equally by the uploads in progress, on SimPy's clock.
+
+    Each upload needs ``service`` seconds of the whole carrier; while m are in
+    progress each is served at 1/m. A server process sleeps until the upload with the
+    least service left would finish, or until one joins, and charges everyone
+    ``elapsed / m`` on every wake-up. ``shared_landings`` is its closed form.
+    """
+
+    def __init__(self, env: simpy.Environment) -> None:
+        self.env = env
+        self.left: dict[int, list] = {}
+        self.joined = env.event()
+        self.last = 0.0
+        self.count = 0
+        env.process(self._serve())
+
+    def join(self, service: float) -> simpy.Event:
+        self._charge()
+        landed = self.env.event()
+        self.left[self.count] = [float(service), landed, float(service)]
+        self.count += 1
+        if not self.joined.triggered:
+            self.joined.succeed()
+        return landed
+
+    def _charge(self) -> None:
+        elapsed, self.last = self.env.now - self.last, self.env.now
+        if self.left and elapsed > 0:
+            share = elapsed / len(self.left)
+            for entry in self.left.values():
+                entry[0] -= share
+
+    def _serve(self):
+        while True:
+            if not self.left:
+                yield self.joined
+            else:
+                first = min(self.left, key=lambda k: self.left[k][0])
+                wake = self.env.timeout(max(self.left[first][0], 0.0) * len(self.left))
+                yield wake | self.joined
+                self._charge()
+                if wake.processed:
+                    finished = [k for k, (left, _, service) in self.left.items() if k == first or left <= 1e-12 * service]
+                    for k in finished:
+                        self.left.pop(k)[1].succeed()
+            if self.joined.triggered:
+                self.joined = self.env.event()
 
 
 def _downlink_end(inputs: RoundInputs) -> float:
@@ -175,7 +249,9 @@ def _arrivals(inputs: RoundInputs) -> tuple[np.ndarray, np.ndarray]:
     return t_received, last_stream
 
 
-def phased_closed_form(inputs: RoundInputs, *, channels: int, deadline: float | None) -> RoundTimes:
+def phased_closed_form(
+    inputs: RoundInputs, *, channels: int, deadline: float | None, uplink: str = "orthogonal"
+) -> RoundTimes:
     """The phased schedule without an event loop: same arithmetic, same order, same floats.
 
     Phased rounds are closed-form given the draws: cumulative stream ends, compute
@@ -193,12 +269,15 @@ def phased_closed_form(inputs: RoundInputs, *, channels: int, deadline: float | 
     barrier = float(t_computed[staying].max()) if staying.any() else dl_end
     uploaders = np.flatnonzero(staying & (inputs.upload > 0))
     order = uploaders[np.argsort(t_computed[uploaders], kind="stable")]
-    t_uploaded[order] = fifo_landings(barrier, inputs.upload[order], channels)
+    if uplink == "shared":
+        t_uploaded[order] = shared_landings(barrier, inputs.upload[order])
+    else:
+        t_uploaded[order] = fifo_landings(barrier, inputs.upload[order], channels)
     return RoundTimes(t_received=t_received, t_computed=t_computed, t_uploaded=t_uploaded, dl_end=dl_end)
 
 
 def pipelined_closed_form(
-    inputs: RoundInputs, *, duplex: str, channels: int, deadline: float | None
+    inputs: RoundInputs, *, duplex: str, channels: int, deadline: float | None, uplink: str = "orthogonal"
 ) -> RoundTimes:
     """The pipelined schedule without an event loop, float for float.
 
@@ -220,7 +299,10 @@ def pipelined_closed_form(
     uploaders = np.flatnonzero(~dropped & (inputs.upload > 0))
     order = uploaders[np.lexsort((last_stream[uploaders], t_computed[uploaders]))]
     ready = t_computed[order] if duplex == "fdd" else np.maximum(t_computed[order], dl_end)
-    t_uploaded[order] = fifo_landings(ready, inputs.upload[order], channels)
+    if uplink == "shared":
+        t_uploaded[order] = shared_landings(ready, inputs.upload[order])
+    else:
+        t_uploaded[order] = fifo_landings(ready, inputs.upload[order], channels)
     return RoundTimes(t_received=t_received, t_computed=t_computed, t_uploaded=t_uploaded, dl_end=dl_end)
 
 
@@ -229,6 +311,40 @@ def order_streams(streams: tuple, policy: str) -> list:
     if policy == "largest_first":
         return sorted(streams, key=lambda stream: -len(stream.receivers))
     return list(streams)
+
+
+def shared_landings(ready: float | np.ndarray, service: np.ndarray) -> np.ndarray:
+    """Landing times of uploads that share one carrier equally (egalitarian processor sharing).
+
+    Upload j becomes ready at ``ready[j]`` (a number: all at once) and needs ``service[j]``
+    seconds of the whole carrier; while m uploads are in progress each gets 1/m of it
+    (a round-robin scheduler over slots much shorter than the uploads). Computed in
+    virtual time V, dV/dt = 1/m: an upload that starts at V_a lands when V reaches
+    V_a + service, so landings come out of a heap in O(n log n). An upload that can
+    never finish (service ``inf``: in outage) is not scheduled and lands at ``inf``.
+    """
+    service = np.asarray(service, dtype=float)
+    starts = np.broadcast_to(np.asarray(ready, dtype=float), service.shape)
+    landings = np.full(service.shape, math.inf)
+    order = [int(j) for j in np.argsort(starts, kind="stable") if math.isfinite(service[j])]
+    heap: list[tuple[float, int]] = []
+    now = virtual = 0.0
+    position = 0
+    while position < len(order) or heap:
+        arrival = starts[order[position]] if position < len(order) else math.inf
+        if heap:
+            departure = now + (heap[0][0] - virtual) * len(heap)
+            if departure <= arrival:
+                tag, j = heapq.heappop(heap)
+                now, virtual = departure, tag
+                landings[j] = departure
+                continue
+            virtual += (arrival - now) / len(heap)
+        now = arrival
+        j = order[position]
+        heapq.heappush(heap, (virtual + float(service[j]), j))
+        position += 1
+    return landings
 
 
 def fifo_landings(ready: float | np.ndarray, durations: np.ndarray, channels: int) -> np.ndarray:

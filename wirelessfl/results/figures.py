@@ -1,8 +1,8 @@
 """Plotly figures of a finished trace, in the style of the user-centric FL paper.
 
 Fig. 3 of M. Mestoukirdi et al., "User-Centric Federated Learning: Trading off
-Wireless Resources for Personalization" (../shared/papers/user-centric-fl.txt)
-plots average accuracy against normalised time, one panel per network profile;
+Wireless Resources for Personalization" plots average accuracy against normalised
+time, one panel per network profile;
 Fig. 2 plots it against the round. Both are reproduced here for any trace, with
 the mean over seeds as a line and the min-max over seeds as a band.
 
@@ -29,7 +29,6 @@ import pandas as pd
 import plotly.graph_objects as go
 import yaml
 from plotly.colors import hex_to_rgb, qualitative
-from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from wirelessfl.results.io import (
@@ -40,10 +39,10 @@ from wirelessfl.results.io import (
     validate_clients,
     validate_trace,
 )
+from wirelessfl.results.plotly_js import write_plotly_js
 from wirelessfl.results.tables import ACCURACY_METRICS, METRIC_LABELS, identical_across_profiles, write_summary_md
 
 HTML_FIGURES = ("fig3.html", "fig2.html", "worst_clients.html")
-PLOTLY_JS = "plotly.min.js"
 """The plotly.js the HTML figures load by a relative path (``include_plotlyjs="directory"``)."""
 PNG_FIGURES = ("fig3.png", "fig2.png")
 PNG_TIMEOUT_S = 90.0
@@ -360,15 +359,6 @@ def _write_figures(
         atomic_write_bytes(directory / name, data)
         written.append(directory / name)
     return Written(written, [])
-
-
-def write_plotly_js(directory: Path) -> Path:
-    """The bundled plotly.js beside the figures, written first (and only when missing or another version)."""
-    path = directory / PLOTLY_JS
-    script = get_plotlyjs().encode("utf-8")
-    if not path.is_file() or path.stat().st_size != len(script) or path.read_bytes() != script:
-        atomic_write_bytes(path, script)
-    return path
 
 
 def write_figures(

@@ -1,10 +1,11 @@
 """Reproduction pages: our runs of a paper's scenarios beside the paper's numbers and claims.
 
-The machinery is generic; each paper is one module in ``wirelessfl/results/papers/``
-that holds the paper's tables as data (:class:`PaperTable`) and its claims as
-functions of runs (:class:`Claim`), and exposes them as ``PAPER``. The registry
-(``wirelessfl.results.papers``) finds the paper a run belongs to by its scenario
-name, so adding a paper adds a module and nothing else. ``wirelessfl report
+The machinery is generic and knows no paper. The papers live outside this
+package, one module each in ``wirelessfl_papers/``, which holds the paper's tables
+as data (:class:`PaperTable`) and its claims as functions of runs (:class:`Claim`)
+and exposes them as ``PAPER``; ``wirelessfl_papers.papers()`` collects them. Given
+that registry, :func:`paper_of` finds the paper a run belongs to by its scenario
+name, so adding a paper adds a module there and nothing here. ``wirelessfl report
 RUN_DIR... --reproduction FILE [--paper NAME]`` writes the page.
 
 Every verdict is computed from run directories written by ``wirelessfl simulate``;
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,6 +29,10 @@ import yaml
 from wirelessfl.results.energy import energy_comparison_md
 from wirelessfl.results.io import CLIENT_FILES, atomic_write_text, read_clients, read_trace
 from wirelessfl.results.tables import markdown_table
+
+PAPERS_DIR_ENV_VAR = "WIRELESSFL_PAPERS"
+DEFAULT_PAPERS_DIR = "../shared/papers"
+"""The offline machines' copy of the papers' texts, relative to the repository root."""
 
 ACCURACY_COLUMNS = ("avg_acc", "worst_acc", "p10_acc", "unseen_acc")
 """Trace columns averaged into :attr:`Run.final` (in percent) when the trace has them."""
@@ -188,7 +194,7 @@ class Paper:
     name: str
     title: str
     source: str
-    """The paper's file name in ../shared/papers/."""
+    """The paper's text file, in :func:`papers_dir`."""
     sections: tuple[Section, ...]
     claims: tuple[Claim, ...]
     intro: tuple[str, ...] = ()
@@ -204,6 +210,31 @@ class Paper:
 
     def markdown(self, runs: Runs, command: str) -> str:
         return (self.render or paper_markdown)(self, runs, command)
+
+
+def papers_dir() -> str:
+    """Where the papers' texts live, as the pages name it: ``$WIRELESSFL_PAPERS``, else ``../shared/papers``."""
+    return os.environ.get(PAPERS_DIR_ENV_VAR) or DEFAULT_PAPERS_DIR
+
+
+def paper_text(paper: Paper) -> str:
+    """The path of the paper's text, as a page's "Paper:" line names it."""
+    return f"{papers_dir().rstrip('/')}/{paper.source}"
+
+
+Registry = Mapping[str, Paper]
+"""Every paper by name (``wirelessfl_papers.papers()``)."""
+
+
+def paper_of(papers: Registry, scenario: str) -> Paper | None:
+    """The paper whose scenarios include ``scenario``; None when no paper lists it."""
+    return next((p for p in papers.values() if scenario in p.scenarios), None)
+
+
+def get_paper(papers: Registry, name: str) -> Paper:
+    if name not in papers:
+        raise ValueError(f"--paper must be one of {sorted(papers)}, got {name!r}")
+    return papers[name]
 
 
 # ---- helpers for claims and pages --------------------------------------------------------------
@@ -341,7 +372,7 @@ def paper_markdown(paper: Paper, runs: Runs, command: str) -> str:
         f"# Reproducing {paper.title}",
         "",
         f"Written by `{command}` from the run directories below; every number and verdict is computed from their traces.",
-        f"Paper: ../shared/papers/{paper.source}. Our accuracies are percentages of each user's own model on its own",
+        f"Paper: {paper_text(paper)}. Our accuracies are percentages of each user's own model on its own",
         "held-out test split after the last round, averaged over seeds (± the standard deviation over seeds where a run has several).",
         *paper.intro,
         "",
@@ -353,21 +384,19 @@ def paper_markdown(paper: Paper, runs: Runs, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def reproduction_markdown(run_dirs: Sequence[Path], command: str, paper: str | None = None) -> str:
-    """The page of the paper the runs belong to (``paper``: its name, to name it explicitly)."""
-    from wirelessfl.results.papers import get_paper, paper_of, papers
-
-    chosen = get_paper(paper) if paper is not None else None
+def reproduction_markdown(run_dirs: Sequence[Path], command: str, papers: Registry, paper: str | None = None) -> str:
+    """The page of the paper of ``papers`` the runs belong to (``paper``: its name, to name it explicitly)."""
+    chosen = get_paper(papers, paper) if paper is not None else None
     runs: dict[str, Run] = {}
     owners: dict[str, Paper] = {}
     for directory in run_dirs:
         run = Run.load(Path(directory))
-        owner = paper_of(run.scenario)
+        owner = paper_of(papers, run.scenario)
         if owner is None:
-            every = sorted(s for p in papers().values() for s in p.scenarios)
+            every = sorted(s for p in papers.values() for s in p.scenarios)
             raise ValueError(
                 f"{directory}: scenario {run.scenario!r} is not one of the paper scenarios {every} "
-                "(each paper module in wirelessfl/results/papers/ lists its scenarios)"
+                "(each paper module in wirelessfl_papers/ lists its scenarios)"
             )
         if chosen is not None and owner is not chosen:
             raise ValueError(f"{directory}: scenario {run.scenario!r} belongs to paper {owner.name!r}, not {chosen.name!r}")
@@ -381,6 +410,6 @@ def reproduction_markdown(run_dirs: Sequence[Path], command: str, paper: str | N
     return page.markdown(runs, command)
 
 
-def write_reproduction(run_dirs: Sequence[Path], out: Path, command: str, paper: str | None = None) -> Path:
-    atomic_write_text(out, reproduction_markdown(run_dirs, command, paper))
+def write_reproduction(run_dirs: Sequence[Path], out: Path, command: str, papers: Registry, paper: str | None = None) -> Path:
+    atomic_write_text(out, reproduction_markdown(run_dirs, command, papers, paper))
     return out

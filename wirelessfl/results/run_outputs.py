@@ -13,6 +13,7 @@ from typing import Any
 
 from wirelessfl.results.energy import energy_summary_md
 from wirelessfl.results.io import atomic_write_frame, atomic_write_json, write_trace
+from wirelessfl.results.links import write_link_report
 from wirelessfl.results.streams import stream_report, stream_summary_md, write_stream_outputs
 from wirelessfl.results.tables import write_summary_md
 
@@ -44,6 +45,7 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
                 notes.append("streams.html: who is in which stream / cluster against the true groups (ARI above).")
     notes.append(f"{result.trained_units} training runs ({_training_mode(result)}); wall time {elapsed:.1f} s.")
     notes.extend(f"{p.name}: {p.physical.summary()}." for p in scenario.profiles() if p.physical is not None)
+    notes.extend(write_link_report(run_dir, getattr(result, "links", None)))
     if result.runtime:
         atomic_write_json(run_dir / "runtime.json", result.runtime)
         wall = sum(unit["wall_s"] for unit in result.runtime.values())

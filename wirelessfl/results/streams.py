@@ -28,6 +28,7 @@ from plotly.subplots import make_subplots
 from sklearn.metrics import adjusted_rand_score
 
 from wirelessfl.results.io import atomic_write_text
+from wirelessfl.results.plotly_js import write_plotly_js
 
 #: Below this ARI (with more than one true group) the summary warns that the streams miss the groups.
 ARI_WARNING = 0.2
@@ -231,8 +232,6 @@ def read_diagnostics(run_dir) -> dict[str, Any]:
 
 def write_stream_outputs(run_dir, diagnostics: Mapping[str, Any], clients: pd.DataFrame) -> list[str]:
     """Write ``streams.html`` (when anything formed streams) and return the summary.md section lines."""
-    from wirelessfl.results.figures import write_plotly_js  # figures imports tables; import here keeps this module light
-
     frame = stream_report(diagnostics, clients)
     if frame.empty:
         return []

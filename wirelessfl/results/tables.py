@@ -2,7 +2,7 @@
 
 The worst-client table follows Table I of the user-centric FL paper
 (M. Mestoukirdi et al., "User-Centric Federated Learning: Trading off Wireless
-Resources for Personalization", ../shared/papers/user-centric-fl.txt): average
+Resources for Personalization"): average
 and worst client accuracy of each method after the last round.
 
 Curves and profiles keep the order in which they first appear in the trace

@@ -2,7 +2,7 @@
 
 The question behind a sweep is the one of M. Mestoukirdi et al.,
 "User-Centric Federated Learning: Trading off Wireless Resources for
-Personalization" (../shared/papers/user-centric-fl.txt, Fig. 3 and §IV-C):
+Personalization" (Fig. 3 and §IV-C):
 more downlink streams k personalize better but cost downlink time, and whether
 that pays depends on the network (rho, mu, T_min, channels, cell size). A sweep
 times every curve under every grid point; these figures read its table
@@ -39,11 +39,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
-from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from wirelessfl.results.figures import PNG_TIMEOUT_S, PngExportError, export_png
 from wirelessfl.results.io import atomic_write_bytes, atomic_write_text
+from wirelessfl.results.plotly_js import write_plotly_js
 
 TABLE_COLUMNS = (
     "point",
@@ -635,13 +635,6 @@ def tradeoff_figures(
     return {name: figures[name] for name in FIGURES if name in figures}
 
 
-def _write_plotlyjs(directory: Path) -> None:
-    """The plotly.min.js every HTML figure of the directory loads (``include_plotlyjs="directory"``)."""
-    path = directory / "plotly.min.js"
-    if not path.exists():
-        atomic_write_text(path, get_plotlyjs())
-
-
 def write_tradeoff_figures(sweep_dir, table: pd.DataFrame, axes, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S, **choice) -> list[str]:
     """Write ``<name>.html`` (and ``<name>.png`` when kaleido works) for every trade-off figure into ``sweep_dir``.
 
@@ -651,7 +644,7 @@ def write_tradeoff_figures(sweep_dir, table: pd.DataFrame, axes, *, png: bool = 
     """
     directory = Path(sweep_dir)
     figures = tradeoff_figures(table, axes, **choice)
-    _write_plotlyjs(directory)
+    write_plotly_js(directory)
     for name, fig in figures.items():
         atomic_write_text(directory / f"{name}.html", fig.to_html(include_plotlyjs="directory", full_html=True))
     notes = []

@@ -1,7 +1,7 @@
 """Our runs of FedEM's Synthetic and EMNIST experiments beside the paper's Tables 2 and 3.
 
 O. Marfoq, G. Neglia, A. Bellet, L. Kameni, R. Vidal, "Federated Multi-Task Learning
-under a Mixture of Distributions", ../shared/papers/fedem-mixture-of-distributions.txt:
+under a Mixture of Distributions":
 Table 2 (test accuracy, average across clients / bottom decile) and Table 3 (clients
 unseen at training), Synthetic and EMNIST rows, and the claims §4 makes of them.
 Curves: ``fedem``, ``fedavg``, ``local``, ``fedavg_ft`` (FedAvg+, local tuning). The

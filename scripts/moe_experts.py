@@ -8,7 +8,7 @@ gate that picks one expert), and the gate's mean weight per expert kind. The
 checkpoint is read through the safe loader (wirelessfl.checkpoint) and holds the
 models only when the run was made with ``wirelessfl simulate --keep-models``.
 
-    python benchmarks/moe_experts.py RUN_DIR [--curve fedmoe]
+    python scripts/moe_experts.py RUN_DIR [--curve fedmoe]
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ w_ii, the mean weight on same-group peers, and the adjusted Rand index of the
 k-means streams (k = true number of groups) against the true groups. Uses
 training splits only (no test data).
 
-    python benchmarks/ucfl_groups.py --clients 20 --per-client 80 --seeds 0 1
-    python benchmarks/ucfl_groups.py --dataset emnist --root DATA --per-client 834 --seeds 0
+    python scripts/ucfl_groups.py --clients 20 --per-client 80 --seeds 0 1
+    python scripts/ucfl_groups.py --dataset emnist --root DATA --per-client 834 --seeds 0
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from wirelessfl.algorithms.base import Context
 from wirelessfl.algorithms.ucfl import UserCentricFL
-from wirelessfl.learning.federated import DataSpec, build_federated_data
+from wirelessfl.learning.data.federated import DataSpec, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 

@@ -1,10 +1,9 @@
 """Our runs of PFLEGO's EMNIST experiments beside the paper's Table 1 (EMNIST column).
 
 S. Nikoloutsopoulos, I. Koutsopoulos, M. K. Titsias, "Personalized Federated Learning
-with Exact Distributed Stochastic Gradient Descent Updates" (PFLEGO),
-../shared/papers/pflego.txt: Table 1 (test accuracy on EMNIST with K = 2,
-31 and 62 of the 62 classes per client: high, medium and no personalization, §4.3)
-and the claims of §4.4. Curves ``pflego``, ``fedper`` and ``fedavg``.
+with Exact Distributed Stochastic Gradient Descent Updates" (PFLEGO):
+Table 1 (test accuracy on EMNIST with K = 2, 31 and 62 of the 62 classes per client:
+high, medium and no personalization, §4.3) and the claims of §4.4. Curves ``pflego``, ``fedper`` and ``fedavg``.
 """
 
 from __future__ import annotations

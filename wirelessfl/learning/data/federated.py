@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from wirelessfl.learning.datasets import Pool, load_pool
-from wirelessfl.learning.partition import (
+from wirelessfl.learning.data.datasets import Pool, load_pool
+from wirelessfl.learning.data.partition import (
     PartitionError,
     SplitInput,
     check_samples,

@@ -6,8 +6,8 @@ over users: the number of classes present, the effective number of classes
 largest classes. All of the user's splits are counted. ``--block B`` also
 prints the medians for users 0..B-1, B..2B-1, ...
 
-    python benchmarks/label_skew.py scenarios/paper/emnist-label-shift.yaml scenarios/paper/emnist-covariate-label-shift.yaml
-    python benchmarks/label_skew.py scenarios/paper/emnist-covariate-label-shift.yaml --block 20
+    python scripts/label_skew.py scenarios/paper/emnist-label-shift.yaml scenarios/paper/emnist-covariate-label-shift.yaml
+    python scripts/label_skew.py scenarios/paper/emnist-covariate-label-shift.yaml --block 20
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 import numpy as np
 
 from wirelessfl.config import load_scenario
-from wirelessfl.learning.federated import build_federated_data
+from wirelessfl.learning.data.federated import build_federated_data
 
 
 def label_skew(histograms: np.ndarray) -> dict[str, float]:

@@ -1,7 +1,7 @@
 """Our runs of the user-centric FL paper's experiments beside the paper's numbers and claims.
 
 M. Mestoukirdi, M. Zecchin, D. Gesbert, Q. Li, N. Gresset, "User-Centric
-Federated Learning", ../shared/papers/user-centric-fl.txt: Table I (worst user
+Federated Learning": Table I (worst user
 accuracy, §IV-B), the qualitative claims of §IV-B about Fig. 2 and of §IV-C about
 Fig. 3. Every verdict below is computed from run directories written by
 ``wirelessfl simulate scenarios/paper/*.yaml``; nothing is typed in except the
@@ -33,6 +33,7 @@ from wirelessfl.results.reproduction import (
     Verdict,
     need,
     not_run_line,
+    paper_text,
     pp,
     runtime_line,
     setup_line,
@@ -434,7 +435,7 @@ def _page(paper: Paper, runs: Runs, command: str) -> str:
         "# Reproducing User-Centric Federated Learning (Table I, Fig. 2, Fig. 3)",
         "",
         f"Written by `{command}` from the run directories below; every number and verdict is computed from their traces.",
-        "Paper: ../shared/papers/user-centric-fl.txt. Accuracies are percentages of each user's own model on its own",
+        f"Paper: {paper_text(paper)}. Accuracies are percentages of each user's own model on its own",
         "held-out test split after the last round, averaged over seeds (± the standard deviation over seeds where a run has",
         "several). The paper does not give rounds, local epochs or",
         "batch size; ours are in each scenario file. 'Matches' means within "

@@ -7,7 +7,7 @@ several representations of the same data: the rows of W (eq. 6) at several
 temperatures, rows of log W, rows of Delta, rows of the cosine-similarity
 matrix, and the same two on body-only gradients. Training splits only.
 
-    python benchmarks/ucfl_representations.py --root DATA --alpha 0.4 --seed 0 --warmup 15
+    python scripts/ucfl_representations.py --root DATA --alpha 0.4 --seed 0 --warmup 15
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from sklearn.metrics import adjusted_rand_score
 
 from wirelessfl.algorithms.base import Context
 from wirelessfl.algorithms.ucfl import UserCentricFL, collaboration_weights, squared_distances, stream_mixing
-from wirelessfl.learning.federated import DataSpec, build_federated_data
+from wirelessfl.learning.data.federated import DataSpec, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 

@@ -25,7 +25,7 @@ from types import MappingProxyType
 import numpy as np
 import torch
 
-from wirelessfl.learning.data_files import (  # noqa: F401 (resolve_root and the constants are this module's API too)
+from wirelessfl.learning.data.data_files import (  # noqa: F401 (resolve_root and the constants are this module's API too)
     DEFAULT_ROOT,
     HOW_TO_GET,
     OFFLINE_HINT,

@@ -7,7 +7,7 @@ groups, the mean self-weight w_ii, and the mean weight a user puts on its own
 group's other members. Trains nothing. Finished checkpoints hold the algorithm
 state only when the run was made with ``wirelessfl simulate --keep-models``.
 
-    python benchmarks/ucfl_streams.py RUN_DIR
+    python scripts/ucfl_streams.py RUN_DIR
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Our runs of the adaptive expert models paper's CIFAR-10 experiment beside its Table 2 (J = 6).
 
 M. Isaksson, E. Listo Zec, R. Cöster, D. Gillblad, S. Girdzijauskas, "Adaptive Expert
-Models for Personalization in Federated Learning", ../shared/papers/adaptive-expert-models.txt:
+Models for Personalization in Federated Learning":
 Table 2 (CIFAR-10, each client with two majority classes making up a fraction p of its
 data, J = 6 cluster models) and the claims §4.5 and §6 make of it. One scenario per p
 (``experts-cifar10-p0.2`` ...); curves ``fedmoe`` (MoE over the cluster models and the

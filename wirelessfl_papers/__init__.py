@@ -1,6 +1,8 @@
-"""One module per reproduced paper; each defines ``PAPER`` (wirelessfl.results.reproduction.Paper).
+"""The reproduced papers, one module each; each defines ``PAPER`` (wirelessfl.results.reproduction.Paper).
 
-The registry imports every module of this package and finds a run's paper by its
+Paper material lives here, outside the ``wirelessfl`` package: its numbers,
+claims and page layout. :func:`papers` imports every module of this package, and
+``wirelessfl.results.reproduction`` finds a run's paper among them by its
 scenario name (each paper lists its scenarios), so adding a paper adds a module
 here and nothing else.
 """
@@ -31,15 +33,3 @@ def papers() -> dict[str, Paper]:
             owner[scenario] = paper.name
         found[paper.name] = paper
     return found
-
-
-def paper_of(scenario: str) -> Paper | None:
-    """The paper whose scenarios include ``scenario``; None when no paper lists it."""
-    return next((p for p in papers().values() if scenario in p.scenarios), None)
-
-
-def get_paper(name: str) -> Paper:
-    known = papers()
-    if name not in known:
-        raise ValueError(f"--paper must be one of {sorted(known)}, got {name!r}")
-    return known[name]

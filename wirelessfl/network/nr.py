@@ -1,0 +1,282 @@
+"""The 5G NR link abstraction of Sionna SYS, looked up in numpy.
+
+A transfer in ``nr`` mode is a stream of transport blocks (TBs), one per slot, over
+the profile's PRBs. In every fading block the base station knows the block's SINR
+and picks the highest MCS whose TB error rate meets the BLER target (Sionna's
+``InnerLoopLinkAdaptation``); a block where no MCS meets it is an outage block and
+carries nothing. Each TB fails with its TBLER, ``1 - (1 - BLER_cb)^C`` for its C code
+blocks (Sionna's ``PHYAbstraction``: per-code-block BLER from link-level AWGN tables,
+interpolated over code-block size and SINR); a failed TB is retransmitted by HARQ
+with Chase combining, so the j-th copy decodes at j times the SINR, up to
+``harq_retransmissions`` retransmissions, after which it is lost (left to RLC).
+
+What the tables are: Sionna's own arrays, exported once per (MCS table, REs per PRB)
+by a child process (``_nr_build``; importing Sionna reseeds torch's generator, so it
+never happens in this process) and cached under ``~/.cache/wirelessfl/nr`` (or
+``$WIRELESSFL_CACHE/nr``). Everything after that is numpy, so a 10,000-user round
+stays cheap. Sionna's conventions are kept on purpose, so that every lookup equals
+Sionna's own call: the SINR is rounded to its 0.1 dB grid (float32, half to even),
+below -5 dB reads -5 dB and above the last tabulated point reads the edge value;
+MCS 0-2 of table 1 have no BLER data, so the lowest usable MCS is 3.
+
+Per fading block with SINR index s, the expected goodput per slot is
+``G[s] = TBS(m*) · (1 - p_lost) / E[transmissions]`` with
+``E[transmissions] = 1 + p1 + p1·p2 + ... + p1···pR`` and ``p_lost = p1···p(R+1)``,
+``pj = TBLER(m*, j·SINR)``. Retransmissions fill slots of other HARQ processes, so
+they cost goodput, not waiting; the round trip is paid once at the end of a
+transfer, for the last TB's expected retransmissions (``tail_s``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+PUSCH, PDSCH = 0, 1
+"""Sionna's MCS categories: 0 = uplink (PUSCH), 1 = downlink (PDSCH)."""
+
+MCS_TABLES = (1, 2)
+"""TS 38.214 Table 5.1.3.1-1 (64QAM) and -2 (256QAM): the two with BLER tables for both directions."""
+
+PRBS_PER_CARRIER: dict[int, dict[int, int]] = {
+    15: {5: 25, 10: 52, 15: 79, 20: 106, 25: 133, 30: 160, 40: 216, 50: 270},
+    30: {5: 11, 10: 24, 15: 38, 20: 51, 25: 65, 30: 78, 40: 106, 50: 133, 60: 162, 70: 189, 80: 217, 90: 245, 100: 273},
+    60: {10: 11, 15: 18, 20: 24, 25: 31, 30: 38, 40: 51, 50: 65, 60: 79, 70: 93, 80: 107, 90: 121, 100: 135},
+}
+"""TS 38.101-1 Table 5.3.2-1 (FR1): transmission bandwidth in PRBs per subcarrier spacing (kHz)
+and channel bandwidth (MHz)."""
+
+SIONNA_REQUIREMENT = "sionna-no-rt>=2.2,<3"
+
+
+class SionnaUnavailable(ValueError):
+    """``nr`` was asked for but Sionna SYS cannot be imported; the message is one line."""
+
+
+def prbs_for(bandwidth_hz: float, scs_khz: int) -> int:
+    """PRBs of an NR carrier of ``bandwidth_hz`` at ``scs_khz`` (TS 38.101-1 Table 5.3.2-1)."""
+    table = PRBS_PER_CARRIER[scs_khz]
+    mhz = bandwidth_hz / 1e6
+    for width, prbs in table.items():
+        if math.isclose(mhz, width, rel_tol=0, abs_tol=1e-6):
+            return prbs
+    allowed = ", ".join(f"{w:g}" for w in table)
+    raise ValueError(f"an NR carrier at {scs_khz} kHz spacing is {allowed} MHz wide (TS 38.101-1), got {mhz:g} MHz")
+
+
+def slot_s(scs_khz: int) -> float:
+    """Slot length: 1 ms at 15 kHz, halved with every doubling of the spacing (14 symbols)."""
+    return 1e-3 * 15.0 / scs_khz
+
+
+@dataclass(frozen=True)
+class NrTables:
+    """Sionna's tables for one MCS table, per category (PUSCH, PDSCH).
+
+    ``bler[cat, mcs, cbs_index, snr_index]``: per-code-block BLER (inf where Sionna has
+    no data); ``qm``, ``rate``: modulation order and code rate per MCS (qm <= 0: not a
+    valid MCS); ``tbs``, ``cbs``, ``ncb[cat, mcs, prbs - 1]``: TB size (information bits),
+    code-block size and number of code blocks; ``snr_grid`` and ``cbs_grid``:
+    (min, max, step) of the interpolation grids (dB, bits).
+    """
+
+    bler: np.ndarray
+    qm: np.ndarray
+    rate: np.ndarray
+    tbs: np.ndarray
+    cbs: np.ndarray
+    ncb: np.ndarray
+    snr_grid: tuple[float, float, float]
+    cbs_grid: tuple[float, float, float]
+    sionna_version: str
+
+    @property
+    def snr_db(self) -> np.ndarray:
+        """The SINR grid in dB, as Sionna builds it (``np.arange(min, max, step)``)."""
+        low, high, step = self.snr_grid
+        return np.arange(low, high, step)
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("WIRELESSFL_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "wirelessfl") / "nr"
+
+
+def _unavailable(detail: str) -> SionnaUnavailable:
+    return SionnaUnavailable(
+        f"physical.link 'nr' needs Sionna SYS: pip install '{SIONNA_REQUIREMENT}' ({detail})"
+    )
+
+
+@lru_cache(maxsize=8)
+def load_tables(mcs_table: int = 1, re_per_prb: int = 156) -> NrTables:
+    """Sionna's tables for ``mcs_table`` with ``re_per_prb`` data REs per PRB, built once and cached on disk."""
+    if mcs_table not in MCS_TABLES:
+        raise ValueError(f"mcs_table must be one of {MCS_TABLES}, got {mcs_table!r}")
+    spec = find_sionna()
+    if spec is None or spec.origin is None:
+        raise _unavailable("it is not installed")
+    params = {"mcs_table": int(mcs_table), "re_per_prb": int(re_per_prb)}
+    version = _sionna_version(Path(spec.origin))
+    key = hashlib.sha1(json.dumps({"sionna": version, **params}, sort_keys=True).encode()).hexdigest()[:16]
+    path = cache_dir() / f"sionna-{version}-table{mcs_table}-{re_per_prb}re-{key}.npz"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        done = subprocess.run(
+            [sys.executable, "-m", "wirelessfl.network._nr_build", str(path), json.dumps(params)],
+            capture_output=True, text=True, check=False,
+        )
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+            raise _unavailable(f"building its tables failed: {last}")
+    with np.load(path) as data:
+        return NrTables(
+            bler=data["bler"], qm=data["qm"], rate=data["rate"], tbs=data["tbs"], cbs=data["cbs"], ncb=data["ncb"],
+            snr_grid=tuple(float(v) for v in data["snr_grid"]), cbs_grid=tuple(float(v) for v in data["cbs_grid"]),
+            sionna_version=json.loads(str(data["meta"]))["sionna"],
+        )
+
+
+def find_sionna():
+    """Sionna's module spec without importing it (None when it is not installed)."""
+    try:
+        return importlib.util.find_spec("sionna")
+    except (ImportError, ValueError):
+        return None
+
+
+def sionna_version() -> str:
+    """The installed Sionna's version, or 'not installed' (read without importing it)."""
+    spec = find_sionna()
+    return _sionna_version(Path(spec.origin)) if spec is not None and spec.origin else "not installed"
+
+
+def _sionna_version(init_file: Path) -> str:
+    """Sionna's ``__version__`` read from its ``__init__.py`` without importing it (importing reseeds torch)."""
+    for line in init_file.read_text().splitlines():
+        if line.startswith("__version__"):
+            return line.split("=", 1)[1].strip().strip("\"'")
+    return "unknown"
+
+
+def snr_index(tables: NrTables, snr) -> np.ndarray:
+    """Grid index of linear SINRs, computed as Sionna's ``get_idx_from_grid`` does (float32, half to even)."""
+    low, _, step = tables.snr_grid
+    with np.errstate(divide="ignore"):
+        db = (10.0 * np.log10(np.asarray(snr, dtype=np.float32))).astype(np.float32)
+    index = np.rint((db - np.float32(low)) / np.float32(step))
+    return np.clip(np.nan_to_num(index, nan=0.0, neginf=0.0), 0, tables.snr_db.size - 1).astype(np.int64)
+
+
+def tbler_table(tables: NrTables, category: int, prbs: int) -> np.ndarray:
+    """TBLER[mcs, snr_index] of a TB on ``prbs`` PRBs: ``1 - (1 - BLER_cb)^C``, inf where Sionna has no data."""
+    low, _, step = tables.cbs_grid
+    size = tables.cbs[category, :, prbs - 1]
+    cbs_index = np.clip(np.rint((size - low) / step), 0, tables.bler.shape[2] - 1).astype(np.int64)
+    bler = tables.bler[category, np.arange(size.size), cbs_index, :].astype(np.float32)
+    blocks = tables.ncb[category, :, prbs - 1].astype(np.float32)[:, None]
+    with np.errstate(invalid="ignore"):
+        tbler = np.float32(1.0) - np.power(np.float32(1.0) - bler, blocks)
+    tbler = np.where(np.isinf(bler), bler, tbler)
+    tbler[tables.qm[category] <= 0] = np.inf
+    return tbler
+
+
+def select_mcs(tbler: np.ndarray, bler_target: float) -> np.ndarray:
+    """Inner-loop link adaptation per SINR index: the highest MCS with TBLER <= target, -1 (outage) if none."""
+    ok = tbler <= bler_target
+    highest = tbler.shape[0] - 1 - np.argmax(ok[::-1], axis=0)
+    return np.where(ok.any(axis=0), highest, -1)
+
+
+@dataclass(frozen=True)
+class NrLink:
+    """One direction of an NR carrier, as a link abstraction: linear SINR -> bit/s/Hz of the carrier.
+
+    Precomputed per SINR grid point: the MCS, the HARQ statistics and the goodput per
+    slot, so a call is one index computation and one gather.
+    """
+
+    category: int
+    prbs: int
+    bandwidth_hz: float
+    slot_s: float
+    bler_target: float
+    harq_retransmissions: int
+    harq_rtt_s: float
+    mcs: np.ndarray
+    first_tbler: np.ndarray
+    transmissions: np.ndarray
+    lost: np.ndarray
+    goodput_bits: np.ndarray
+    tables: NrTables
+
+    def __call__(self, snr) -> np.ndarray:
+        """Effective spectral efficiency (bit/s/Hz of the carrier): goodput per slot / (slot · bandwidth)."""
+        return self.goodput_bits[snr_index(self.tables, snr)] / (self.slot_s * self.bandwidth_hz)
+
+    def tail_s(self, snr) -> np.ndarray:
+        """The HARQ round trips a transfer waits for at its end: the last TB's expected retransmissions."""
+        return self.harq_rtt_s * (self.transmissions[snr_index(self.tables, snr)] - 1.0)
+
+    def threshold_db(self) -> float:
+        """The lowest grid SINR (dB) at which some MCS meets the BLER target (outage below it)."""
+        usable = np.flatnonzero(self.mcs >= 0)
+        return float(self.tables.snr_db[usable[0]]) if usable.size else math.inf
+
+
+def harq_statistics(tbler: np.ndarray, mcs: np.ndarray, retransmissions: int, snr_step_db: float):
+    """(first-transmission TBLER, expected transmissions, probability the TB is lost) per SINR index.
+
+    Chase combining: copy j decodes at j times the SINR, i.e. ``10·log10(j)`` dB up the grid
+    (clipped at its end), with the same MCS.
+    """
+    size = tbler.shape[1]
+    index = np.arange(size)
+    usable = mcs >= 0
+    m = np.where(usable, mcs, 0)
+    failure = []
+    for copy in range(1, retransmissions + 2):
+        shifted = np.minimum(index + int(round(10.0 * math.log10(copy) / snr_step_db)), size - 1)
+        failure.append(np.where(usable, tbler[m, shifted].astype(np.float64), 1.0))
+    transmissions = np.ones(size)
+    survive = np.ones(size)
+    for p in failure[:-1]:
+        survive = survive * p
+        transmissions = transmissions + survive
+    lost = survive * failure[-1]
+    return failure[0], transmissions, lost
+
+
+def make_link(
+    direction: str, bandwidth_hz: float, scs_khz: int = 30, mcs_table: int = 1, bler_target: float = 0.1,
+    harq_retransmissions: int = 3, harq_rtt_s: float = 0.0, re_per_prb: int = 156,
+) -> NrLink:
+    """The NR link of one direction (``dl``: PDSCH, ``ul``: PUSCH) of a carrier."""
+    if direction not in ("dl", "ul"):
+        raise ValueError(f"direction must be 'dl' or 'ul', got {direction!r}")
+    if not 0 < bler_target < 1:
+        raise ValueError(f"bler_target must be in (0, 1), got {bler_target!r}")
+    tables = load_tables(mcs_table, re_per_prb)
+    category = PDSCH if direction == "dl" else PUSCH
+    prbs = prbs_for(bandwidth_hz, scs_khz)
+    tbler = tbler_table(tables, category, prbs)
+    mcs = select_mcs(tbler, bler_target)
+    first, transmissions, lost = harq_statistics(tbler, mcs, harq_retransmissions, tables.snr_grid[2])
+    tbs = np.where(mcs >= 0, tables.tbs[category, np.maximum(mcs, 0), prbs - 1], 0).astype(float)
+    goodput = tbs * (1.0 - lost) / transmissions
+    return NrLink(
+        category=category, prbs=prbs, bandwidth_hz=float(bandwidth_hz), slot_s=slot_s(scs_khz),
+        bler_target=float(bler_target), harq_retransmissions=int(harq_retransmissions), harq_rtt_s=float(harq_rtt_s),
+        mcs=mcs, first_tbler=first, transmissions=transmissions, lost=lost, goodput_bits=goodput, tables=tables,
+    )
