@@ -19,6 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from wirelessfl.results.palette import curve_colors
 from wirelessfl.results.tables import METRIC_LABELS, first_reached, markdown_table
 
 ENERGY_COLUMNS = ("energy_j", "cum_energy_j", "cum_energy_max_j", "energy_mean_j", "energy_max_j", "depleted")
@@ -136,17 +137,11 @@ def _reach(reach: pd.DataFrame, curve: str, profile: str, column: str) -> str:
     return _joules(row[column])
 
 
-def _colors(curves: list[str]) -> dict[str, str]:
-    from wirelessfl.results.figures import _colors as colors
-
-    return colors(curves)
-
-
 def fig_accuracy_vs_energy(trace: pd.DataFrame, metric: str = "avg_acc") -> go.Figure:
     """Accuracy against the devices' cumulative energy, one panel per profile, mean over seeds per round."""
     profiles = list(dict.fromkeys(trace["profile"]))
     curves = list(dict.fromkeys(trace["curve"]))
-    colors = _colors(curves)
+    colors = curve_colors(curves)
     means = (
         trace.dropna(subset=[metric]).groupby(_KEYS + ["round"], sort=False)
         .agg(energy=("cum_energy_j", "mean"), value=(metric, "mean"), time=("time", "mean")).reset_index()
@@ -193,7 +188,7 @@ def fig_energy_time_pareto(trace: pd.DataFrame, target: float) -> go.Figure:
     """Per profile, each curve's (time to target, energy to target); the Pareto front joined by a line."""
     reach = energy_to_target(trace, target)
     profiles = list(dict.fromkeys(trace["profile"]))
-    colors = _colors(list(dict.fromkeys(trace["curve"])))
+    colors = curve_colors(list(dict.fromkeys(trace["curve"])))
     fig = make_subplots(rows=1, cols=len(profiles), subplot_titles=profiles, horizontal_spacing=0.06)
     missed = []
     for column, profile in enumerate(profiles, start=1):

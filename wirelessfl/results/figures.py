@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import yaml
-from plotly.colors import hex_to_rgb, qualitative
+from plotly.colors import hex_to_rgb
 from plotly.subplots import make_subplots
 
 from wirelessfl.results.io import (
@@ -39,6 +39,8 @@ from wirelessfl.results.io import (
     validate_clients,
     validate_trace,
 )
+from wirelessfl.results.palette import PALETTE as _PALETTE
+from wirelessfl.results.palette import curve_colors
 from wirelessfl.results.plotly_js import write_plotly_js
 from wirelessfl.results.tables import ACCURACY_METRICS, METRIC_LABELS, identical_across_profiles, write_summary_md
 
@@ -46,9 +48,6 @@ HTML_FIGURES = ("fig3.html", "fig2.html", "worst_clients.html")
 """The plotly.js the HTML figures load by a relative path (``include_plotlyjs="directory"``)."""
 PNG_FIGURES = ("fig3.png", "fig2.png")
 PNG_TIMEOUT_S = 90.0
-_PALETTE = qualitative.Plotly + qualitative.D3
-_LARGE_PALETTE = qualitative.Dark24
-"""More than ten curves: 24 distinct dark colours (Plotly's and D3's first colours are both blues, reds...)."""
 _PNG_WORKER = Path(__file__).with_name("_png_export.py")
 # Browser names kaleido's own search does not know (Debian's chromium-headless-shell package).
 _EXTRA_BROWSERS = ("chromium-headless-shell", "headless_shell")
@@ -83,12 +82,6 @@ def _check_metric(metric: str) -> None:
 
 def _ordered(values: pd.Series) -> list:
     return list(dict.fromkeys(values))
-
-
-def _colors(curves: list[str]) -> dict[str, str]:
-    """One colour per curve, the same in every panel and figure; distinct for up to 24 curves."""
-    palette = _PALETTE if len(curves) <= 10 else _LARGE_PALETTE
-    return {curve: palette[i % len(palette)] for i, curve in enumerate(curves)}
 
 
 def _translucent(hex_color: str, alpha: float = 0.2) -> str:
@@ -155,7 +148,7 @@ def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: st
 
 def _panels(trace: pd.DataFrame, metric: str, x: str, panel_profiles: list[str], titles: list[str], x_titles: list[str], title: str):
     curves = _ordered(trace["curve"])
-    colors = _colors(curves)
+    colors = curve_colors(curves)
     bands = _seed_bands(trace, metric)
     fig = make_subplots(rows=1, cols=len(panel_profiles), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.04)
     for column, profile in enumerate(panel_profiles, start=1):
