@@ -21,6 +21,7 @@ import math
 import re
 import sys
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -346,10 +347,9 @@ class Scenario(_Strict):
         return [SystemProfile.from_dict(split_entry(raw)[0]) for raw in self.networks]
 
     def energy_profiles(self) -> dict:
-        """Profile name -> its ``EnergyProfile`` (the cited defaults where a ``networks:`` entry gives no ``energy:``)."""
-        from wirelessfl.network.energy import EnergyProfile, split_entry
-
-        return {p.name: EnergyProfile.from_dict(split_entry(raw)[1]) for p, raw in zip(self.profiles(), self.networks)}
+        """Profile name -> its ``EnergyProfile`` (the cited defaults where a ``networks:`` entry gives no ``energy:``);
+        parsed once per distinct ``networks:`` list (a sweep unit asks for it per profile)."""
+        return dict(_energy_profiles(json.dumps(self.networks, sort_keys=True)))
 
     def data_spec(self):
         from wirelessfl.learning.data.federated import DataSpec
@@ -365,6 +365,15 @@ class Scenario(_Strict):
             partition=tuple(dict(step) for step in d.partition),
             split=tuple(d.split),
         )
+
+
+@lru_cache(maxsize=64)
+def _energy_profiles(networks: str) -> dict:
+    from wirelessfl.network import SystemProfile
+    from wirelessfl.network.energy import EnergyProfile, split_entry
+
+    entries = [split_entry(raw) for raw in json.loads(networks)]
+    return {SystemProfile.from_dict(raw).name: EnergyProfile.from_dict(energy) for raw, energy in entries}
 
 
 #: algorithm -> (parameter, its largest value for m clients, what a larger one asks for).
