@@ -214,3 +214,16 @@ def test_on_a_shared_uplink_an_upload_holds_the_air_from_when_it_may_start_until
     total = activity.receive + activity.compute + activity.wait + activity.upload + activity.idle
     np.testing.assert_allclose(total, timing.t_end)
     assert (activity.upload > 0).all()
+
+
+def test_a_battery_pays_a_computation_at_its_power_before_dying_in_the_upload():
+    """Round: rx [0,1], compute [1,2], upload [2,3] on one client; seconds_per_unit 0.5."""
+    network = NetworkModel(wired(), 1, np.random.default_rng(0))
+    timing = network.time_round(CommPlan.broadcast([0]), np.random.default_rng(1))
+    samples = {0: 0.4 / JOULES_PER_SAMPLE}  # 0.4 J of computation over 0.5 s
+    device = EnergyProfile(**PARAMS, budget_j=1.4, seconds_per_unit=0.5).per_device(1)
+    battery = Battery(device)
+    charged, arrived = battery.settle(1, timing, round_activity(timing, samples, device))
+    # 0.5 J receiving + 0.4 J computing leave 0.5 J: half of the 1 J upload
+    assert charged.compute_j[0] == pytest.approx(0.4) and charged.tx_j[0] == pytest.approx(0.5)
+    assert arrived == frozenset()
