@@ -307,11 +307,12 @@ def test_done_checkpoints_keep_models_only_on_request(tmp_path):
 
 def test_html_figures_share_one_plotly_js_beside_them(tmp_path):
     result = simulate(parse_scenario({**SMALL, "rounds": 1}))
-    written = write_figures(tmp_path, result.trace, result.clients, png=False)
+    written = write_figures(tmp_path, result.trace, result.clients, png=False, client_rounds=result.client_rounds, target=0.5)
     assert written == ["PNG export skipped: disabled"]
     assert (tmp_path / "plotly.min.js").read_text(encoding="utf-8") == get_plotlyjs()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig2.html", "fig3.html", "plotly.min.js", "worst_clients.html"]
-    for name in ("fig3.html", "fig2.html", "worst_clients.html"):
+    figures = ["energy.html", "energy_pareto.html", "fig2.html", "fig3.html", "timeline.html", "worst_clients.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*figures, "plotly.min.js"])
+    for name in figures:
         html = (tmp_path / name).read_text(encoding="utf-8")
         assert '<script charset="utf-8" src="plotly.min.js"></script>' in html
         assert "fedavg" in html and len(html) < 200_000  # plotly.js (4.7 MB) is not embedded

@@ -10,6 +10,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from wirelessfl.accounting import TRACE_ENERGY_COLUMNS
 from wirelessfl.cli import app
 from wirelessfl.config import dump_scenario, parse_scenario, resolved
 from wirelessfl.results.io import TRACE_COLUMNS
@@ -54,7 +55,7 @@ def test_simulate_writes_the_trace_one_row_per_round_algorithm_profile(run):
     run_dir, _ = run
     trace = pd.read_csv(run_dir / "trace.csv")
     trace["variant"] = trace["variant"].fillna("")
-    assert list(trace.columns) == [*TRACE_COLUMNS, "train_loss"]
+    assert list(trace.columns) == [*TRACE_COLUMNS, "train_loss", *TRACE_ENERGY_COLUMNS]
     keys = ["round", "algorithm", "variant", "profile", "seed"]
     assert not trace.duplicated(keys).any()
     expected = {(r, a, "", p, 0) for r in (0, 1, 2) for a in ("fedavg", "local") for p in ("slow-ul-unreliable", "wired")}

@@ -91,7 +91,7 @@ def test_physical_axis_turns_on_the_channel_and_cli_grids_override_the_file():
         (["rho=-1"], "--grid rho=-1: rho must be > 0, got -1.0"),
         (
             ["foo=1"],
-            "--grid foo: unknown sweep axis; use a network field (rho, mu, ...), physical.<field>, "
+            "--grid foo: unknown sweep axis; use a network field (rho, mu, ...), physical.<field>, energy.<field>, "
             "or a scenario path such as training.lr or algorithms.ucfl.streams",
         ),
         (["rho"], "--grid rho: expected KEY=V1,V2,..., e.g. rho=1,2,4"),
@@ -153,7 +153,8 @@ def test_table_columns_follow_the_contract(local_sweep):
     assert list(table.columns) == [
         "point", "training.lr", "rho", "base_profile", "profile", "curve", "algorithm", "variant", "seed", "status",
         "error", "target", "time_to_target", "time_unit", "rounds_to_target", "final_avg_acc", "final_worst_acc",
-        "final_p10_acc", "dl_bits", "ul_bits", "total_time",
+        "final_p10_acc", "dl_bits", "ul_bits", "total_time", "energy_to_target", "worst_device_energy_to_target",
+        "total_energy",
     ]
     assert len(table) == 2 * 2 * 2
     assert table.point.tolist()[:2] == ["training.lr=0.05 rho=1"] * 2

@@ -72,15 +72,25 @@ class RunResult(SimulationResult):
 
     dir: Path | None = None
 
-    def figures(self) -> dict[str, Any]:
-        """The run figures as plotly figures: ``fig3`` (accuracy vs time), ``fig2`` (vs round), ``worst_clients``."""
+    def figures(self, target: float | None = None, timeline_round: int | None = None) -> dict[str, Any]:
+        """The run figures as plotly figures: ``fig3`` (accuracy vs time), ``fig2`` (vs round), ``worst_clients``,
+        ``energy`` (accuracy vs device energy), ``timeline`` (one round per client; the middle one unless
+        ``timeline_round``) and, given the ``target`` accuracy, ``energy_pareto``."""
+        from wirelessfl.results.energy import fig_accuracy_vs_energy, fig_energy_time_pareto
         from wirelessfl.results.figures import fig_accuracy_vs_round, fig_accuracy_vs_time, fig_worst_client
+        from wirelessfl.results.timeline import fig_timeline
 
-        return {
+        figures = {
             "fig3": fig_accuracy_vs_time(self.trace),
             "fig2": fig_accuracy_vs_round(self.trace),
             "worst_clients": fig_worst_client(self.clients),
+            "energy": fig_accuracy_vs_energy(self.trace),
         }
+        if self.client_rounds is not None and len(self.client_rounds):
+            figures["timeline"] = fig_timeline(self.client_rounds, self.trace, timeline_round)
+        if target is not None:
+            figures["energy_pareto"] = fig_energy_time_pareto(self.trace, target)
+        return figures
 
 
 def simulate(scenario, out: str | Path | None = None, *, settings=None, **overrides: Any) -> RunResult:

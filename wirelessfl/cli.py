@@ -248,10 +248,10 @@ def _progress() -> Progress:
 
 
 def _run_with_progress(sc, run_dir: Path, quiet: bool, keep_models: bool = False):
-    from wirelessfl.simulate import curves_of, profiles_can_change_training, simulate
+    from wirelessfl.simulate import curves_of, has_budgets, profiles_can_change_training, simulate
 
     profiles = sc.profiles()
-    units = len(sc.seeds) * sum(len(profiles) if profiles_can_change_training(profiles, c) else 1 for c in curves_of(sc))
+    units = len(sc.seeds) * sum(len(profiles) if profiles_can_change_training(profiles, c, has_budgets(sc)) else 1 for c in curves_of(sc))
     total = units * sc.rounds
     if quiet or not sys.stderr.isatty():
         return simulate(sc, run_dir, keep_models=keep_models)
@@ -605,13 +605,25 @@ def _describe(entry: Any) -> str:
 
 
 @app.command()
-def plot(run_dir: Path = typer.Argument(..., help="a run directory written by simulate, or a sweep directory")) -> None:
+def plot(
+    run_dir: Path = typer.Argument(..., help="a run directory written by simulate, or a sweep directory"),
+    timeline: int | None = typer.Option(
+        None, "--timeline", metavar="ROUND", help="only re-make timeline.html, the per-client Gantt chart, for this round"
+    ),
+) -> None:
     """Re-make the figures of a finished run, or the trade-off maps of a sweep (from its sweep.parquet)."""
-    from wirelessfl.results.figures import plot_run
+    from wirelessfl.results.figures import plot_run, plot_timeline
     from wirelessfl.sweep.run import is_sweep_dir, replot_sweep
 
+    if timeline is not None and timeline < 1:
+        _fail(f"--timeline must be a round >= 1, got {timeline}")
     if is_sweep_dir(run_dir):
+        if timeline is not None:
+            _fail(f"--timeline: {run_dir} is a sweep directory; give one of its units/<key> run directories")
         paths, notes = _guard(replot_sweep, run_dir)
+    elif timeline is not None:
+        written = _guard(_need_run(plot_timeline), run_dir, timeline)
+        paths, notes = written.paths, written.notes
     else:
         written = _guard(_need_run(plot_run), run_dir)
         paths, notes = written.paths, written.notes

@@ -21,6 +21,7 @@ import math
 import re
 import sys
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -334,11 +335,14 @@ class Scenario(_Strict):
     @classmethod
     def _valid_profiles(cls, profiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
         from wirelessfl.network import SystemProfile
+        from wirelessfl.network.energy import EnergyProfile, split_entry
 
         names = []
         for index, raw in enumerate(profiles):
             try:
-                profile = SystemProfile.from_dict(dict(raw))
+                entry, energy = split_entry(raw)
+                profile = SystemProfile.from_dict(entry)
+                EnergyProfile.from_dict(energy).check_groups(profile.compute_groups)
             except ValueError as err:
                 raise ValueError(f"networks[{index}]: {err}") from None
             except TypeError as err:  # e.g. a list as a preset name, which the preset registry cannot look up
@@ -429,8 +433,14 @@ class Scenario(_Strict):
 
     def profiles(self):
         from wirelessfl.network import SystemProfile
+        from wirelessfl.network.energy import split_entry
 
-        return [SystemProfile.from_dict(dict(raw)) for raw in self.networks]
+        return [SystemProfile.from_dict(split_entry(raw)[0]) for raw in self.networks]
+
+    def energy_profiles(self) -> dict:
+        """Profile name -> its ``EnergyProfile`` (the cited defaults where a ``networks:`` entry gives no ``energy:``);
+        parsed once per distinct ``networks:`` list (a sweep unit asks for it per profile)."""
+        return dict(_energy_profiles(json.dumps(self.networks, sort_keys=True)))
 
     def data_spec(self):
         from wirelessfl.learning.data.federated import DataSpec
@@ -446,6 +456,15 @@ class Scenario(_Strict):
             partition=tuple(dict(step) for step in d.partition),
             split=tuple(d.split),
         )
+
+
+@lru_cache(maxsize=64)
+def _energy_profiles(networks: str) -> dict:
+    from wirelessfl.network import SystemProfile
+    from wirelessfl.network.energy import EnergyProfile, split_entry
+
+    entries = [split_entry(raw) for raw in json.loads(networks)]
+    return {SystemProfile.from_dict(raw).name: EnergyProfile.from_dict(energy) for raw, energy in entries}
 
 
 #: algorithm -> (parameter, its largest value for m clients, what a larger one asks for).
@@ -667,6 +686,10 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
     for algo in content["algorithms"]:
         if algo["training"] is None:
             del algo["training"]
+    energies = scenario.energy_profiles()
+    for entry, raw in zip(content["networks"], scenario.networks):
+        if raw.get("energy") is not None:  # only where given, so scenarios without energy keep their fingerprint
+            entry["energy"] = energies[entry["name"]].to_dict()
     return content
 
 

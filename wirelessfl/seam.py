@@ -6,7 +6,9 @@ Only these frozen, torch-free and simpy-free dataclasses cross it:
   per-client uplink payloads, per-client relative local work);
 * ``RoundTiming`` -- when each client received, finished computing and finished
   uploading, who made the deadline, and when the round ended (in physical mode
-  with, per downlink stream, its ``StreamDelivery``: rate and repair traffic).
+  with, per downlink stream, its ``StreamDelivery``: rate and repair traffic);
+  and, for device energy and the per-client timeline, when each reception,
+  computation and upload started and how long each upload held the air.
 
 Payloads are in *model units*: 1.0 is one full model (``model_params``
 parameters). Times in ``RoundTiming`` are measured from the start of the round.
@@ -21,7 +23,16 @@ from types import MappingProxyType
 
 
 def _frozen_mapping(values: Mapping[int, float]) -> Mapping[int, float]:
+    """A read-only copy with int keys and float values; a ``MappingProxyType`` is taken as already made so
+    (``frozen`` makes one), which keeps timing 10,000-client rounds cheap."""
+    if type(values) is MappingProxyType:
+        return values
     return MappingProxyType({int(k): float(v) for k, v in values.items()})
+
+
+def frozen(keys: list[int], values: list) -> Mapping:
+    """A read-only mapping from Python ints to Python values (``.tolist()`` output), made without a copy."""
+    return MappingProxyType(dict(zip(keys, values)))
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,22 @@ class CommPlan:
         )
 
 
+def _frozen_intervals(values: Mapping[int, Iterable[Iterable[float]]]) -> Mapping[int, tuple[tuple[float, float], ...]]:
+    """Tuples of (float, float) pass as they are (the network builds them so, for 10,000 clients a round);
+    anything else (lists from a checkpoint, numpy numbers) is converted."""
+    if type(values) is MappingProxyType:
+        return values
+    return MappingProxyType({
+        int(k): v if type(v) is tuple and all(type(a) is float and type(b) is float for a, b in v)
+        else tuple((float(a), float(b)) for a, b in v)
+        for k, v in values.items()
+    })
+
+
+def _frozen_counts(values: Mapping[int, int]) -> Mapping[int, int]:
+    return MappingProxyType({int(k): int(v) for k, v in values.items()})
+
+
 @dataclass(frozen=True)
 class StreamDelivery:
     """How one downlink stream went over the air (physical mode): what the link report shows per stream.
@@ -132,7 +159,22 @@ class StreamDelivery:
 
 @dataclass(frozen=True)
 class RoundTiming:
-    """When things happened in one round, measured from the round's start."""
+    """When things happened in one round, measured from the round's start.
+
+    ``deliveries``: per downlink stream, how it went over the air (physical mode).
+    The fields after it describe each participant's activities for
+    device energy and the timeline (empty in timings made before they existed,
+    and in expected timings of the analytic backend where they are not drawn):
+
+    * ``receptions``: the (start, end) of every downlink stream the client
+      receives, in send order (a client sent M unicast models receives M);
+    * ``t_compute_start``: when its local computation started;
+    * ``t_upload_start``: when its upload got a channel and began (its
+      ``t_computed`` when it uploads nothing; inf when it dropped out);
+    * ``airtime``: how long its upload held the air, retransmissions included;
+    * ``retransmissions`` and ``mcs``: per client, filled by link models that
+      have them (empty otherwise).
+    """
 
     t_received: Mapping[int, float]
     t_computed: Mapping[int, float]
@@ -142,14 +184,32 @@ class RoundTiming:
     events: tuple[tuple[float, str], ...] = field(default=(), compare=False)
     time_unit: str = "T_dl"
     deliveries: tuple[StreamDelivery, ...] = ()
+    receptions: Mapping[int, tuple[tuple[float, float], ...]] = field(default_factory=dict)
+    t_compute_start: Mapping[int, float] = field(default_factory=dict)
+    t_upload_start: Mapping[int, float] = field(default_factory=dict)
+    airtime: Mapping[int, float] = field(default_factory=dict)
+    retransmissions: Mapping[int, int] = field(default_factory=dict)
+    mcs: Mapping[int, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "deliveries", tuple(self.deliveries))
-        object.__setattr__(self, "t_received", _frozen_mapping(self.t_received))
-        object.__setattr__(self, "t_computed", _frozen_mapping(self.t_computed))
-        object.__setattr__(self, "t_uploaded", _frozen_mapping(self.t_uploaded))
-        object.__setattr__(self, "arrived", frozenset(self.arrived))
+        set_ = object.__setattr__
+        set_(self, "deliveries", tuple(self.deliveries))
+        for name in ("t_received", "t_computed", "t_uploaded", "t_compute_start", "t_upload_start", "airtime"):
+            set_(self, name, _frozen_mapping(getattr(self, name)))
+        set_(self, "receptions", _frozen_intervals(self.receptions))
+        set_(self, "retransmissions", _frozen_counts(self.retransmissions))
+        set_(self, "mcs", _frozen_counts(self.mcs))
+        set_(self, "arrived", frozenset(self.arrived))
+
+    @property
+    def has_activities(self) -> bool:
+        """True when the per-client activity fields were filled (energy and the timeline need them)."""
+        return bool(self.t_compute_start) or not self.t_computed
 
     def __reduce__(self):
         fields = (dict(self.t_received), dict(self.t_computed), dict(self.t_uploaded), self.arrived, self.t_end)
-        return (RoundTiming, (*fields, self.events, self.time_unit, self.deliveries))
+        activities = (
+            dict(self.receptions), dict(self.t_compute_start), dict(self.t_upload_start), dict(self.airtime),
+            dict(self.retransmissions), dict(self.mcs),
+        )
+        return (RoundTiming, (*fields, self.events, self.time_unit, self.deliveries, *activities))

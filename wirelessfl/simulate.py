@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, CLIENT_ROUNDS_LIMIT, Ledger, account, client_round_rows
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, draw_held_out
 from wirelessfl.config import Scenario, ScenarioError, algorithm_path, scenario_fingerprint
@@ -75,10 +76,11 @@ def curves_of(scenario: Scenario) -> list[Curve]:
     return [Curve(a.name, v, c, p, dict(a.training or {})) for a in scenario.algorithms for v, c, p in a.expand()]
 
 
-def profiles_can_change_training(profiles: list[SystemProfile], curve: Curve | None = None) -> bool:
-    """A deadline lets the network decide who is aggregated; and ``curve``, when its algorithm reads the
-    channel (``uses_channel``, e.g. channel-aware ucfl streams), trains differently under each physical cell."""
-    if any(p.deadline is not None for p in profiles):
+def profiles_can_change_training(profiles: list[SystemProfile], curve: Curve | None = None, budgets: bool = False) -> bool:
+    """A deadline or a battery budget (``budgets``) lets the network decide who is aggregated; and ``curve``,
+    when its algorithm reads the channel (``uses_channel``, e.g. channel-aware ucfl streams), trains
+    differently under each physical cell."""
+    if budgets or any(p.deadline is not None for p in profiles):
         return True
     return (
         curve is not None
@@ -146,6 +148,11 @@ class Unit:
         self.profile = profile
         t = scenario.training_for(curve.training)
         self.network = NetworkModel(profile, data.num_clients, static_rng(seed, profile)) if profile is not None else None
+        energy = scenario.energy_profiles()[profile.name] if profile is not None else None
+        self.ledger = (
+            Ledger(energy, data.num_clients, data.train_sizes, t.local_epochs)
+            if energy is not None and energy.has_budget else None
+        )
         channel_aware = self.network is not None and get_algorithm(curve.algorithm).uses_channel(curve.params)
         ctx = Context(
             data=data,
@@ -188,12 +195,16 @@ class Unit:
             start = self.records[-1].round + 1
             for r in range(start, rounds + 1):
                 began = time.perf_counter()
+                if self.ledger is not None:
+                    self.algorithm.ctx.out_of_energy = self.ledger.battery.depleted
                 plan = self.algorithm.plan(r)
                 with engine.phase("network"):
                     timing = self.clock_network.time_round(plan, network_rng(self.seed, self.clock_profile.name, r))
                 self.clock += timing.t_end
                 if self.network is not None:
                     arrived = timing.arrived
+                    if self.ledger is not None:
+                        arrived = self.ledger.charge(r, plan, timing)[1]
                     self.timings.append(timing)
                 else:
                     arrived = plan.participants
@@ -248,6 +259,9 @@ class Unit:
             self.algorithm.load_state_dict(state["algorithm"])
         self.records = state["records"]
         self.timings = state["timings"]
+        if self.ledger is not None:  # the batteries as they were after the last recorded round
+            for rec, timing in zip(self.records[1:], self.timings):
+                self.ledger.charge(rec.round, rec.plan, timing)
         self.clock = state["clock"]
         self.wall_s = state.get("wall_s", math.nan)
         self.phases = dict(state.get("phases", {}))
@@ -319,8 +333,15 @@ def delivery_rows(
 
 def rows_for(
     scenario: Scenario, curve: Curve, seed: int, profile: SystemProfile, records: list[RoundRecord],
-    timings: list[RoundTiming], network: NetworkModel, groups: np.ndarray,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    timings: list[RoundTiming], network: NetworkModel, groups: np.ndarray, train_sizes: np.ndarray | None = None,
+    client_rounds: bool = False,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], pd.DataFrame | None]:
+    """Trace rows, per-client rows and (with ``client_rounds``) the per-client, per-round table of one
+    unit under ``profile``; energy from ``train_sizes`` (the clients' training-set sizes)."""
+    if train_sizes is None:
+        train_sizes = np.zeros(network.num_clients)
+    ledger = Ledger(scenario.energy_profiles()[profile.name], network.num_clients, train_sizes, scenario.training.local_epochs)
+    energy = account(records, timings, ledger, network, per_client_rounds=client_rounds)
     rows = []
     time = cum_dl = cum_ul = 0.0
     unit = timings[0].time_unit if timings else ("s" if profile.physical is not None else "T_dl")
@@ -359,6 +380,7 @@ def rows_for(
                 "streams": rec.streams,
                 "aggregated": rec.aggregated,
                 "participants": rec.participants,
+                **{name: values[index] for name, values in energy.trace.items()},
             }
         )
     last = records[-1]
@@ -373,10 +395,18 @@ def rows_for(
             "client": i,
             "group": int(groups[i]),
             "accuracy": float(acc),
+            **{name: energy.clients[name][i].item() for name in CLIENT_ENERGY_COLUMNS},
         }
         for i, acc in enumerate(last.client_acc)
     ]
-    return rows, clients
+    per_round = None
+    if energy.client_rounds is not None:
+        ids = {"scenario": scenario.name, "algorithm": curve.algorithm, "variant": curve.variant, "curve": curve.curve,
+               "profile": profile.name, "seed": seed, "time_unit": unit}
+        per_round = pd.DataFrame({**ids, **energy.client_rounds}) if len(energy.client_rounds["client"]) else None
+        if per_round is not None:
+            per_round.insert(per_round.columns.get_loc("client") + 1, "group", groups[per_round["client"].to_numpy()])
+    return rows, clients, per_round
 
 
 @dataclass
@@ -388,6 +418,8 @@ class SimulationResult:
     diagnostics: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     runtime: dict[str, dict[str, float]] = field(default_factory=dict)
     links: pd.DataFrame = field(default_factory=pd.DataFrame)
+    #: one row per participant x round x curve x profile x seed (None when not asked for)
+    client_rounds: pd.DataFrame | None = None
 
 
 def simulate(
@@ -399,6 +431,7 @@ def simulate(
     stop_after_rounds: int | None = None,
     keep_models: bool = False,
     test_split: bool = True,
+    client_rounds: bool = True,
 ) -> SimulationResult:
     """Run every (seed, curve) of ``scenario``; resume from ``run_dir`` checkpoints.
 
@@ -410,16 +443,19 @@ def simulate(
     ``stop_after_rounds`` interrupts the run after that many trained rounds in
     total (used to test resumption); it raises ``KeyboardInterrupt`` as a kill
     would. Without ``test_split`` no test split is ever evaluated (``wirelessfl tune``: only
-    ``avg_val_acc`` is a number).
+    ``avg_val_acc`` is a number). ``client_rounds`` builds the per-client, per-round table (sweep units skip it, and so does a run
+    that could have more than ``CLIENT_ROUNDS_LIMIT`` rows).
     """
+    client_rounds = client_rounds and client_round_rows(scenario) <= CLIENT_ROUNDS_LIMIT
     dev = resolve_device(device or scenario.device)
     profiles = scenario.profiles()
-    per_profile = force_per_profile or profiles_can_change_training(profiles)
+    per_profile = force_per_profile or profiles_can_change_training(profiles, budgets=has_budgets(scenario))
     ckpt_dir = checkpoint_dir(run_dir) if run_dir is not None else None
     stamp = scenario_fingerprint(scenario)
     rows: list[dict[str, Any]] = []
     clients: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
+    per_round: list[pd.DataFrame] = []
     trained = 0
     diagnostics: dict[str, dict[int, dict[str, Any]]] = {}
     runtime: dict[str, dict[str, float]] = {}
@@ -458,14 +494,25 @@ def simulate(
                 else:
                     network = NetworkModel(prof, unit.data.num_clients, static_rng(seed, prof))
                     timings = time_records(unit.records, network, prof, seed)
-                r, c = rows_for(scenario, unit.curve, seed, prof, unit.records, timings, network, unit.data.groups)
+                r, c, t = rows_for(
+                    scenario, unit.curve, seed, prof, unit.records, timings, network, unit.data.groups,
+                    unit.data.train_sizes, client_rounds,
+                )
                 rows.extend(r)
                 clients.extend(c)
+                if t is not None:
+                    per_round.append(t)
                 links.extend(delivery_rows(unit.curve, seed, prof, unit.records, timings))
     replayed = not per_profile and not any(profiles_can_change_training(profiles, c) for c in curves_of(scenario))
+    table = pd.concat(per_round, ignore_index=True) if per_round else None
     return SimulationResult(
-        pd.DataFrame(rows), pd.DataFrame(clients), trained, replayed, diagnostics, runtime, pd.DataFrame(links)
+        pd.DataFrame(rows), pd.DataFrame(clients), trained, replayed, diagnostics, runtime, pd.DataFrame(links), table
     )
+
+
+def has_budgets(scenario: Scenario) -> bool:
+    """True when some profile gives its devices a battery budget (which decides who takes part)."""
+    return any(energy.has_budget for energy in scenario.energy_profiles().values())
 
 
 def preflight(scenario: Scenario, source: str = "scenario") -> None:
@@ -507,15 +554,16 @@ def build_units(
     """
     dev = device if device is not None else resolve_device(scenario.device)
     profiles = scenario.profiles()
+    budgets = has_budgets(scenario)
     if per_profile is None:
-        per_profile = profiles_can_change_training(profiles)
+        per_profile = profiles_can_change_training(profiles, budgets=budgets)
     data = build_federated_data(scenario.data_spec(), seed).to(dev)
     arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
     engine = LockstepEngine(arch, dev, accelerators=from_environment())
     return [
         Unit(scenario, curve, seed, data, engine, profile)
         for curve in curves_of(scenario)
-        for profile in (profiles if per_profile or profiles_can_change_training(profiles, curve) else [None])
+        for profile in (profiles if per_profile or profiles_can_change_training(profiles, curve, budgets) else [None])
     ]
 
 

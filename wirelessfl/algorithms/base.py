@@ -67,10 +67,13 @@ class Context:
     #: each client's nominal downlink rate (bit/s) under the unit's physical channel; None without one
     #: (given only to curves whose ``uses_channel`` is true, which then train per profile)
     downlink_rates: np.ndarray | None = None
+    #: sorted ids of devices whose battery budget is spent (the simulation updates it between rounds); never participants
+    out_of_energy: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def training_clients(self) -> np.ndarray:
-        """The clients that may take part in training (all but the held-out ones), sorted."""
-        return np.setdiff1d(np.arange(self.num_clients), self.held_out)
+        """The clients that may take part in training (all but the held-out ones and those out of energy), sorted."""
+        pool = np.setdiff1d(np.arange(self.num_clients), self.held_out)
+        return np.setdiff1d(pool, self.out_of_energy) if len(self.out_of_energy) else pool
 
     @property
     def num_clients(self) -> int:

@@ -28,6 +28,9 @@ What is modelled (times relative to the round start)
   of t_dl) or, with ``physical`` set, seconds (``time_unit='s'``): users in a cell,
   log-distance path loss, Rayleigh block fading per round, Shannon rates; a
   multicast goes at its weakest receiver's rate.
+* Device energy (``energy.py``): computation κ·c·samples·f², transmit, receive
+  and idle power over each participant's activities in the round, battery
+  budgets; parameters per profile (a ``networks:`` entry's ``energy:``).
 * Backends: ``des`` (random draws; every schedule has a closed form given the
   draws, which tests prove identical to SimPy; pass ``record_events=True`` for
   SimPy's log) and
@@ -42,7 +45,10 @@ FDD gives 102 for every k, and one shared parallel uplink phase makes k=100 ~10x
 slower even at rho=4 (see docs/network.md and benchmarks/bench_network.py).
 """
 
+from .energy import EnergyProfile
 from .model import NetworkModel, analytic_round_time, make_network
 from .profile import PRESETS, PhysicalChannel, SystemProfile
 
-__all__ = ["PRESETS", "NetworkModel", "PhysicalChannel", "SystemProfile", "analytic_round_time", "make_network"]
+__all__ = [
+    "PRESETS", "EnergyProfile", "NetworkModel", "PhysicalChannel", "SystemProfile", "analytic_round_time", "make_network",
+]

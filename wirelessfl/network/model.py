@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..seam import CommPlan, RoundTiming, StreamDelivery
+from ..seam import CommPlan, RoundTiming, StreamDelivery, frozen
 from . import physical as phy
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
@@ -87,7 +87,9 @@ class NetworkModel:
                 record=self.record_events,
                 uplink=uplink,
             )
-        return to_round_timing(inputs, times, profile.deadline, profile.time_unit)
+        return to_round_timing(
+            inputs, times, profile.deadline, profile.time_unit, profile.schedule, profile.duplex, uplink
+        )
 
     def draw_round(self, plan: CommPlan, rng: np.random.Generator) -> RoundInputs:
         """Every random draw of one round, turned into durations."""
@@ -156,6 +158,14 @@ class NetworkModel:
             return phy.ergodic_downlink_rates(channel, self.path_loss_db)
         return phy.downlink_rates(channel, self.path_loss_db, np.ones(self.num_clients))
 
+    def nominal_downlink_snr_db(self) -> np.ndarray | None:
+        """Each client's mean downlink SNR (dB) from its static path loss, no fading; None without a physical channel."""
+        channel = self.profile.physical
+        if channel is None:
+            return None
+        snr = phy.mean_snr(channel.bs_power_dbm, self.path_loss_db, channel.bandwidth_hz, channel.noise_density_dbm_hz)
+        return 10.0 * np.log10(snr)
+
     def bits(self, plan: CommPlan) -> tuple[float, float]:
         """(downlink, uplink) bits: payload x model_params x bits_per_parameter; a multicast counts once."""
         per_model = plan.model_params * self.profile.bits_per_parameter
@@ -188,8 +198,14 @@ def make_network(profile: SystemProfile, num_clients: int, rng: np.random.Genera
     return NetworkModel(profile, num_clients, rng, **options)
 
 
-def to_round_timing(inputs: RoundInputs, times: RoundTimes, deadline: float | None, time_unit: str) -> RoundTiming:
-    """Who arrived and when the round ended: the last landing, cut at the deadline."""
+def to_round_timing(
+    inputs: RoundInputs, times: RoundTimes, deadline: float | None, time_unit: str, schedule: str = "phased",
+    duplex: str = "fdd", uplink: str = "orthogonal",
+) -> RoundTiming:
+    """Who arrived and when the round ended: the last landing, cut at the deadline; and each
+    participant's activities (see ``RoundTiming``), which the durations of ``inputs`` give. On a
+    ``shared`` uplink an upload holds the air from when it may start (the uplink phase in ``phased``,
+    its compute end in ``pipelined``, not before the downlink's end under TDD) until it lands."""
     uploaded = times.t_uploaded
     landed = uploaded[np.isfinite(uploaded)]
     t_end = max(times.dl_end, float(landed.max()) if len(landed) else 0.0)
@@ -198,16 +214,57 @@ def to_round_timing(inputs: RoundInputs, times: RoundTimes, deadline: float | No
         on_time &= uploaded <= deadline
         t_end = min(t_end, deadline)
     ids = inputs.clients.tolist()
+    compute_start = np.full(len(ids), times.dl_end) if schedule == "phased" else times.t_received
+    shared_start = None
+    if uplink == "shared":
+        computed = times.t_computed
+        if schedule == "phased":
+            staying = computed <= deadline if deadline is not None else np.ones(len(ids), dtype=bool)
+            shared_start = np.full(len(ids), float(computed[staying].max()) if staying.any() else times.dl_end)
+        else:
+            shared_start = computed if duplex == "fdd" else np.maximum(computed, times.dl_end)
     return RoundTiming(
-        t_received=dict(zip(ids, times.t_received.tolist())),
-        t_computed=dict(zip(ids, times.t_computed.tolist())),
-        t_uploaded=dict(zip(ids, uploaded.tolist())),
+        t_received=frozen(ids, times.t_received.tolist()),
+        t_computed=frozen(ids, times.t_computed.tolist()),
+        t_uploaded=frozen(ids, uploaded.tolist()),
         arrived=frozenset(inputs.clients[on_time].tolist()),
         t_end=t_end,
         events=times.events,
         time_unit=time_unit,
         deliveries=inputs.deliveries,
+        **activities(inputs.clients, inputs.stream_members, inputs.stream_durations, compute_start,
+                     times.t_computed, uploaded, inputs.upload, shared_start),
     )
+
+
+def activities(
+    clients: np.ndarray, members: tuple[np.ndarray, ...], durations: np.ndarray, compute_start: np.ndarray,
+    computed: np.ndarray, uploaded: np.ndarray, upload: np.ndarray, shared_start: np.ndarray | None = None,
+) -> dict:
+    """``RoundTiming``'s activity fields: streams back to back from time 0 in send order (the downlink
+    never waits for the uplink); an upload holds the air for its duration before it lands on an
+    orthogonal channel, and from ``shared_start`` until it lands on a shared carrier."""
+    ids = clients.tolist()
+    ends = np.cumsum(durations).tolist()
+    starts = [0.0, *ends[:-1]]
+    receptions: list[tuple[tuple[float, float], ...]] = [()] * len(ids)
+    for start, end, stream in zip(starts, ends, members):
+        interval = ((start, end),)
+        for i in stream.tolist():
+            receptions[i] += interval
+    sending = np.isfinite(uploaded) & (upload > 0)
+    if shared_start is None:
+        upload_start = np.where(sending, np.maximum(uploaded - upload, computed), uploaded)
+        airtime = np.where(sending, upload, 0.0)
+    else:
+        upload_start = np.where(sending, shared_start, uploaded)
+        airtime = np.where(sending, uploaded - upload_start, 0.0)
+    return {
+        "receptions": frozen(ids, receptions),
+        "t_compute_start": frozen(ids, compute_start.tolist()),
+        "t_upload_start": frozen(ids, upload_start.tolist()),
+        "airtime": frozen(ids, airtime.tolist()),
+    }
 
 
 def expected_timing(profile: SystemProfile, plan: CommPlan, t_min: np.ndarray, mu: np.ndarray) -> RoundTiming:
@@ -236,6 +293,8 @@ def expected_timing(profile: SystemProfile, plan: CommPlan, t_min: np.ndarray, m
     t_uploaded[uploaders] = fifo_landings(barrier, upload[uploaders], profile.channels)
     t_end = max(barrier if len(clients) else dl_end, float(t_uploaded.max()) if len(clients) else 0.0)
     ids = clients.tolist()
+    members = tuple(np.searchsorted(clients, sorted(s.receivers)) for s in streams)
+    durations = np.array([s.payload * profile.t_dl for s in streams])
     return RoundTiming(
         t_received=dict(zip(ids, t_received.tolist())),
         t_computed=dict(zip(ids, t_computed.tolist())),
@@ -243,6 +302,7 @@ def expected_timing(profile: SystemProfile, plan: CommPlan, t_min: np.ndarray, m
         arrived=frozenset(ids),
         t_end=t_end,
         time_unit=profile.time_unit,
+        **activities(clients, members, durations, np.full(len(ids), dl_end), t_computed, t_uploaded, upload),
     )
 
 

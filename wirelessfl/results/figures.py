@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import yaml
-from plotly.colors import hex_to_rgb, qualitative
+from plotly.colors import hex_to_rgb
 from plotly.subplots import make_subplots
 
 from wirelessfl.results.io import (
@@ -39,6 +39,8 @@ from wirelessfl.results.io import (
     validate_clients,
     validate_trace,
 )
+from wirelessfl.results.palette import PALETTE as _PALETTE
+from wirelessfl.results.palette import curve_colors
 from wirelessfl.results.plotly_js import write_plotly_js
 from wirelessfl.results.tables import ACCURACY_METRICS, METRIC_LABELS, identical_across_profiles, write_summary_md
 
@@ -46,9 +48,6 @@ HTML_FIGURES = ("fig3.html", "fig2.html", "worst_clients.html")
 """The plotly.js the HTML figures load by a relative path (``include_plotlyjs="directory"``)."""
 PNG_FIGURES = ("fig3.png", "fig2.png")
 PNG_TIMEOUT_S = 90.0
-_PALETTE = qualitative.Plotly + qualitative.D3
-_LARGE_PALETTE = qualitative.Dark24
-"""More than ten curves: 24 distinct dark colours (Plotly's and D3's first colours are both blues, reds...)."""
 _PNG_WORKER = Path(__file__).with_name("_png_export.py")
 # Browser names kaleido's own search does not know (Debian's chromium-headless-shell package).
 _EXTRA_BROWSERS = ("chromium-headless-shell", "headless_shell")
@@ -83,12 +82,6 @@ def _check_metric(metric: str) -> None:
 
 def _ordered(values: pd.Series) -> list:
     return list(dict.fromkeys(values))
-
-
-def _colors(curves: list[str]) -> dict[str, str]:
-    """One colour per curve, the same in every panel and figure; distinct for up to 24 curves."""
-    palette = _PALETTE if len(curves) <= 10 else _LARGE_PALETTE
-    return {curve: palette[i % len(palette)] for i, curve in enumerate(curves)}
 
 
 def _translucent(hex_color: str, alpha: float = 0.2) -> str:
@@ -155,7 +148,7 @@ def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: st
 
 def _panels(trace: pd.DataFrame, metric: str, x: str, panel_profiles: list[str], titles: list[str], x_titles: list[str], title: str):
     curves = _ordered(trace["curve"])
-    colors = _colors(curves)
+    colors = curve_colors(curves)
     bands = _seed_bands(trace, metric)
     fig = make_subplots(rows=1, cols=len(panel_profiles), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.04)
     for column, profile in enumerate(panel_profiles, start=1):
@@ -270,7 +263,11 @@ def _browser_env() -> dict[str, str]:
 def export_png(figures: dict[str, go.Figure], timeout_s: float = PNG_TIMEOUT_S) -> dict[str, bytes]:
     """Render figures to PNG bytes with kaleido in a child process; raise PngExportError on any failure."""
     request = {
-        name: {"figure": fig.to_json(), "width": max(700, 420 * _panel_count(fig)), "height": _png_height(fig)}
+        name: {
+            "figure": fig.to_json(),
+            "width": fig.layout.width or max(700, 420 * _panel_count(fig)),
+            "height": fig.layout.height or _png_height(fig),
+        }
         for name, fig in figures.items()
     }
     try:
@@ -324,10 +321,23 @@ def png_skipped_note(error: PngExportError, run_dir) -> str:
     return f"PNG export skipped: {reason}. The HTML figures are complete; for PNGs {fix}, then run `wirelessfl plot {run_dir}`."
 
 
-def _write_figures(run_dir, trace, clients, png: bool, png_timeout_s: float) -> Written:
+def _write_figures(
+    run_dir, trace, clients, png: bool, png_timeout_s: float, client_rounds: pd.DataFrame | None = None,
+    target: float | None = None, timeline_round: int | None = None,
+) -> Written:
+    from wirelessfl.results.energy import fig_accuracy_vs_energy, fig_energy_time_pareto, has_energy
+    from wirelessfl.results.timeline import TIMELINE_HTML, TIMELINE_PNG, fig_timeline
+
     directory = Path(run_dir)
     fig3, fig2 = fig_accuracy_vs_time(trace), fig_accuracy_vs_round(trace)
     html = {"fig3.html": fig3, "fig2.html": fig2, "worst_clients.html": fig_worst_client(clients)}
+    pngs = {"fig3.png": fig3, "fig2.png": fig2}
+    if has_energy(trace):
+        html["energy.html"] = pngs["energy.png"] = fig_accuracy_vs_energy(trace)
+        if target is not None:
+            html["energy_pareto.html"] = fig_energy_time_pareto(trace, target)
+    if client_rounds is not None and len(client_rounds):
+        html[TIMELINE_HTML] = pngs[TIMELINE_PNG] = fig_timeline(client_rounds, trace, timeline_round)
     written = [write_plotly_js(directory)]
     for name, fig in html.items():
         atomic_write_text(directory / name, fig.to_html(include_plotlyjs="directory", full_html=True))
@@ -335,7 +345,7 @@ def _write_figures(run_dir, trace, clients, png: bool, png_timeout_s: float) -> 
     if not png:
         return Written(written, ["PNG export skipped: disabled"])
     try:
-        images = export_png({"fig3.png": fig3, "fig2.png": fig2}, png_timeout_s)
+        images = export_png(pngs, png_timeout_s)
     except PngExportError as error:
         return Written(written, [png_skipped_note(error, directory)])
     for name, data in images.items():
@@ -344,18 +354,49 @@ def _write_figures(run_dir, trace, clients, png: bool, png_timeout_s: float) -> 
     return Written(written, [])
 
 
-def write_figures(run_dir, trace: pd.DataFrame, clients: pd.DataFrame, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S) -> list[str]:
-    """Write fig3.html, fig2.html, worst_clients.html and (if kaleido works) fig3.png, fig2.png.
+def write_figures(
+    run_dir, trace: pd.DataFrame, clients: pd.DataFrame, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S,
+    client_rounds: pd.DataFrame | None = None, target: float | None = None,
+) -> list[str]:
+    """Write fig3.html, fig2.html, worst_clients.html, energy.html, energy_pareto.html (given ``target``),
+    timeline.html (given ``client_rounds``) and (if kaleido works) fig3.png, fig2.png, energy.png, timeline.png.
 
     Returns notes for summary.md, e.g. ``"PNG export skipped: <reason>"``; a PNG
     failure never raises.
     """
-    return _write_figures(run_dir, trace, clients, png, png_timeout_s).notes
+    return _write_figures(run_dir, trace, clients, png, png_timeout_s, client_rounds, target).notes
 
 
-def plot_run(run_dir, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S) -> Written:
-    """Re-make every figure of a run directory from its trace; returns the files written and notes."""
-    return _write_figures(run_dir, read_trace(run_dir), read_clients(run_dir), png, png_timeout_s)
+def plot_run(run_dir, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S, timeline_round: int | None = None) -> Written:
+    """Re-make every figure of a run directory from its tables; ``timeline_round`` picks the timeline's round."""
+    from wirelessfl.results.timeline import CLIENT_ROUNDS_FILE, read_client_rounds
+
+    directory = Path(run_dir)
+    rounds = read_client_rounds(directory) if (directory / CLIENT_ROUNDS_FILE).is_file() or timeline_round is not None else None
+    try:
+        target = _scenario_target(directory)
+    except ValueError:
+        target = None
+    return _write_figures(directory, read_trace(directory), read_clients(directory), png, png_timeout_s, rounds, target, timeline_round)
+
+
+def plot_timeline(run_dir, round: int, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S) -> Written:
+    """Re-make only timeline.html (and timeline.png) of a run directory, for ``round``."""
+    from wirelessfl.results.timeline import TIMELINE_HTML, TIMELINE_PNG, fig_timeline, read_client_rounds
+
+    directory = Path(run_dir)
+    fig = fig_timeline(read_client_rounds(directory), read_trace(directory), round)
+    written = [write_plotly_js(directory)]
+    atomic_write_text(directory / TIMELINE_HTML, fig.to_html(include_plotlyjs="directory", full_html=True))
+    written.append(directory / TIMELINE_HTML)
+    if not png:
+        return Written(written, ["PNG export skipped: disabled"])
+    try:
+        images = export_png({TIMELINE_PNG: fig}, png_timeout_s)
+    except PngExportError as error:
+        return Written(written, [png_skipped_note(error, directory)])
+    atomic_write_bytes(directory / TIMELINE_PNG, images[TIMELINE_PNG])
+    return Written([*written, directory / TIMELINE_PNG], [])
 
 
 def _scenario_target(run_dir: Path) -> float:
@@ -393,5 +434,7 @@ def report_run(run_dir, target: float | None = None) -> Path:
         notes.append(f"no {', '.join(missing)} in this run directory: `wirelessfl plot {directory}` re-makes the figures")
     from wirelessfl.results.streams import read_diagnostics, write_stream_outputs
 
-    sections = write_stream_outputs(directory, read_diagnostics(directory), clients)
+    from wirelessfl.results.energy import energy_summary_md
+
+    sections = energy_summary_md(trace, target) + write_stream_outputs(directory, read_diagnostics(directory), clients)
     return write_summary_md(directory, trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections)

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from wirelessfl.results.energy import energy_comparison_md
 from wirelessfl.results.io import CLIENT_FILES, atomic_write_text, read_clients, read_trace
 from wirelessfl.results.tables import markdown_table
 
@@ -311,6 +312,16 @@ def table_markdown(table: PaperTable, run: Run) -> list[str]:
     return [f"{table.caption}:", "", markdown_table(header, rows, align), ""]
 
 
+def _target(directory: Path) -> float | None:
+    """The run's ``target_accuracy`` (scenario.yaml), None without one."""
+    from wirelessfl.results.figures import _scenario_target
+
+    try:
+        return float(_scenario_target(Path(directory)))
+    except (ValueError, OSError):
+        return None
+
+
 def section_markdown(section: Section, run: Run | None) -> list[str]:
     lines = [f"## {section.title}", ""]
     if run is None:
@@ -324,6 +335,7 @@ def section_markdown(section: Section, run: Run | None) -> list[str]:
     ]
     for table in section.tables:
         lines += table_markdown(table, run)
+    lines += energy_comparison_md(run.trace, _target(run.directory))
     for note in section.notes:
         lines += [note, ""]
     return lines

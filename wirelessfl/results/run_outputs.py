@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from wirelessfl.results.io import atomic_write_json, write_trace
+from wirelessfl.results.energy import energy_summary_md
+from wirelessfl.results.io import atomic_write_frame, atomic_write_json, write_trace
 from wirelessfl.results.links import write_link_report
 from wirelessfl.results.streams import stream_report, stream_summary_md, write_stream_outputs
 from wirelessfl.results.tables import write_summary_md
@@ -53,7 +54,24 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
             f"runtime.json: training wall time per run, summed over resumptions: {wall:.1f} s in all, "
             f"{samples / wall:,.0f} local-training samples/s (nominal: train-set sizes x local epochs)."
         )
-    figure_notes = [] if figures == "none" else write_figures(run_dir, result.trace, result.clients, png=figures == "png")
+    rounds = getattr(result, "client_rounds", None)
+    if rounds is None and figures != "none":
+        from wirelessfl.accounting import CLIENT_ROUNDS_LIMIT, client_round_rows
+
+        if client_round_rows(scenario) > CLIENT_ROUNDS_LIMIT:
+            notes.append(
+                f"no client_rounds.parquet and timeline.html: the run has up to {client_round_rows(scenario):,} "
+                f"participant-rounds, more than {CLIENT_ROUNDS_LIMIT:,} (the energy columns of the trace and clients tables are complete)."
+            )
+    if rounds is not None:
+        from wirelessfl.results.timeline import CLIENT_ROUNDS_FILE
+
+        atomic_write_frame(run_dir / CLIENT_ROUNDS_FILE, rounds)
+        notes.append(f"{CLIENT_ROUNDS_FILE}: per client and round, what the network did and what it cost (docs/results.md).")
+    sections = energy_summary_md(result.trace, scenario.target_accuracy) + sections
+    figure_notes = [] if figures == "none" else write_figures(
+        run_dir, result.trace, result.clients, png=figures == "png", client_rounds=rounds, target=scenario.target_accuracy
+    )
     write_summary_md(
         run_dir, result.trace, result.clients, scenario.name, scenario.target_accuracy, notes + figure_notes, sections
     )

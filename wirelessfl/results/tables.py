@@ -62,22 +62,7 @@ def time_to_target(trace: pd.DataFrame, target: float, metric: str = "avg_acc") 
     validate_trace(trace)
     _check_metric(metric)
     _check_target(target)
-    ordered = trace.sort_values("round", kind="stable")
-    per_seed = []
-    for (curve, profile, seed), rows in ordered.groupby(_KEYS + ["seed"], sort=False):
-        hits = rows[rows[metric] >= target]
-        first = hits.iloc[0] if len(hits) else None
-        per_seed.append(
-            {
-                "curve": curve,
-                "profile": profile,
-                "seed": seed,
-                "time_unit": rows["time_unit"].iloc[0],
-                "time": float(first["time"]) if first is not None else math.nan,
-                "round": float(first["round"]) if first is not None else math.nan,
-            }
-        )
-    seeds = pd.DataFrame(per_seed)
+    seeds = first_reached(trace, target, metric, ["time", "round"])
     rows = []
     for (curve, profile), group in seeds.groupby(_KEYS, sort=False):
         reached = int(group["time"].notna().sum())
@@ -97,6 +82,22 @@ def time_to_target(trace: pd.DataFrame, target: float, metric: str = "avg_acc") 
             }
         )
     return pd.DataFrame(rows)
+
+
+def first_reached(trace: pd.DataFrame, target: float, metric: str, columns: list[str]) -> pd.DataFrame:
+    """Per (curve, profile, seed): ``columns`` at the first round where ``metric >= target`` (NaN if none), and time_unit."""
+    ordered = trace.sort_values("round", kind="stable")
+    per_seed = []
+    for (curve, profile, seed), rows in ordered.groupby(_KEYS + ["seed"], sort=False):
+        hits = rows[rows[metric] >= target]
+        first = hits.iloc[0] if len(hits) else None
+        per_seed.append(
+            {
+                "curve": curve, "profile": profile, "seed": seed, "time_unit": rows["time_unit"].iloc[0],
+                **{column: float(first[column]) if first is not None else math.nan for column in columns},
+            }
+        )
+    return pd.DataFrame(per_seed)
 
 
 def _group_floor(clients: pd.DataFrame) -> pd.DataFrame:

@@ -70,7 +70,7 @@ TABLE_COLUMNS = (
     "final_avg_acc",
     "final_worst_acc",
 )
-FIGURES = ("time_to_target", "best_k", "best_method", "pareto")
+FIGURES = ("time_to_target", "best_k", "best_method", "pareto", "energy_to_target", "best_method_energy")
 NOT_REACHED_COLOR = "#bdbdbd"
 FAILED_COLOR = "#616161"
 _PALETTE = qualitative.Plotly + qualitative.D3
@@ -236,6 +236,7 @@ def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
         ok = group[group["ok"]]
         first = group.iloc[0]
         reached = ok["time_to_target"].dropna()
+        energy = pd.to_numeric(ok["energy_to_target"], errors="coerce").dropna() if "energy_to_target" in ok else pd.Series(dtype=float)
         out.append(
             {
                 **{axis: first[axis] for axis in axes},
@@ -253,6 +254,9 @@ def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
                 "time": float(reached.mean()) if len(reached) else math.nan,
                 "half": interval_half_width(reached.to_numpy(dtype=float)),
                 "reference": str(first["algorithm"]) in REFERENCE_ALGORITHMS,
+                "energy_reached": len(energy),
+                "energy": float(energy.mean()) if len(energy) else math.nan,
+                "energy_half": interval_half_width(energy.to_numpy(dtype=float)),
                 "worst_acc": float(ok["final_worst_acc"].mean()) if len(ok) else math.nan,
                 "avg_acc": float(ok["final_avg_acc"].mean()) if len(ok) else math.nan,
             }
@@ -463,6 +467,24 @@ def _no_winner(state: str, competing: pd.DataFrame, ranked: pd.DataFrame) -> str
     return "not reached" if competing.empty and not ranked.empty else state
 
 
+def _by_energy(entries: pd.DataFrame) -> pd.DataFrame:
+    """The entries with the devices' energy to target (J) in place of the time, so the time maps rank by energy."""
+    return entries.assign(time=entries["energy"], reached=entries["energy_reached"], half=entries["energy_half"], time_unit="J")
+
+
+def fig_energy_to_target(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict[str, str] | None = None) -> go.Figure:
+    """Energy the devices spend to reach the target, of the cheapest curve per cell, named in the cell."""
+    fig = fig_time_to_target(_by_energy(entries), axes, x, y, facet, labels)
+    title = f"Device energy to reach {_target_text(entries)} average accuracy: cheapest curve per cell{_seed_note(entries)}"
+    return fig.update_layout(title=title, coloraxis_colorbar_title_text="devices' energy to target (J)")
+
+
+def fig_best_method_energy(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict[str, str] | None = None) -> go.Figure:
+    """The method whose devices spend least energy to reach the target per cell."""
+    fig = fig_best_method(_by_energy(entries), axes, x, y, facet, labels)
+    return fig.update_layout(title=f"Method that reaches {_target_text(entries)} average accuracy on the least device energy{_seed_note(entries)}")
+
+
 def fig_time_to_target(entries: pd.DataFrame, axes: list[str], x, y, facet, labels: dict[str, str] | None = None) -> go.Figure:
     """Time of the fastest curve per cell, named in the cell; grey "not reached" where no curve reached the target."""
     shown = [a for a in (x, y) if a]
@@ -656,7 +678,8 @@ def tradeoff_figures(
     facet: str | None = None,
     profile_labels: dict[str, str] | None = None,
 ) -> dict[str, go.Figure]:
-    """The trade-off figures of a sweep table: ``time_to_target``, ``best_k`` (when k varies), ``best_method``, ``pareto``.
+    """The trade-off figures of a sweep table: ``time_to_target``, ``best_k`` (when k varies), ``best_method``, ``pareto``,
+    and, from the devices' energy, ``energy_to_target`` and ``best_method_energy`` (the cheapest curve and method per cell).
 
     ``x``/``y`` default to the first two network axes (then other axes);
     every axis not on x/y gives one panel per value (``facet`` first, then the
@@ -676,6 +699,9 @@ def tradeoff_figures(
         if best_k is not None:
             figures["best_k"] = best_k
         figures["best_method"] = fig_best_method(entries, axes, x, y, facet, profile_labels)
+        if entries["energy"].notna().any():  # sweeps run before device energy have no energy columns
+            figures["energy_to_target"] = fig_energy_to_target(entries, axes, x, y, facet, profile_labels)
+            figures["best_method_energy"] = fig_best_method_energy(entries, axes, x, y, facet, profile_labels)
     return {name: figures[name] for name in FIGURES if name in figures}
 
 

@@ -122,7 +122,7 @@ def run_unit(task: UnitTask, threads: int | None = None, on_round: Callable[[dic
             return {"trained_units": 0, "computed": False}
         atomic_write_text(unit_dir / "scenario.yaml", dump_scenario(task.scenario))
         began = time.perf_counter()
-        result = simulate(task.scenario, run_dir=unit_dir, on_round=on_round)
+        result = simulate(task.scenario, run_dir=unit_dir, on_round=on_round, client_rounds=False)
         elapsed = time.perf_counter() - began
         atomic_write_json(unit_dir / "unit.json", {"label": task.label, "trained_units": result.trained_units, "wall_s": elapsed})
         write_run_outputs(unit_dir, task.scenario, result, elapsed, figures="none", notes=[f"sweep unit {task.label}."])

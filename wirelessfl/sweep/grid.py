@@ -3,7 +3,7 @@
 Three kinds of axis:
 
 * network axes, a ``SystemProfile`` field (``rho``, ``mu``, ``channels``, ...)
-  or ``physical.<field>``: every base profile of ``networks:`` times every
+  or ``physical.<field>`` or ``energy.<field>``: every base profile of ``networks:`` times every
   network point becomes one generated profile (``wired rho=2 mu=1``) of the
   SAME unit, so the network grid is timed by replay and costs no training;
 * algorithm axes, ``algorithms.<name>.<param>``: the entry named (label, else
@@ -31,13 +31,14 @@ from wirelessfl.config import (
     MAX_NETWORKS, MAX_SWEEP_POINTS, Scenario, ScenarioError, _UniqueKeyLoader, apply_settings, dump_scenario, parse_scenario,
 )
 from wirelessfl.network import SystemProfile
+from wirelessfl.network.energy import EnergyProfile, split_entry
 from wirelessfl.network.profile import PhysicalChannel
 
 NETWORK_FIELDS = tuple(f.name for f in fields(SystemProfile) if f.name not in ("name", "description"))
 PHYSICAL_FIELDS = tuple(f.name for f in fields(PhysicalChannel))
 NOT_AXES = ("name", "description", "output", "networks", "sweep")
 UNKNOWN_AXIS = (
-    "unknown sweep axis; use a network field (rho, mu, ...), physical.<field>, "
+    "unknown sweep axis; use a network field (rho, mu, ...), physical.<field>, energy.<field>, "
     "or a scenario path such as training.lr or algorithms.ucfl.streams"
 )
 
@@ -156,7 +157,7 @@ def classify(key: str, values: list[Any], raw: dict[str, Any]) -> Axis:
     repeated = [v for v in values if value_text(v) in seen or seen.add(value_text(v))]
     if repeated:
         raise SweepError(f"--grid {key}: give each value once; repeated: {', '.join(value_text(v) for v in repeated)}")
-    if key in NETWORK_FIELDS or (parts[0] == "physical" and len(parts) == 2 and parts[1]):
+    if key in NETWORK_FIELDS or (parts[0] in ("physical", "energy") and len(parts) == 2 and parts[1]):
         return Axis(key, tuple(values), "network")
     if parts[0] == "algorithms" and len(parts) == 3 and not parts[1].isdigit() and all(parts):
         entries = raw.get("algorithms") or []
@@ -177,9 +178,11 @@ def _profile_raw(base: dict[str, Any], assignment: tuple[tuple[str, Any], ...], 
         if key.startswith("physical."):
             current = raw.get("physical")
             if current is None:
-                current = SystemProfile.from_dict(dict(base)).physical
+                current = _system_profile(base).physical
                 current = current.to_dict() if current is not None else {}
             raw["physical"] = {**current, key.split(".", 1)[1]: value}
+        elif key.startswith("energy."):
+            raw["energy"] = {**(raw.get("energy") or {}), key.split(".", 1)[1]: value}
         else:
             raw[key] = value
     raw["name"] = name
@@ -188,7 +191,7 @@ def _profile_raw(base: dict[str, Any], assignment: tuple[tuple[str, Any], ...], 
 
 def _profiles(raw: dict[str, Any], axes: list[Axis]) -> tuple[list[dict[str, Any]], list[ProfilePoint]]:
     """Every base profile at every network point, each validated by ``SystemProfile.from_dict``."""
-    bases = [(dict(p), SystemProfile.from_dict(dict(p)).name) for p in raw["networks"]]
+    bases = [(dict(p), _system_profile(p).name) for p in raw["networks"]]
     for axis in axes:
         for value in axis.values:
             for base, name in bases:
@@ -203,9 +206,17 @@ def _profiles(raw: dict[str, Any], axes: list[Axis]) -> tuple[list[dict[str, Any
     return out_raw, points
 
 
+def _system_profile(entry: dict[str, Any]) -> SystemProfile:
+    """The profile of a ``networks:`` entry, its ``energy:`` checked against it."""
+    raw, energy = split_entry(entry)
+    profile = SystemProfile.from_dict(raw)
+    EnergyProfile.from_dict(energy).check_groups(profile.compute_groups)
+    return profile
+
+
 def _check_profile(base: dict[str, Any], assignment: tuple[tuple[str, Any], ...], name: str) -> SystemProfile:
     try:
-        return SystemProfile.from_dict(_profile_raw(base, assignment, name))
+        return _system_profile(_profile_raw(base, assignment, name))
     except ValueError as err:
         raise SweepError(f"--grid {assignment_text(assignment)}: {err}") from None
 

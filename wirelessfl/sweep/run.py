@@ -29,7 +29,7 @@ from wirelessfl.sweep.grid import SweepError, SweepPlan, UnitSpec, assignment_te
 TABLE_COLUMNS = (
     "base_profile", "profile", "curve", "algorithm", "variant", "seed", "status", "error", "target",
     "time_to_target", "time_unit", "rounds_to_target", "final_avg_acc", "final_worst_acc", "final_p10_acc",
-    "dl_bits", "ul_bits", "total_time",
+    "dl_bits", "ul_bits", "total_time", "energy_to_target", "worst_device_energy_to_target", "total_energy",
 )
 """Columns after ``point`` and the axis columns (one per grid key)."""
 
@@ -358,6 +358,7 @@ def collect(
                     "final_worst_acc": float(last["worst_acc"]), "final_p10_acc": float(last["p10_acc"]),
                     "dl_bits": float(group["dl_bits"].sum()), "ul_bits": float(group["ul_bits"].sum()),
                     "total_time": float(last["time"]),
+                    **_energy_metrics(group, goal),
                 }
             traces.append(_trace_with_axes(plan, unit, trace))
         for point in plan.profiles:
@@ -378,6 +379,20 @@ def collect(
                     })
     table = pd.concat([_point_columns(plan, assignments), pd.DataFrame(rows, columns=list(TABLE_COLUMNS))], axis=1)
     return table, (pd.concat(traces, ignore_index=True) if traces else pd.DataFrame()), units
+
+
+def _energy_metrics(rows: pd.DataFrame, target: float) -> dict[str, float]:
+    """Devices' energy (J) until the average accuracy first reached ``target`` (all and the worst device), and in all;
+    NaN for a unit written before device energy."""
+    if "cum_energy_j" not in rows:
+        return {"energy_to_target": math.nan, "worst_device_energy_to_target": math.nan, "total_energy": math.nan}
+    hits = rows[rows["avg_acc"] >= target]
+    first = hits.iloc[0] if len(hits) else None
+    return {
+        "energy_to_target": float(first["cum_energy_j"]) if first is not None else math.nan,
+        "worst_device_energy_to_target": float(first["cum_energy_max_j"]) if first is not None else math.nan,
+        "total_energy": float(rows["cum_energy_j"].iloc[-1]),
+    }
 
 
 def _trace_with_axes(plan: SweepPlan, unit: UnitSpec, trace: pd.DataFrame) -> pd.DataFrame:
