@@ -185,7 +185,7 @@ def test_the_cli_refuses_bad_energy_in_one_line_and_writes_nothing(tmp_path):
 def test_a_sweep_over_an_energy_setting_replays_and_maps_energy_to_target(tmp_path):
     import wirelessfl
 
-    doc = {**SCENARIO, "rounds": 4, "target_accuracy": 0.3, "algorithms": [{"name": "fedavg"}, {"name": "fedem", "params": {"components": 2}}],
+    doc = {**SCENARIO, "rounds": 4, "target_accuracy": 0.15, "algorithms": [{"name": "fedavg"}, {"name": "fedem", "params": {"components": 2}}],
            "networks": [{"name": "wired", "rho": 2.0, "t_min": 1.0}]}
     result = wirelessfl.sweep(doc, {"energy.p_tx_w": [1.0, 4.0]}, out=tmp_path / "sweep", executor="local")
     table = result.table

@@ -143,6 +143,7 @@ class NetworkModel:
             compute=compute,
             upload=upload,
             deliveries=deliveries,
+            mcs=phy.uplink_mcs(profile.physical, self.path_loss_db[clients]) if profile.physical is not None else None,
         )
 
     def nominal_downlink_rates(self) -> np.ndarray | None:
@@ -232,6 +233,7 @@ def to_round_timing(
         events=times.events,
         time_unit=time_unit,
         deliveries=inputs.deliveries,
+        mcs=frozen(ids, inputs.mcs.tolist()) if inputs.mcs is not None else {},
         **activities(inputs.clients, inputs.stream_members, inputs.stream_durations, compute_start,
                      times.t_computed, uploaded, inputs.upload, shared_start),
     )

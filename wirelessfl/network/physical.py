@@ -81,6 +81,16 @@ def nr_link(settings: NrSettings, direction: str, bandwidth_hz: float) -> nr.NrL
     )
 
 
+def uplink_mcs(channel: PhysicalChannel, loss_db: np.ndarray) -> np.ndarray | None:
+    """``nr`` only: each user's uplink MCS at its mean SINR (-1: below the lowest MCS there); None otherwise.
+    Per block the MCS follows the block's SINR; this is what the user's average block gets."""
+    if channel.link != "nr":
+        return None
+    ul = link_model(channel, "ul")
+    snr = mean_snr(channel.ue_power_dbm, loss_db, channel.uplink_bandwidth_hz, channel.noise_density_dbm_hz)
+    return ul.mcs[nr.snr_index(ul.tables, snr)].astype(np.int64)
+
+
 def harq_tail_s(channel: PhysicalChannel, direction: str, snr: np.ndarray) -> np.ndarray:
     """Seconds a transfer waits at its end for its last TB's HARQ retransmissions (``nr`` only, else 0)."""
     if channel.link != "nr":

@@ -27,6 +27,7 @@ class RoundInputs:
     compute: np.ndarray
     upload: np.ndarray
     deliveries: tuple = ()
+    mcs: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
