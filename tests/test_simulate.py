@@ -177,48 +177,43 @@ def test_runtime_names_each_algorithms_own_pass(algorithm, label):
     assert unit["phases"]["evaluation"] > 0.0
 
 
-def test_the_uma_cell_scenario_runs_in_seconds(tmp_path):
-    """scenarios/uma-cell.yaml cut to 2 rounds and one seed: TR 38.901 UMa, walking users, truncated Shannon,
-    coverage multicast with unicast repairs; every round ends in finite seconds."""
+def _cell_summary(tmp_path, name: str) -> list[str]:
+    """scenarios/<name>.yaml cut to 2 rounds and one seed: seconds, every round finite and positive;
+    returns summary.md's lines."""
     from wirelessfl.config import load_scenario
+    from wirelessfl.results.run_outputs import write_run_outputs
 
-    path = Path(__file__).resolve().parents[1] / "scenarios" / "uma-cell.yaml"
+    path = Path(__file__).resolve().parents[1] / "scenarios" / f"{name}.yaml"
     scenario = load_scenario(path, {"rounds": 2, "seeds": [0]})
     result = simulate(scenario)
     trace = result.trace
     assert set(trace["time_unit"]) == {"s"}
     assert np.isfinite(trace["time"]).all() and (trace.loc[trace["round"] > 0, "round_time"] > 0).all()
-    from wirelessfl.results.run_outputs import write_run_outputs
-
     write_run_outputs(tmp_path, scenario, result, 1.0, figures="none")
+    return (tmp_path / "summary.md").read_text().splitlines()
+
+
+def test_the_uma_cell_scenario_runs_in_seconds(tmp_path):
+    """scenarios/uma-cell.yaml: TR 38.901 UMa, walking users, truncated Shannon, coverage multicast with
+    unicast repairs; summary.md names the channel."""
     assert (
         "- uma-walking: cell 35-500 m, TR 38.901 UMa at 3.5 GHz (with shadowing), Rayleigh fading in 25.9 ms blocks "
         "(1.4 m/s), TR 36.942 truncated Shannon rates, 20 MHz, coverage multicast (q = 0.9, unicast repairs)."
-    ) in (tmp_path / "summary.md").read_text().splitlines()
+    ) in _cell_summary(tmp_path, "uma-cell")
 
 
 def test_the_nr_cell_scenario_runs_and_names_its_link(tmp_path):
-    """scenarios/nr-cell.yaml cut to 2 rounds and one seed: the NR link of Sionna SYS with a shared uplink;
-    rounds end in finite seconds, and summary.md names the link model with Sionna's version."""
-    from wirelessfl.config import load_scenario
+    """scenarios/nr-cell.yaml: the NR link of Sionna SYS with a shared uplink; summary.md names the link
+    model with Sionna's version."""
     from wirelessfl.network import nr
-    from wirelessfl.results.run_outputs import write_run_outputs
 
     if nr.find_sionna() is None:
         pytest.skip("sionna-no-rt is not installed (pip install -e .)")
-    path = Path(__file__).resolve().parents[1] / "scenarios" / "nr-cell.yaml"
-    scenario = load_scenario(path, {"rounds": 2, "seeds": [0]})
-    result = simulate(scenario)
-    trace = result.trace
-    assert set(trace["time_unit"]) == {"s"}
-    assert np.isfinite(trace["time"]).all() and (trace.loc[trace["round"] > 0, "round_time"] > 0).all()
-    write_run_outputs(tmp_path, scenario, result, 1.0, figures="none")
-    lines = (tmp_path / "summary.md").read_text().splitlines()
     assert (
         f"- nr-worst-user: cell 35-300 m, TR 38.901 UMa at 3.5 GHz (with shadowing), Rayleigh fading in 25.9 ms blocks "
         f"(1.4 m/s), 5G NR (Sionna SYS {nr.sionna_version()}, MCS table 1, BLER target 0.1, 3 HARQ retransmissions, "
         f"30 kHz) rates, 20 MHz, worst-user multicast, one uplink carrier shared equally by concurrent uploaders."
-    ) in lines
+    ) in _cell_summary(tmp_path, "nr-cell")
 
 
 def test_a_physical_run_reports_every_stream_on_the_air(tmp_path):
