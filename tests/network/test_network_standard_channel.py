@@ -186,3 +186,27 @@ def test_each_stream_reports_its_rate_and_repairs_by_hand():
     worst = SystemProfile(name="cell", physical=PhysicalChannel(fading="none", coherence_s=0.01))
     (plain,) = NetworkModel(worst, 4, np.random.default_rng(2)).time_round(plan, np.random.default_rng(0)).deliveries
     assert plain.rate_bps == pytest.approx(weakest, rel=1e-12) and plain.repair_bits == 0.0 and plain.repaired == 0
+
+
+def test_a_default_physical_round_is_the_original_model():
+    """The defaults (and the new fields left unset: uplink, drop, nr) keep the original physical model: per
+    round one Exp(1) compute draw per client, one Rayleigh downlink and one uplink gain per client, Shannon
+    rates at the log-distance loss, each stream at its weakest receiver's rate. Written out here from that
+    model and compared with draw_round on the same generator (to 1e-13: the same formula, written in another order)."""
+    channel = PhysicalChannel()
+    profile = SystemProfile(name="cell", physical=channel, t_min=0.5, mu=2.0)
+    model = NetworkModel(profile, 6, np.random.default_rng(4))
+    plan = CommPlan(streams=(Stream(1.0, [0, 1, 2]), Stream(0.5, [3, 4, 5])), uplink={c: 1.0 for c in range(6)},
+                    work={c: 1.0 for c in range(6)}, model_params=20_000)
+    inputs = model.draw_round(plan, np.random.default_rng(9))
+    rng = np.random.default_rng(9)
+    compute = 0.5 + rng.exponential(1 / 2.0, 6)
+    dl, ul = rng.standard_exponential(6), rng.standard_exponential(6)
+    noise = 10 ** ((channel.noise_density_dbm_hz - 30) / 10) * channel.bandwidth_hz
+    gain = 10 ** (-model.path_loss_db / 10)
+    dl_rate = channel.bandwidth_hz * np.log2(1 + 10 ** ((channel.bs_power_dbm - 30) / 10) * dl * gain / noise)
+    ul_rate = channel.bandwidth_hz * np.log2(1 + 10 ** ((channel.ue_power_dbm - 30) / 10) * ul * gain / noise)
+    bits = 20_000 * 32
+    np.testing.assert_allclose(inputs.compute, compute, rtol=1e-15)
+    np.testing.assert_allclose(inputs.stream_durations, [bits / dl_rate[:3].min(), 0.5 * bits / dl_rate[3:].min()], rtol=1e-13)
+    np.testing.assert_allclose(inputs.upload, bits / ul_rate, rtol=1e-13)
