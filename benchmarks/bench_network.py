@@ -135,6 +135,7 @@ def physical_rounds(quick: bool) -> None:
 def full_run(quick: bool) -> None:
     """The same run under a normalised profile and an NR cell: the network's share of a whole run."""
     import wirelessfl
+    import wirelessfl.api
 
     rounds = 10 if quick else 30
     nr_cell = {"path_loss_model": "UMa", "cell_radius_m": 250, "min_distance_m": 35, "bandwidth_hz": 20e6,
@@ -146,15 +147,16 @@ def full_run(quick: bool) -> None:
 
     prepare_links(SystemProfile(name="nr-cell", physical=PhysicalChannel(**nr_cell)))
     wirelessfl.simulate("scenarios/quickstart.yaml", rounds=2, seeds=[0])  # warm-up: imports, caches
-    seconds = {}
-    for label, networks in (("normalised", normalised), ("nr", physical)):
-        scenario = wirelessfl.api.load("scenarios/quickstart.yaml", **base)
-        raw = {**scenario.model_dump(), **networks}
-        start = time.perf_counter()
-        wirelessfl.simulate(raw)
-        seconds[label] = time.perf_counter() - start
+    seconds = {"normalised": float("inf"), "nr": float("inf")}
+    for _ in range(3):  # alternate, best of three: training time alone varies by 10-20% between runs
+        for label, networks in (("normalised", normalised), ("nr", physical)):
+            scenario = wirelessfl.api.load("scenarios/quickstart.yaml", **base)
+            raw = {**scenario.model_dump(), **networks}
+            start = time.perf_counter()
+            wirelessfl.simulate(raw)
+            seconds[label] = min(seconds[label], time.perf_counter() - start)
     ratio = seconds["nr"] / seconds["normalised"]
-    print(f"\nquickstart, 1 seed, {rounds} rounds: normalised {seconds['normalised']:.2f} s, NR cell {seconds['nr']:.2f} s: "
+    print(f"\nquickstart, 1 seed, {rounds} rounds, best of 3: normalised {seconds['normalised']:.2f} s, NR cell {seconds['nr']:.2f} s: "
           f"{ratio:.2f}x ({'within' if ratio <= 1.2 else 'NOT within'} the 1.2x target)")
 
 

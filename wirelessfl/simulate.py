@@ -172,6 +172,7 @@ class Unit:
         shown = profile or scenario.profiles()[0]
         self.clock_profile = shown
         self.clock_network = self.network or NetworkModel(shown, data.num_clients, static_rng(seed, shown))
+        self.clock_timings: list[RoundTiming] = []
         self.clock = 0.0
         self.wall_s = 0.0
         self.phases: dict[str, float] = {}
@@ -201,6 +202,7 @@ class Unit:
                 with engine.phase("network"):
                     timing = self.clock_network.time_round(plan, network_rng(self.seed, self.clock_profile.name, r))
                 self.clock += timing.t_end
+                self.clock_timings.append(timing)
                 if self.network is not None:
                     arrived = timing.arrived
                     if self.ledger is not None:
@@ -491,6 +493,9 @@ def simulate(
             for prof in profiles if unit.profile is None else [unit.profile]:
                 if unit.network is not None:
                     network, timings = unit.network, unit.timings
+                elif prof.name == unit.clock_profile.name and len(unit.clock_timings) == len(unit.records) - 1:
+                    # the rounds this run trained were already timed under this profile for the clock: reuse them
+                    network, timings = unit.clock_network, unit.clock_timings
                 else:
                     network = NetworkModel(prof, unit.data.num_clients, static_rng(seed, prof))
                     timings = time_records(unit.records, network, prof, seed)

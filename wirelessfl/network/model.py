@@ -255,12 +255,13 @@ def activities(
         for i in stream.tolist():
             receptions[i] += interval
     sending = np.isfinite(uploaded) & (upload > 0)
-    if shared_start is None:
-        upload_start = np.where(sending, np.maximum(uploaded - upload, computed), uploaded)
-        airtime = np.where(sending, upload, 0.0)
-    else:
-        upload_start = np.where(sending, shared_start, uploaded)
-        airtime = np.where(sending, uploaded - upload_start, 0.0)
+    with np.errstate(invalid="ignore"):  # inf - inf for uploads in outage, which ``sending`` masks out
+        if shared_start is None:
+            upload_start = np.where(sending, np.maximum(uploaded - upload, computed), uploaded)
+            airtime = np.where(sending, upload, 0.0)
+        else:
+            upload_start = np.where(sending, shared_start, uploaded)
+            airtime = np.where(sending, uploaded - upload_start, 0.0)
     return {
         "receptions": frozen(ids, receptions),
         "t_compute_start": frozen(ids, compute_start.tolist()),

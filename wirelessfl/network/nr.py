@@ -170,12 +170,12 @@ def _sionna_version(init_file: Path) -> str:
 
 
 def snr_index(tables: NrTables, snr) -> np.ndarray:
-    """Grid index of linear SINRs, computed as Sionna's ``get_idx_from_grid`` does (float32, half to even)."""
+    """Grid index of linear SINRs, computed as Sionna's ``get_idx_from_grid`` does (float32, half to even).
+    An SINR of 0 reads the grid's first point, as -inf dB does in Sionna's clamp."""
     low, _, step = tables.snr_grid
-    with np.errstate(divide="ignore"):
-        db = (10.0 * np.log10(np.asarray(snr, dtype=np.float32))).astype(np.float32)
+    db = np.float32(10.0) * np.log10(np.maximum(np.asarray(snr, dtype=np.float32), np.float32(1e-30)))
     index = np.rint((db - np.float32(low)) / np.float32(step))
-    return np.clip(np.nan_to_num(index, nan=0.0, neginf=0.0), 0, tables.snr_db.size - 1).astype(np.int64)
+    return np.clip(index, 0, tables.snr_db.size - 1).astype(np.int64)
 
 
 def tbler_table(tables: NrTables, category: int, prbs: int) -> np.ndarray:
