@@ -506,7 +506,7 @@ def _tune_preflight(sc, source: Path):
     """Before anything is written: every end of every search space builds (data, model, algorithms), and the
     cost of one trial of every curve fits in memory; returns the cost preview."""
     from wirelessfl.learning.data.data_files import missing_dataset
-    from wirelessfl.simulate import build_units, prepare_links
+    from wirelessfl.simulate import build_units, check_links
     from wirelessfl.tune.study import check_tunable, endpoint_scenario, tune_cost
 
     missing = missing_dataset(sc.data.dataset, sc.data.root, sc.data.download, sc.data.options)
@@ -517,11 +517,10 @@ def _tune_preflight(sc, source: Path):
         ends = endpoint_scenario(sc)
     except ValueError as err:
         raise UserError(f"{source}: {err}") from None
-    profile = ends.profiles()[0]
     try:
-        prepare_links(profile)
+        check_links(ends, str(source))
     except ValueError as err:
-        raise UserError(f"{source}: network {profile.name!r}: {err}") from None
+        raise UserError(str(err)) from None
     try:
         build_units(ends, ends.seeds[0])
     except ValueError as err:

@@ -528,17 +528,22 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
     prefixed with ``source``; an algorithm's error also with the YAML path of
     the parameter it names (``config.algorithm_path``).
     """
-    for profile in scenario.profiles():
-        try:
-            prepare_links(profile)
-        except ValueError as err:
-            raise ScenarioError(f"{source}: network {profile.name!r}: {err}") from None
+    check_links(scenario, source)
     try:
         build_units(scenario, scenario.seeds[0])
     except ValueError as err:
         message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         where = algorithm_path(scenario, message)
         raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
+
+
+def check_links(scenario: Scenario, source: str = "scenario") -> None:
+    """Every profile's links built (``prepare_links``), a failure as one ``ScenarioError`` line naming the profile."""
+    for profile in scenario.profiles():
+        try:
+            prepare_links(profile)
+        except ValueError as err:
+            raise ScenarioError(f"{source}: network {profile.name!r}: {err}") from None
 
 
 def prepare_links(profile: SystemProfile) -> None:

@@ -129,8 +129,12 @@ def ergodic_downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray) -> np.
     answer depends only on the channel and the user's static loss.
     """
     gains = link.draw_fading(np.random.default_rng(0), FADING_SAMPLES, channel.fading, k_factor(channel))
-    rates = [np.mean(downlink_rates(channel, np.full(FADING_SAMPLES, loss), gains)) for loss in np.asarray(loss_db).tolist()]
-    return np.array(rates, dtype=float)
+    loss = np.asarray(loss_db, dtype=float)
+    rates = np.empty(loss.size)
+    for start in range(0, loss.size, 256):  # 256 users x 4,096 gains at a time: 8 MB per array
+        part = loss[start : start + 256, None]
+        rates[start : start + 256] = downlink_rates(channel, part, gains[None, :]).mean(axis=1)
+    return rates
 
 
 def downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.ndarray) -> np.ndarray:
