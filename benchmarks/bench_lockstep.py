@@ -35,6 +35,7 @@ from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.learning.reference import ReferenceLoop
 
 CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.1, momentum=0.9)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # examples/ without PYTHONPATH
 MODELS = {"lenet5": "LeNet-5", "examples.user_models:two_conv_dropout": "user model (two convs + dropout)"}
 
 

@@ -66,16 +66,62 @@ class Stacked:
         return self.tensor
 
     def as_image(self) -> torch.Tensor:
-        """``[B, n*C, H, W]`` channels_last (one copy from rows)."""
+        """``[B, n*C, H, W]`` channels_last (one copy from rows, whose gradient comes back as contiguous rows)."""
         if self.image:
             return self.tensor
-        n, batch, channels, height, width = self.tensor.shape
-        nhwc = self.tensor.permute(1, 3, 4, 0, 2).contiguous()
-        return nhwc.view(batch, height, width, n * channels).permute(0, 3, 1, 2)
+        return _RowsToImages.apply(self.tensor)
+
+    def contiguous_rows(self) -> torch.Tensor:
+        """``[n, *per-slot shape]`` contiguous (one copy from an image, whose gradient comes back channels_last)."""
+        if self.image:
+            return _ImagesToRows.apply(self.tensor, self.n)
+        return self.tensor
 
 
 def images(tensor: torch.Tensor, n: int) -> Stacked:
     return Stacked(tensor, n, image=True)
+
+
+def _rows_to_images(rows: torch.Tensor) -> torch.Tensor:
+    n, batch, channels, height, width = rows.shape
+    nhwc = rows.permute(1, 3, 4, 0, 2).contiguous()
+    return nhwc.view(batch, height, width, n * channels).permute(0, 3, 1, 2)
+
+
+def _images_to_rows(tensor: torch.Tensor, n: int) -> torch.Tensor:
+    return tensor.unflatten(1, (n, -1)).transpose(0, 1).contiguous()
+
+
+class _RowsToImages(torch.autograd.Function):
+    """Rows ``[n, B, C, H, W]`` to channels_last images, the gradient back to contiguous rows.
+
+    Autograd's backward of a transposing copy is the inverse transpose as a view,
+    so the op below would get its gradient in the other layout, and element-wise
+    backward passes (ReLU, max-pool) on mixed layouts run several times slower
+    (a ReLU's 1.5 ms instead of 0.2 in a 55 ms step): the gradient is copied
+    into its op's layout instead.
+    """
+
+    @staticmethod
+    def forward(ctx, rows):
+        ctx.n = rows.shape[0]
+        return _rows_to_images(rows)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _images_to_rows(grad, ctx.n)
+
+
+class _ImagesToRows(torch.autograd.Function):
+    """Channels_last images to contiguous rows, the gradient back to channels_last (see :class:`_RowsToImages`)."""
+
+    @staticmethod
+    def forward(ctx, tensor, n):
+        return _images_to_rows(tensor, n)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return _rows_to_images(grad), None
 
 
 # --------------------------------------------------------------------------- the tables of known ops
@@ -157,6 +203,11 @@ class StackedModel:
         """Whether a training step draws random numbers (dropout): then each slot gets a generator."""
         self.image_input = self.traced and any(self._takes_images(user) for user in self._input_node().users)
         """Whether the input enters as images (a convolution or pooling reads it first) rather than rows."""
+        self._readers = {
+            training: {node: _reader(node) for node in traced.graph.nodes} for training, traced in self.graphs.items() if traced is not None
+        }
+        names = list(self.slices)
+        self._own_names = {path: _own_names(path, names) for path in self.modules}
 
     # ----------------------------------------------------------------- what the graph holds
 
@@ -223,12 +274,14 @@ class StackedModel:
         (the rest of its batch is padding) when training draws random numbers.
         """
         n = x.n
-        self.module.train(training)
+        if self.module.training != training:
+            self.module.train(training)
         graph = self.graphs[training]
         if graph is None:
             return self._vmapped(params, x, training, generators)
         env: dict[torch.fx.Node, object] = {}
         claimed = self.claims[training]
+        readers = self._readers[training]
         for node in graph.graph.nodes:
             claim = claimed.get(node)
             if claim is not None:
@@ -243,9 +296,8 @@ class StackedModel:
                 out = env[node.args[0]]
                 return out.rows() if isinstance(out, Stacked) else out
             else:
-                args = torch.fx.node.map_arg(node.args, env.__getitem__)
-                kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
-                value = self._run(node, args, kwargs, params, n, training, generators)
+                args, kwargs, stacked = readers[node](env)
+                value = self._run(node, args, kwargs, stacked, params, n, training, generators)
             env[node] = value
             if node is stop:
                 return value.rows()
@@ -272,18 +324,16 @@ class StackedModel:
         return value
 
     def _params_of(self, path: str, params) -> dict[str, torch.Tensor]:
-        prefix = f"{path}." if path else ""
-        return {name[len(prefix):]: tensor for name, tensor in params.items() if name.startswith(prefix)}
+        return {short: params[name] for short, name in self._own_names[path] if name in params}
 
-    def _run(self, node, args, kwargs, params, n, training, generators):
-        value = self._evaluate(node, args, kwargs, params, n, training, generators)
+    def _run(self, node, args, kwargs, stacked, params, n, training, generators):
+        value = self._evaluate(node, args, kwargs, stacked, params, n, training, generators)
         owner = node.meta.get("bias_of")
         if owner is not None:  # the bias of the conv before this max-pool, added after it (see _bias_after_pool)
             value = images(value.tensor + params[f"{owner}.bias"].reshape(1, -1, 1, 1), n)
         return value
 
-    def _evaluate(self, node, args, kwargs, params, n, training, generators):
-        stacked = [a for a in tree_flatten((args, kwargs), is_leaf=lambda v: isinstance(v, Stacked))[0] if isinstance(a, Stacked)]
+    def _evaluate(self, node, args, kwargs, stacked: bool, params, n, training, generators):
         if node.op == "call_module":
             sub = self.modules[node.target]
             own = self._params_of(node.target, params)
@@ -345,12 +395,7 @@ class StackedModel:
     def _conv(self, sub: nn.Conv2d, own, x: Stacked, n: int) -> Stacked:
         weight = own["weight"].reshape(n * sub.out_channels, *sub.weight.shape[1:])
         bias = own["bias"].reshape(-1) if "bias" in own else None
-        h = x.as_image()
-        if sub.in_channels == 1 and not isinstance(sub.padding, str):
-            out = _OneChannelConv.apply(h, weight, bias, n, sub.stride, sub.padding, sub.dilation)
-        else:
-            out = F.conv2d(h, weight, bias, sub.stride, sub.padding, sub.dilation, n * sub.groups)
-        return images(out, n)
+        return images(F.conv2d(x.as_image(), weight, bias, sub.stride, sub.padding, sub.dilation, n * sub.groups), n)
 
     def _dropout(self, x: Stacked, p: float, training: bool, generators) -> Stacked:
         """Each slot's mask drawn for its real samples only (a module sees no padding), zero on the padding."""
@@ -398,7 +443,7 @@ class StackedModel:
             return Stacked(getattr(x.tensor, name)(*args[1:]), n, x.image)
         if name in _RESHAPE_METHODS:
             shape = args[1] if len(args) == 2 and isinstance(args[1], (tuple, list, torch.Size)) else args[1:]
-            return Stacked(x.rows().reshape(n, *shape), n)
+            return Stacked(x.contiguous_rows().reshape(n, *shape), n)
         if name == "flatten":
             start = kwargs.get("start_dim", args[1] if len(args) > 1 else 0)
             end = kwargs.get("end_dim", args[2] if len(args) > 2 else -1)
@@ -455,36 +500,41 @@ class StackedModel:
             return type(outs[0])(torch.stack(parts) for parts in zip(*outs))
 
 
-class _OneChannelConv(torch.autograd.Function):
-    """A grouped convolution with one input channel per group: depthwise forward, grouped backward.
+def _reader(node: torch.fx.Node) -> Callable[[dict], tuple[tuple, dict, bool]]:
+    """``env -> (args, kwargs, whether any is stacked)`` for a node: a flat comprehension when its arguments are flat.
 
-    Repeating each slot's channel once per output channel makes the forward a
-    depthwise convolution, which oneDNN runs about 1.5x faster; but its weight
-    gradient is ~10x slower than the grouped one's (LeNet-5's conv1, 10 slots x
-    32 samples: 18 vs 1.6 ms), so the backward takes the grouped form. Same
-    numbers either way.
+    ``torch.fx.node.map_arg`` and a pytree flatten per node were a third of a
+    small step's Python time; almost every node's arguments are flat (values
+    and constants, no nested lists), so they are read in one pass.
     """
+    def leaf(value) -> bool:
+        return not isinstance(value, (tuple, list, dict, slice))
 
-    @staticmethod
-    def forward(ctx, h, weight, bias, n, stride, padding, dilation):
-        batch, _, height, width = h.shape
-        cout = weight.shape[0] // n
-        nhwc = h.permute(0, 2, 3, 1).unsqueeze(-1).expand(batch, height, width, n, cout)
-        repeated = nhwc.reshape(batch, height, width, n * cout).permute(0, 3, 1, 2)
-        ctx.save_for_backward(h, weight)
-        ctx.config = (n, list(stride), list(padding), list(dilation), bias is not None)
-        return F.conv2d(repeated, weight, bias, stride, padding, dilation, n * cout)
+    if all(leaf(a) for a in node.args) and all(leaf(v) for v in node.kwargs.values()):
+        args_spec = [(a, isinstance(a, torch.fx.Node)) for a in node.args]
+        kwargs_spec = [(k, v, isinstance(v, torch.fx.Node)) for k, v in node.kwargs.items()]
 
-    @staticmethod
-    def backward(ctx, grad):
-        h, weight = ctx.saved_tensors
-        n, stride, padding, dilation, has_bias = ctx.config
-        need_input, need_weight, need_bias = ctx.needs_input_grad[:3]
-        mask = [need_input, need_weight, need_bias and has_bias]
-        d_input, d_weight, d_bias = torch.ops.aten.convolution_backward(
-            grad, h, weight, [weight.shape[0]] if has_bias else None, stride, padding, dilation, False, [0, 0], n, mask
-        )
-        return d_input, d_weight, d_bias, None, None, None, None
+        def flat(env):
+            args = tuple(env[a] if is_node else a for a, is_node in args_spec)
+            kwargs = {k: env[v] if is_node else v for k, v, is_node in kwargs_spec}
+            stacked = any(isinstance(a, Stacked) for a in args) or any(isinstance(v, Stacked) for v in kwargs.values())
+            return args, kwargs, stacked
+
+        return flat
+
+    def nested(env):
+        args = torch.fx.node.map_arg(node.args, env.__getitem__)
+        kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+        leaves = tree_flatten((args, kwargs), is_leaf=lambda v: isinstance(v, Stacked))[0]
+        return args, kwargs, any(isinstance(a, Stacked) for a in leaves)
+
+    return nested
+
+
+def _own_names(path: str, names: Sequence[str]) -> list[tuple[str, str]]:
+    """(name inside the module at ``path``, full name) of the parameters that module holds."""
+    prefix = f"{path}." if path else ""
+    return [(name[len(prefix):], name) for name in names if name.startswith(prefix)]
 
 
 _RELUS = (F.relu, torch.relu)
@@ -550,21 +600,46 @@ def _bias_after_pool(traced: torch.fx.GraphModule) -> torch.fx.GraphModule:
 
 
 def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """``x [n, *lead, in] @ weight[n]^T + bias[n]`` as one batched matmul."""
+    """``x [n, *lead, in] @ weight[n]^T + bias[n]`` as one batched matmul (see :class:`_BatchedLinear`)."""
     n, fin = x.shape[0], x.shape[-1]
-    flat = x.reshape(n, -1, fin)
-    if bias is None:
-        out = torch.bmm(flat, weight.transpose(1, 2))
-    else:
-        out = torch.baddbmm(bias.unsqueeze(1), flat, weight.transpose(1, 2))
+    out = _BatchedLinear.apply(x.reshape(n, -1, fin), weight, bias)
     return out.view(*x.shape[:-1], weight.shape[1])
+
+
+class _BatchedLinear(torch.autograd.Function):
+    """``x @ weight^T + bias`` per slot, with each gradient computed in its tensor's own layout.
+
+    Autograd's backward of ``baddbmm(bias, x, weight^T)`` gives the weight
+    gradient as the transpose of ``x^T @ grad`` (the copy into the flat gradient
+    then transposes it: 1.6 ms of a 55 ms step for a 1568x64 layer), and of
+    ``(weight @ x^T)^T`` the input gradient transposed (the layer below then
+    copies from a transposed source, 5x slower). Here both are one ``bmm`` each
+    straight into ``[out, in]`` and ``[M, in]``.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        if bias is None:
+            return torch.bmm(x, weight.transpose(1, 2))
+        return torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved_tensors
+        need_x, need_weight, need_bias = ctx.needs_input_grad
+        d_x = torch.bmm(grad, weight) if need_x else None
+        d_weight = torch.bmm(grad.transpose(1, 2), x) if need_weight else None
+        d_bias = grad.sum(1) if need_bias and ctx.has_bias else None
+        return d_x, d_weight, d_bias
 
 
 def _flatten(x: Stacked, start: int, end: int) -> Stacked:
     shape = list(x.shape)
     start, end = start % len(shape), end % len(shape)
     flat = shape[:start] + [-1] + shape[end + 1:]
-    return Stacked(x.rows().reshape(x.n, *flat), x.n)
+    return Stacked(x.contiguous_rows().reshape(x.n, *flat), x.n)
 
 
 def _binary(op, a, b, n: int):
