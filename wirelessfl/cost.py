@@ -29,6 +29,7 @@ from wirelessfl.algorithms.base import FORWARD_COST
 from wirelessfl.config import Scenario
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
+from wirelessfl.learning.schedule import batch_width
 from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
 from wirelessfl.learning.plugins import from_environment
@@ -246,6 +247,7 @@ def check_run(
     seconds, spent = math.nan, 0.0
     if probe:
         cfg = scenario.training.train_config()
+        cfg = replace(cfg, batch_size=batch_width(cfg.batch_size, _split_sizes(data).train))  # the batch the engine runs
         participants = max(1, min(data.num_clients, math.ceil(scenario.training.participation * data.num_clients)))
         workers = _workers(dev)
         group = balanced_group(participants, max(1, 512 // cfg.batch_size), workers)

@@ -40,7 +40,7 @@ from wirelessfl.learning import optim
 from wirelessfl.learning.heap import retain_freed_memory
 from wirelessfl.learning.models import Architecture
 from wirelessfl.learning.phases import ENTRY_LABELS, PhaseTimer, timed_entry
-from wirelessfl.learning.schedule import batch_table, permutations, shuffle_schedule, slot_seeds, slot_steps
+from wirelessfl.learning.schedule import batch_table, batch_width, permutations, shuffle_schedule, slot_seeds, slot_steps
 from wirelessfl.learning.stacked import Stacked, StackedModel, images
 from wirelessfl.learning.workers import GROUP_MULTIPLE, balanced_group, partition, run_groups
 
@@ -345,11 +345,12 @@ class LockstepEngine:
 
         order = sorted(range(n), key=lambda s: -steps[s])
         max_steps = steps[order[0]] if n else 0
-        table = torch.full((max_steps, n, cfg.batch_size), -1, dtype=torch.int64)
+        width = batch_width(cfg.batch_size, sizes)
+        table = torch.full((max_steps, n, width), -1, dtype=torch.int64)
         w_table = None if w_cat is None else table.clone()  # indices into the slot-by-slot weights
         w_offsets = [0, *itertools.accumulate(sizes)]
         for row, slot in enumerate(order):
-            slot_table = batch_table(perms[slot], steps[slot], cfg.batch_size)
+            slot_table = batch_table(perms[slot], steps[slot], width)
             table[: steps[slot], row] = torch.where(slot_table >= 0, slot_table + offsets[slot], -1)
             if w_table is not None:
                 w_table[: steps[slot], row] = torch.where(slot_table >= 0, slot_table + w_offsets[slot], -1)
@@ -365,7 +366,7 @@ class LockstepEngine:
         state = self._initial_state(transform, work, opt_state, order_t if permuted else None)
         loss_sum = torch.zeros(n, device=self.device)
         mask_f = None if mask is None else mask.to(self.device, torch.float32)
-        group = balanced_group(n, max(1, self.max_samples // cfg.batch_size), partition(self.device))
+        group = balanced_group(n, max(1, self.max_samples // width), partition(self.device))
         generators = None if seeds is None else [torch.Generator(self.device).manual_seed(seeds[s]) for s in order]
 
         def train_group(start: int) -> None:

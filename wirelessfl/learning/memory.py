@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from wirelessfl.learning.lockstep import EVAL_CHUNK, GROUP_MULTIPLE, TrainConfig
+from wirelessfl.learning.schedule import batch_width
 from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.models import Architecture
 
@@ -434,8 +435,8 @@ def _train_phase(
     n = fp.train_slots
     if n <= 0:
         return {}
-    B = cfg.batch_size
     member_sizes = [s for s in sizes.train[:T] for _ in range(max(1, n // max(T, 1)))][:n] or list(sizes.train[:n])
+    B = batch_width(cfg.batch_size, member_sizes)
     steps = _steps(member_sizes, B, float(cfg.epochs))
     permuted = any(a < b for a, b in zip(steps, steps[1:]))
     group = balanced_group(n, max(1, max_samples // B), GROUP_MULTIPLE if workers > 1 else 1)
