@@ -191,9 +191,16 @@ class Unit:
         return f"seed{self.seed}__{_slug(self.curve.curve)}{profile}"
 
     def run(
-        self, rounds: int, eval_every: int, on_round: ProgressFn | None = None, checkpoint=None, test_split: bool = True
+        self,
+        rounds: int,
+        eval_every: int,
+        on_round: ProgressFn | None = None,
+        checkpoint=None,
+        test_split: bool = True,
+        eval_last: int = 0,
     ) -> None:
-        """Train rounds up to ``rounds``, adding the wall time of each phase to ``phases`` (see :meth:`runtime`)."""
+        """Train rounds up to ``rounds``, evaluating the rounds :func:`evaluated` names, adding the wall time of
+        each phase to ``phases`` (see :meth:`runtime`)."""
         engine = self.algorithm.ctx.engine
         before, began_run = engine.phase_times(), time.perf_counter()
         try:
@@ -219,7 +226,7 @@ class Unit:
                 else:
                     arrived = plan.participants
                 info = self.algorithm.step(r, frozenset(arrived))
-                if r % eval_every == 0 or r == rounds:
+                if evaluated(r, rounds, eval_every, eval_last):
                     with engine.phase("evaluation"):
                         metrics, acc = evaluate_round(self.algorithm, r, test_split)
                 else:
@@ -294,6 +301,11 @@ class Unit:
             "samples_per_s": rounds * per_round / self.wall_s if self.wall_s > 0 else math.nan,
             "phases": dict(sorted(self.phases.items(), key=lambda item: -item[1])),
         }
+
+
+def evaluated(round: int, rounds: int, eval_every: int, eval_last: int = 0) -> bool:
+    """Whether ``round`` (1..rounds) is evaluated: every ``eval_every``-th, each of the last ``eval_last``, and the last."""
+    return round % eval_every == 0 or round > rounds - eval_last or round == rounds
 
 
 def learning_seed(seed: int) -> int:
@@ -502,7 +514,7 @@ def simulate(
                 if partial is not None:
                     unit.restore(partial)
                 save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), stamp)) if ckpt_dir else None
-                unit.run(scenario.rounds, scenario.eval_every, counting, save, test_split)
+                unit.run(scenario.rounds, scenario.eval_every, counting, save, test_split, scenario.eval_last)
                 trained += 1
                 if ckpt_dir is not None:
                     _save(ckpt_dir, unit.key, "done", unit.state(models=keep_models), stamp)
