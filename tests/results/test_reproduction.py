@@ -239,6 +239,17 @@ def test_registry_finds_each_paper_by_its_scenarios():
     assert str(err.value) == "--paper must be one of ['adaptive-experts', 'fedem', 'pflego', 'user-centric'], got 'fedme'"
 
 
+def test_a_run_over_its_last_rounds_averages_each_seed_over_the_evaluated_rounds_among_them():
+    trace = paper_trace("fedem-emnist", {"fedavg": {"avg_acc": (0.6, 0.9)}}, seeds=(0, 1), rounds=4)
+    trace.loc[trace["round"] == 3, "avg_acc"] = float("nan")  # not evaluated
+    assert Run.from_trace(trace).acc("fedavg") == pytest.approx(75.0)
+    # seed 0: rounds 2 and 4 of the last 3 (3 is skipped): (0.3 + 0.6) / 2; seed 1: (0.45 + 0.9) / 2
+    over3 = Run.from_trace(trace, last_rounds=3)
+    assert over3.acc("fedavg") == pytest.approx(100 * (0.45 + 0.675) / 2)
+    assert Run.from_trace(trace).over_last(3).final.equals(over3.final)
+    assert int(over3.final.loc["fedavg", "round"]) == 4
+
+
 def test_run_reads_missing_and_nan_columns_as_absent():
     run = Run.from_trace(paper_trace("fedem-emnist", {"fedavg": {"avg_acc": 0.5, "p10_acc": 0.25}}))
     assert run.acc("fedavg") == 50.0 and run.acc("fedavg", "p10_acc") == 25.0
@@ -404,9 +415,12 @@ def test_pflego_page_and_cli_selecting_the_paper(tmp_path):
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert f"Written by `wirelessfl report {good} --reproduction {out} --paper pflego`" in text
-    assert "| fedavg (FedAvg) | 69.40 | 0.10 | 60.0 | 60.0 | 60.0 |" in text
+    # Table 1 averages the final 10 rounds, and so does the page: this trace rises linearly over rounds 0-2,
+    # so each curve reads as the mean of 0, half and all of its final value
+    assert "as each seed's mean over the evaluated rounds among the last 10" in text
+    assert "| fedavg (FedAvg) | 69.40 | 0.10 | 30.0 | 30.0 | 30.0 |" in text
     assert ("| EMNIST, no personalization: every client has all 62 classes (Table 1) | FedAvg is the best with no "
-            "personalization (Table 1) | holds | average accuracy FedAvg 60.0 vs PFLEGO 55.0 and FedPer 50.0") in text  # fmt: skip
+            "personalization (Table 1) | holds | average accuracy FedAvg 30.0 vs PFLEGO 27.5 and FedPer 25.0") in text  # fmt: skip
     wrong = runner.invoke(app, ["report", str(good), "--target", "0.5", "--reproduction", str(tmp_path / "x.md"), "--paper", "fedem"])
     assert wrong.exit_code == 2 and "scenario 'pflego-emnist-k62' belongs to paper 'pflego', not 'fedem'" in wrong.output
     unknown = runner.invoke(app, ["report", str(good), "--target", "0.5", "--reproduction", str(tmp_path / "x.md"), "--paper", "nope"])
