@@ -226,17 +226,18 @@ def claim(paper, text):
 
 
 def test_registry_finds_each_paper_by_its_scenarios():
-    assert set(papers()) == {"user-centric", "fedem", "adaptive-experts", "pflego"}
+    assert set(papers()) == {"user-centric", "fedem", "adaptive-experts", "pflego", "pflego-protocol"}
     every = [s for p in papers().values() for s in p.scenarios]
     assert len(every) == len(set(every))
     assert paper_of(papers(), "fedem-emnist").name == "fedem"
     assert paper_of(papers(), "experts-cifar10-p0.6").name == "adaptive-experts"
     assert paper_of(papers(), "pflego-emnist-k31").name == "pflego"
+    assert paper_of(papers(), "pflego-emnist-k31-protocol").name == "pflego-protocol"
     assert paper_of(papers(), "paper-cifar10-concept-shift").name == "user-centric"
     assert paper_of(papers(), "fedem") is None
     with pytest.raises(ValueError) as err:
         get_paper(papers(), "fedme")
-    assert str(err.value) == "--paper must be one of ['adaptive-experts', 'fedem', 'pflego', 'user-centric'], got 'fedme'"
+    assert str(err.value) == "--paper must be one of ['adaptive-experts', 'fedem', 'pflego', 'pflego-protocol', 'user-centric'], got 'fedme'"
 
 
 def test_a_run_over_its_last_rounds_averages_each_seed_over_the_evaluated_rounds_among_them():
@@ -387,7 +388,8 @@ def test_fedem_page_lists_both_tables_and_the_verdicts(tmp_path):
     assert "Not run yet: simulate scenario `fedem-emnist`, then add the run directory to the report command." in text
     assert ("| Synthetic (Table 2, Table 3) | FedEM is clearly above FedAvg and Local on the average (Table 2) | **does not hold** | "
             "average accuracy: FedEM 72.0 vs FedAvg 70.0 and Local 65.0") in text  # fmt: skip
-    assert "3 of 6 claims checked; 2 hold. 3 not checked" in text
+    assert "Not run yet: simulate scenario `fedem-emnist-protocol`, then add the run directory to the report command." in text
+    assert "3 of 9 claims checked; 2 hold. 6 not checked" in text
     assert "Not reproduced:\n\n- Synthetic (Table 2, Table 3): FedEM is clearly above FedAvg and Local on the average (Table 2)\n" in text
 
 
@@ -405,6 +407,21 @@ def test_experts_page_has_one_section_per_p_and_one_row_per_multi_run_claim(tmp_
     rows = [line for line in text.splitlines() if line.startswith("| CIFAR-10, p = 0.2, 0.6, 1.0 |")]
     assert [r.split(" | ")[2] for r in rows] == ["holds", "not checked", "not checked"]
     assert "1 of 3 claims checked; 1 holds. 2 not checked" in text
+
+
+def test_pflego_protocol_page_reads_fedavg_after_its_local_steps_beside_the_papers_fedavg(tmp_path):
+    finals = {"pflego": {"avg_acc": 0.98}, "fedper": {"avg_acc": 0.97}, "fedavg": {"avg_acc": 0.5},
+              "fedavg-after-local-steps": {"avg_acc": 0.96}}  # fmt: skip
+    text = reproduction_markdown([write_paper_run(tmp_path, "pflego-emnist-k2-protocol", finals)], "cmd", papers())
+    # rounds 0-2 rising linearly: the last-10 mean is half the final value
+    assert "| fedavg-after-local-steps (FedAvg after its tau local steps, as the authors' code evaluates it) | 97.29 | 0.54 | 48.0 |" in text
+    rows = {line.split(" | ")[1]: line.split(" | ")[2] for line in text.splitlines() if line.startswith("| EMNIST, high")}
+    assert rows == {
+        "PFLEGO >= FedPer >= FedAvg with high personalization (Table 1)": "holds",
+        "PFLEGO >= FedPer >= FedAvg with high personalization, FedAvg evaluated after its local steps (Table 1)": "holds",
+    }
+    assert "average accuracy PFLEGO 49.0 / FedPer 48.5 / FedAvg (fedavg-after-local-steps) 48.0, on 1 seed(s)" in text
+    assert "Not run yet: simulate scenario `pflego-emnist-k31-protocol`" in text
 
 
 def test_pflego_page_and_cli_selecting_the_paper(tmp_path):
