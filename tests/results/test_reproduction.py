@@ -226,18 +226,19 @@ def claim(paper, text):
 
 
 def test_registry_finds_each_paper_by_its_scenarios():
-    assert set(papers()) == {"user-centric", "fedem", "adaptive-experts", "pflego", "pflego-protocol"}
+    assert set(papers()) == {"user-centric", "fedem", "adaptive-experts", "adaptive-experts-protocol", "pflego", "pflego-protocol"}
     every = [s for p in papers().values() for s in p.scenarios]
     assert len(every) == len(set(every))
     assert paper_of(papers(), "fedem-emnist").name == "fedem"
     assert paper_of(papers(), "experts-cifar10-p0.6").name == "adaptive-experts"
+    assert paper_of(papers(), "experts-cifar10-p0.6-protocol").name == "adaptive-experts-protocol"
     assert paper_of(papers(), "pflego-emnist-k31").name == "pflego"
     assert paper_of(papers(), "pflego-emnist-k31-protocol").name == "pflego-protocol"
     assert paper_of(papers(), "paper-cifar10-concept-shift").name == "user-centric"
     assert paper_of(papers(), "fedem") is None
     with pytest.raises(ValueError) as err:
         get_paper(papers(), "fedme")
-    assert str(err.value) == "--paper must be one of ['adaptive-experts', 'fedem', 'pflego', 'pflego-protocol', 'user-centric'], got 'fedme'"
+    assert str(err.value) == "--paper must be one of ['adaptive-experts', 'adaptive-experts-protocol', 'fedem', 'pflego', 'pflego-protocol', 'user-centric'], got 'fedme'"
 
 
 def test_a_run_over_its_last_rounds_averages_each_seed_over_the_evaluated_rounds_among_them():
@@ -422,6 +423,15 @@ def test_pflego_protocol_page_reads_fedavg_after_its_local_steps_beside_the_pape
     }
     assert "average accuracy PFLEGO 49.0 / FedPer 48.5 / FedAvg (fedavg-after-local-steps) 48.0, on 1 seed(s)" in text
     assert "Not run yet: simulate scenario `pflego-emnist-k31-protocol`" in text
+
+
+def test_experts_protocol_page_checks_the_claims_over_the_protocol_runs_only(tmp_path):
+    dirs = [write_paper_run(tmp_path, f"experts-cifar10-p{p}-protocol", {"fedmoe": {"avg_acc": m}, "ifca": {"avg_acc": i}})
+            for p, m, i in ((0.2, 0.72, 0.70), (1.0, 0.90, 0.50))]  # fmt: skip
+    text = reproduction_markdown(dirs, "cmd", papers())
+    assert "## CIFAR-10, majority class fraction p = 1.0 (Table 2, J = 6)" in text
+    assert "Not run yet: simulate scenario `experts-cifar10-p0.6-protocol`" in text
+    assert "MoE vs IFCA average accuracy p=0.2: 72.0 vs 70.0 (+2.0); p=1.0: 90.0 vs 50.0 (+40.0)" in text
 
 
 def test_pflego_page_and_cli_selecting_the_paper(tmp_path):
