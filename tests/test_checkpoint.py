@@ -25,7 +25,7 @@ from wirelessfl.config import dump_scenario, parse_scenario
 from wirelessfl.results.figures import write_figures
 from wirelessfl.results.io import WriteFailed, atomic_write_bytes, resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming, Stream
-from wirelessfl.simulate import CHECKPOINT_TYPES, build_units, simulate
+from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, build_units, simulate
 
 runner = CliRunner()
 
@@ -411,6 +411,51 @@ def test_resuming_after_the_run_scenario_was_edited_is_refused(tmp_path, edit):
     )
     source.write_text(text)
     assert runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"]).exit_code == 0
+
+
+def _files(run_dir):
+    return {path: path.read_bytes() for path in sorted(run_dir.rglob("*")) if path.is_file()}
+
+
+@pytest.mark.parametrize("seeding", [None, "per-algorithm"])
+def test_a_run_started_under_another_seeding_is_refused_and_left_as_it_was(tmp_path, seeding):
+    """A run folder whose checkpoints were written before common random numbers (no seeding recorded)
+    or under another scheme must not continue: its curves would mix two seedings."""
+    run_dir, path = _interrupted_run(tmp_path)
+    size = int.from_bytes(path.read_bytes()[:8], "little")
+    stamp = json.loads(path.read_bytes()[8 : 8 + size])["__metadata__"]["fingerprint"]
+    state = checkpoint.load_checkpoint(path, CHECKPOINT_TYPES, stamp, PROVENANCE)
+    checkpoint.save_checkpoint(path, state, CHECKPOINT_TYPES, stamp, None if seeding is None else {"seeding": seeding})
+    before = _files(run_dir)
+    result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    made = "before its seeding was recorded (each algorithm seeded apart)" if seeding is None else "with the seeding 'per-algorithm'"
+    assert _only_line(result) == (
+        f"error: {run_dir}: refused to resume: {path.name} was written {made}, and this wirelessfl seeds with "
+        f"'common-random-numbers' (one run would mix two seedings); start a new run: "
+        f"`wirelessfl simulate {run_dir / 'scenario.yaml'} --out NEW_DIR`"
+    )
+    assert _files(run_dir) == before
+
+
+def test_a_run_started_under_the_current_seeding_resumes_to_the_uninterrupted_trace(tmp_path):
+    run_dir, path = _interrupted_run(tmp_path)
+    size = int.from_bytes(path.read_bytes()[:8], "little")
+    meta = json.loads(path.read_bytes()[8 : 8 + size])["__metadata__"]
+    assert json.loads(meta["provenance"]) == {"seeding": "common-random-numbers"}
+    resumed = simulate(parse_scenario(SMALL), run_dir)
+    assert resumed.trained_units == 1
+    pd.testing.assert_frame_equal(resumed.trace, simulate(parse_scenario(SMALL)).trace)
+
+
+def test_provenance_is_checked_before_the_fingerprint():
+    data = checkpoint.dumps({"n": 1}, fingerprint="a", provenance={"seeding": "x"})
+    assert checkpoint.loads(data, "k", fingerprint="a", provenance={"seeding": "x"}) == {"n": 1}
+    with pytest.raises(checkpoint.ProvenanceMismatch) as caught:
+        checkpoint.loads(data, "k", fingerprint="b", provenance={"seeding": "y"})
+    assert (caught.value.name, caught.value.found) == ("seeding", "x")
+    with pytest.raises(checkpoint.ProvenanceMismatch) as missing:
+        checkpoint.loads(checkpoint.dumps({"n": 1}), "k", provenance={"seeding": "y"})
+    assert missing.value.found is None
 
 
 def test_settings_that_cannot_change_training_may_be_edited_before_a_resume(tmp_path):

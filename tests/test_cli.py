@@ -106,6 +106,22 @@ def test_plot_and_report_remake_outputs_and_keep_the_run_notes(run):
     assert "- 2 training runs (trained once per curve and seed, replayed through every profile); wall time" in summary
 
 
+def test_report_over_the_last_rounds_says_so_and_refuses_a_sweep(run, tmp_path):
+    run_dir, _ = run
+    reported = runner.invoke(app, ["report", str(run_dir), "--last", "2"])
+    assert reported.exit_code == 0, reported.output
+    assert reported.output.strip() == f"rewrote {run_dir / 'summary.md'} over the last 2 rounds"
+    assert "mean ± std over seeds, each seed's mean over the evaluated rounds among the last 2" in (run_dir / "summary.md").read_text()
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "sweep.yaml").write_text("name: x\n")
+    (sweep / "sweep.parquet").write_bytes(b"")
+    refused = runner.invoke(app, ["report", str(run_dir), str(sweep), "--last", "2"])
+    assert refused.exit_code == 2
+    assert refused.output.strip() == f"error: --last applies to run directories, not to sweeps ({sweep})"
+    assert runner.invoke(app, ["report", str(run_dir)]).exit_code == 0
+
+
 def test_overrides_change_rounds_seed_and_device(tmp_path):
     out = tmp_path / "run"
     args = ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--rounds", "1", "--seed", "5", "--device", "cpu", "--quiet"]

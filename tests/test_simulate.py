@@ -236,3 +236,22 @@ def test_a_physical_run_reports_every_stream_on_the_air(tmp_path):
     (tmp_path / "normalised").mkdir()
     write_run_outputs(tmp_path / "normalised", quick, simulate(quick), 1.0, figures="none")
     assert not (tmp_path / "normalised" / "streams_link.csv").exists()
+
+
+def test_eval_last_evaluates_the_last_rounds_besides_every_eval_every_th_and_changes_nothing_else():
+    base = {**TINY, "rounds": 6, "eval_every": 3, "algorithms": [{"name": "fedavg"}], "networks": [{"preset": "wired"}]}
+    sparse = simulate(parse_scenario(base)).trace
+    dense = simulate(parse_scenario({**base, "eval_last": 2})).trace
+    assert dense.loc[dense.avg_acc.notna(), "round"].tolist() == [0, 3, 5, 6]
+    assert sparse.loc[sparse.avg_acc.notna(), "round"].tolist() == [0, 3, 6]
+    pd.testing.assert_series_equal(sparse.train_loss, dense.train_loss)
+    both = sparse.avg_acc.notna()
+    pd.testing.assert_series_equal(sparse.avg_acc[both], dense.avg_acc[both])
+
+
+def test_eval_last_zero_is_left_out_of_the_resolved_scenario_so_fingerprints_stay():
+    from wirelessfl.config import dump_scenario, scenario_fingerprint
+
+    assert "eval_last" not in dump_scenario(parse_scenario(TINY))
+    assert scenario_fingerprint(parse_scenario(TINY)) == scenario_fingerprint(parse_scenario({**TINY, "eval_last": 0}))
+    assert "eval_last: 10" in dump_scenario(parse_scenario({**TINY, "eval_last": 10}))

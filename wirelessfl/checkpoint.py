@@ -14,7 +14,10 @@ JSON object entry -> hex digest), checked before anything is decoded, so a
 flipped bit in a model tensor is one line naming the file instead of a run that
 resumes from garbage (safetensors checks lengths and offsets, not contents). A
 caller may also stamp the file with a ``fingerprint`` string (simulate stores a
-hash of the resolved scenario) and refuse a file whose stamp differs on load.
+hash of the resolved scenario) and refuse a file whose stamp differs on load, and
+with ``provenance`` (name -> value strings: how the state was made, such as the
+seeding scheme), refused on load where a value is not the expected one or is
+missing (a file written before that name existed).
 
 Safetensors over ``torch.load(weights_only=True)``: that is still an unpickler
 (a restricted one, which has had bypasses), while safetensors is a length-checked
@@ -36,7 +39,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -64,6 +67,14 @@ class CheckpointError(ValueError):
 
 class FingerprintMismatch(CheckpointError):
     """A whole checkpoint whose ``fingerprint`` is not the one the caller expects (written for other settings)."""
+
+
+class ProvenanceMismatch(CheckpointError):
+    """A whole checkpoint whose ``provenance`` entry ``name`` is ``found`` (None: absent), not the expected value."""
+
+    def __init__(self, path: Path | str, name: str, found: str | None) -> None:
+        super().__init__(f"{path}: written with {name} {found!r}")
+        self.path, self.name, self.found = Path(path), name, found
 
 
 def _tag(name: str, value: Any) -> dict[str, Any]:
@@ -194,7 +205,9 @@ class _Decoder:
         raise _Damaged(f"unknown tag {tag!r}")
 
 
-def dumps(state: Any, types: Iterable[type] = SEAM_TYPES, fingerprint: str = "") -> bytes:
+def dumps(
+    state: Any, types: Iterable[type] = SEAM_TYPES, fingerprint: str = "", provenance: Mapping[str, str] | None = None
+) -> bytes:
     """``state`` as safetensors bytes; TypeError names the first value that a checkpoint cannot hold.
 
     The file is serialised twice: the first pass lays out the entries, whose
@@ -205,6 +218,8 @@ def dumps(state: Any, types: Iterable[type] = SEAM_TYPES, fingerprint: str = "")
     tree = json.dumps(encoder.encode(state, "state"), separators=(",", ":")).encode("utf-8")
     tensors = {"tree": torch.frombuffer(bytearray(tree), dtype=torch.uint8), **encoder.tensors}
     meta = {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint}
+    if provenance:
+        meta["provenance"] = json.dumps(dict(provenance), sort_keys=True, separators=(",", ":"))
     header, data = _split(_save_tensors(tensors, metadata=meta))
     digests = {key: hashlib.sha256(data[start:end]).hexdigest() for key, (start, end) in _offsets(header).items()}
     return _save_tensors(tensors, metadata={**meta, "sha256": json.dumps(digests, sort_keys=True, separators=(",", ":"))})
@@ -224,13 +239,23 @@ def _looks_like_pickle(data: bytes) -> bool:
     return data[:4] == b"PK\x03\x04" or (len(data) > 1 and data[0] == 0x80 and 2 <= data[1] <= 5)
 
 
-def loads(data: bytes, path: Path | str, types: Iterable[type] = SEAM_TYPES, fingerprint: str | None = None) -> Any:
+def loads(
+    data: bytes,
+    path: Path | str,
+    types: Iterable[type] = SEAM_TYPES,
+    fingerprint: str | None = None,
+    provenance: Mapping[str, str] | None = None,
+) -> Any:
     """The state written by :func:`dumps`; CheckpointError (one line naming ``path``) for anything else.
 
-    With ``fingerprint``, a file stamped with another one raises ``FingerprintMismatch``.
+    With ``provenance``, a file whose entry differs or is missing raises ``ProvenanceMismatch`` (checked
+    before the fingerprint: a file made another way says so first); with ``fingerprint``, a file stamped
+    with another one raises ``FingerprintMismatch``.
     """
     try:
-        return _decode(data, types, fingerprint)
+        return _decode(data, types, fingerprint, provenance)
+    except _OtherProvenance as other:
+        raise ProvenanceMismatch(path, other.name, other.found) from None
     except _Refused:
         raise CheckpointError(
             f"{path}: refused: the file is a Python pickle, which could run code when loaded "
@@ -253,7 +278,15 @@ class _OtherSettings(Exception):
     """The stamp differs from the expected one; the caller words the message."""
 
 
-def _decode(data: bytes, types: Iterable[type], fingerprint: str | None = None) -> Any:
+class _OtherProvenance(Exception):
+    def __init__(self, name: str, found: str | None) -> None:
+        super().__init__(name)
+        self.name, self.found = name, found
+
+
+def _decode(
+    data: bytes, types: Iterable[type], fingerprint: str | None = None, provenance: Mapping[str, str] | None = None
+) -> Any:
     if len(data) < 9 or data[8:9] != b"{":
         if _looks_like_pickle(data):
             raise _Refused
@@ -279,6 +312,10 @@ def _decode(data: bytes, types: Iterable[type], fingerprint: str | None = None) 
     for key, (start, end) in _offsets(header).items():
         if digests.get(key) != hashlib.sha256(body[start:end]).hexdigest():
             raise _Damaged(f"checksum mismatch in entry {key!r}: its bytes changed after it was written")
+    written = json.loads(meta.get("provenance") or "{}")
+    for name, expected in (provenance or {}).items():
+        if written.get(name) != expected:
+            raise _OtherProvenance(name, written.get(name))
     if fingerprint is not None and meta.get("fingerprint") != fingerprint:
         raise _OtherSettings
     tensors = _load_tensors(data)
@@ -288,14 +325,25 @@ def _decode(data: bytes, types: Iterable[type], fingerprint: str | None = None) 
     return _Decoder(types, tensors).decode(tree)
 
 
-def save_checkpoint(path: Path | str, state: Any, types: Iterable[type] = SEAM_TYPES, fingerprint: str = "") -> None:
+def save_checkpoint(
+    path: Path | str,
+    state: Any,
+    types: Iterable[type] = SEAM_TYPES,
+    fingerprint: str = "",
+    provenance: Mapping[str, str] | None = None,
+) -> None:
     """Write ``state`` atomically (the previous file stays whole if writing fails)."""
-    atomic_write_bytes(path, dumps(state, types, fingerprint))
+    atomic_write_bytes(path, dumps(state, types, fingerprint, provenance))
 
 
-def load_checkpoint(path: Path | str, types: Iterable[type] = SEAM_TYPES, fingerprint: str | None = None) -> Any:
+def load_checkpoint(
+    path: Path | str,
+    types: Iterable[type] = SEAM_TYPES,
+    fingerprint: str | None = None,
+    provenance: Mapping[str, str] | None = None,
+) -> Any:
     """Read a checkpoint written by :func:`save_checkpoint`, refusing pickles, damaged files and (with
-    ``fingerprint``) files stamped for other settings with one line.
+    ``fingerprint`` / ``provenance``) files stamped for other settings or made another way with one line.
 
     Only a regular file is opened: a symlink or a FIFO (which would block the
     read) in a run folder is refused, so a checkpoint cannot pull in a file from
@@ -316,4 +364,4 @@ def load_checkpoint(path: Path | str, types: Iterable[type] = SEAM_TYPES, finger
         data = path.read_bytes()
     except OSError as err:
         raise CheckpointError(f"{path}: cannot read the checkpoint: {err.strerror or err}") from None
-    return loads(data, path, types, fingerprint)
+    return loads(data, path, types, fingerprint, provenance)

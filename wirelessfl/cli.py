@@ -642,6 +642,9 @@ def report(
     paper: str | None = typer.Option(
         None, "--paper", help="the paper of --reproduction (default: the one whose scenarios the runs are)"
     ),
+    last: int = typer.Option(
+        1, "--last", min=1, help="report each seed's accuracies as the mean over the evaluated rounds among the last N"
+    ),
 ) -> None:
     """Re-make summary.md of finished runs (of a sweep: with its table and maps, from its units); with
     --reproduction, compare a paper's scenario runs with the paper. Says which files it rewrote."""
@@ -652,14 +655,17 @@ def report(
 
     if paper is not None and reproduction is None:
         _fail("--paper needs --reproduction FILE")
+    if last != 1 and (sweeps := [str(d) for d in run_dirs if is_sweep_dir(d)]):
+        _fail(f"--last applies to run directories, not to sweeps ({', '.join(sweeps)})")
     for run_dir in run_dirs:
         existed, notes = (run_dir / "summary.md").exists(), []
         if is_sweep_dir(run_dir):
             result = _guard(rereport_sweep, run_dir, target)
             path, also, notes = result.dir / "summary.md", ", sweep.csv, sweep.parquet and the trade-off maps", result.notes
         else:
-            path, also = _guard(_need_run(report_run), run_dir, target), ""
+            path, also = _guard(_need_run(report_run), run_dir, target, last), ""
         at = f" with --target {target:g}" if target is not None else ""
+        at += f" over the last {last} rounds" if last != 1 else ""
         console.print(escape(f"{'rewrote' if existed else 'wrote'} {path}{also}{at}"), highlight=False, soft_wrap=True)
         for note in notes:
             _note(note)

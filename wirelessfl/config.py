@@ -306,6 +306,9 @@ class Scenario(_Strict):
     )
     rounds: int = Field(30, ge=1)
     eval_every: int = Field(1, ge=1)
+    eval_last: int = Field(
+        0, ge=0, description="also evaluate each of the last N rounds (for a mean over the last N rounds, as pflego.txt §4.4 reports)"
+    )
     target_accuracy: float = Field(0.8, gt=0, le=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     output: str = "results"
@@ -683,6 +686,8 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
     # optional blocks left out when absent, so scenarios without them resolve (and fingerprint) as before they existed
     if content["tune"] is None:
         del content["tune"]
+    if content["eval_last"] == 0:
+        del content["eval_last"]
     for algo in content["algorithms"]:
         if algo["training"] is None:
             del algo["training"]

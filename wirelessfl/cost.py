@@ -34,7 +34,7 @@ from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
 from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
-from wirelessfl.simulate import resolve_device
+from wirelessfl.simulate import evaluated, resolve_device
 
 #: A run may use this fraction of the available memory; the rest is the safety margin.
 MEMORY_FRACTION = 0.8
@@ -212,7 +212,7 @@ def estimate_seconds(scenario: Scenario, data: FederatedData, arch: Architecture
     pool = m - held_out
     participants = pool if t.participation >= 1.0 else max(1, math.floor(t.participation * pool + 0.5))
     per_client = sum(sizes.train) / m
-    evaluations = math.ceil(scenario.rounds / scenario.eval_every) + 1
+    evaluations = 1 + sum(evaluated(r, scenario.rounds, scenario.eval_every, scenario.eval_last) for r in range(1, scenario.rounds + 1))
     cfg = t.train_config()
     rate = speed.samples_per_s
     total = 0.0

@@ -45,7 +45,15 @@ from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import get_architecture
 from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.network.physical import link_model as physical_link_model
-from wirelessfl.checkpoint import SEAM_TYPES, SUFFIX, CheckpointError, FingerprintMismatch, load_checkpoint, save_checkpoint
+from wirelessfl.checkpoint import (
+    SEAM_TYPES,
+    SUFFIX,
+    CheckpointError,
+    FingerprintMismatch,
+    ProvenanceMismatch,
+    load_checkpoint,
+    save_checkpoint,
+)
 from wirelessfl.results.io import resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming
 
@@ -183,9 +191,16 @@ class Unit:
         return f"seed{self.seed}__{_slug(self.curve.curve)}{profile}"
 
     def run(
-        self, rounds: int, eval_every: int, on_round: ProgressFn | None = None, checkpoint=None, test_split: bool = True
+        self,
+        rounds: int,
+        eval_every: int,
+        on_round: ProgressFn | None = None,
+        checkpoint=None,
+        test_split: bool = True,
+        eval_last: int = 0,
     ) -> None:
-        """Train rounds up to ``rounds``, adding the wall time of each phase to ``phases`` (see :meth:`runtime`)."""
+        """Train rounds up to ``rounds``, evaluating the rounds :func:`evaluated` names, adding the wall time of
+        each phase to ``phases`` (see :meth:`runtime`)."""
         engine = self.algorithm.ctx.engine
         before, began_run = engine.phase_times(), time.perf_counter()
         try:
@@ -211,7 +226,7 @@ class Unit:
                 else:
                     arrived = plan.participants
                 info = self.algorithm.step(r, frozenset(arrived))
-                if r % eval_every == 0 or r == rounds:
+                if evaluated(r, rounds, eval_every, eval_last):
                     with engine.phase("evaluation"):
                         metrics, acc = evaluate_round(self.algorithm, r, test_split)
                 else:
@@ -288,6 +303,11 @@ class Unit:
         }
 
 
+def evaluated(round: int, rounds: int, eval_every: int, eval_last: int = 0) -> bool:
+    """Whether ``round`` (1..rounds) is evaluated: every ``eval_every``-th, each of the last ``eval_last``, and the last."""
+    return round % eval_every == 0 or round > rounds - eval_last or round == rounds
+
+
 def learning_seed(seed: int) -> int:
     """The seed every curve's algorithm is built from: the same for every curve of a scenario seed.
 
@@ -299,6 +319,19 @@ def learning_seed(seed: int) -> int:
     reproduces FedAvg's trace).
     """
     return derive_seed(seed, "learning")
+
+
+SEEDING = "common-random-numbers"
+"""How a run derives its draws from its seed, recorded in every checkpoint (``provenance``).
+
+A run resumed under another scheme would continue its curves from draws the
+scheme that started them never made, and mix two seedings in one trace; so
+``--resume`` refuses a checkpoint written with another scheme, or before the
+scheme was recorded (then each algorithm was seeded apart, ``derive_seed(seed,
+algorithm)``). Change the value whenever a change of code changes the draws of
+an existing scenario.
+"""
+PROVENANCE = {"seeding": SEEDING}
 
 
 def network_rng(seed: int, profile: str, round: int) -> np.random.Generator:
@@ -481,7 +514,7 @@ def simulate(
                 if partial is not None:
                     unit.restore(partial)
                 save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), stamp)) if ckpt_dir else None
-                unit.run(scenario.rounds, scenario.eval_every, counting, save, test_split)
+                unit.run(scenario.rounds, scenario.eval_every, counting, save, test_split, scenario.eval_last)
                 trained += 1
                 if ckpt_dir is not None:
                     _save(ckpt_dir, unit.key, "done", unit.state(models=keep_models), stamp)
@@ -623,7 +656,7 @@ def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any], stamp: str
     """Atomically; a full disk is one line saying to free space and resume (the last checkpoint is intact)."""
     with resumable_writes(ckpt_dir.parent):
         ckpt_dir.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(_checkpoint_path(ckpt_dir, key, kind), state, CHECKPOINT_TYPES, stamp)
+        save_checkpoint(_checkpoint_path(ckpt_dir, key, kind), state, CHECKPOINT_TYPES, stamp, PROVENANCE)
 
 
 def _load(ckpt_dir: Path | None, key: str, kind: str, stamp: str) -> dict[str, Any] | None:
@@ -638,7 +671,18 @@ def _load(ckpt_dir: Path | None, key: str, kind: str, stamp: str) -> dict[str, A
 
 def _read(path: Path, stamp: str) -> dict[str, Any]:
     try:
-        return load_checkpoint(path, CHECKPOINT_TYPES, stamp)
+        return load_checkpoint(path, CHECKPOINT_TYPES, stamp, PROVENANCE)
+    except ProvenanceMismatch as other:
+        run = path.parent.parent
+        made = (
+            "before its seeding was recorded (each algorithm seeded apart)"
+            if other.found is None
+            else f"with the seeding {other.found!r}"
+        )
+        raise CheckpointError(
+            f"{run}: refused to resume: {path.name} was written {made}, and this wirelessfl seeds with {SEEDING!r} "
+            f"(one run would mix two seedings); start a new run: `wirelessfl simulate {run / 'scenario.yaml'} --out NEW_DIR`"
+        ) from None
     except FingerprintMismatch:
         run = path.parent.parent
         raise CheckpointError(

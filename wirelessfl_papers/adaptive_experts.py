@@ -7,6 +7,8 @@ data, J = 6 cluster models) and the claims §4.5 and §6 make of it. One scenari
 (``experts-cifar10-p0.2`` ...); curves ``fedmoe`` (MoE over the cluster models and the
 local model, ε-greedy cluster selection), ``fedmoe-noexplore`` (ε = 0), ``ifca``,
 ``local`` and ``fedavg``. Several claims compare the p's: they take the runs of every p.
+``PAPER`` is the page of the scaled scenarios; ``PROTOCOL`` (the page ``adaptive-experts-protocol``, in
+``wirelessfl_papers.adaptive_experts_protocol``) that of ``experts-cifar10-p*-protocol``, the paper's own protocol.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ FAR_GAP_PP = 10.0
 """'Far below': behind by at least this many points (the paper's Local is 33.9 below MoE at p = 0.2)."""
 NEAR_PP = 5.0
 """'Near': within this many points (the paper's Local is 4.1 below MoE at p = 1.0)."""
-P = {"experts-cifar10-p0.2": 0.2, "experts-cifar10-p0.6": 0.6, "experts-cifar10-p1.0": 1.0}
+FAMILIES = {"": "adaptive-experts", "-protocol": "adaptive-experts-protocol"}
+"""Scenario-name suffix -> page name: the scaled scenarios and the paper's protocol at its budget."""
+P = {f"experts-cifar10-p{p}{suffix}": p for suffix in FAMILIES for p in (0.2, 0.6, 1.0)}
 """Each scenario's majority class fraction p."""
-SCENARIOS = tuple(P)
 
 # Table 2, mean accuracy (%) of each p: the ε-greedy row's MoE and Local, the no-exploration row's MoE and
 # IFCA. The no-exploration row's IFCA is Ghosh et al.'s IFCA (the conclusion's "29.78% compared to IFCA"
@@ -111,23 +114,33 @@ def local_climbs_to_moe(runs: Runs) -> Verdict:
     )
 
 
-EVERY_P = "CIFAR-10, p = 0.2, 0.6, 1.0"
-CLAIMS = (
-    Claim(SCENARIOS, "MoE with ε-greedy beats IFCA at every p, by more as p grows (Table 2)", moe_beats_ifca_more_as_p_grows, EVERY_P),
-    Claim(SCENARIOS, "ε-greedy exploration beats no exploration for MoE at every p (Table 2)", exploration_helps_moe, EVERY_P),
-    Claim(SCENARIOS, "Local climbs from far below MoE (p = 0.2) to near it (p = 1.0) (Table 2)", local_climbs_to_moe, EVERY_P),
+INTRO = (
+    "Table 2 gives each method's mean over trials in two rows, with and without ε-greedy exploration; the paper's",
+    "column is the ε-greedy row for MoE and Local, the no-exploration row for `fedmoe-noexplore` and for IFCA",
+    "(IFCA as Ghosh et al. run it; the paper's conclusion compares with that row). Table 2 has no FedAvg.",
+    f"'Far below' means at least {FAR_GAP_PP:.0f} points below, 'near' within {NEAR_PP:.0f} points.",
 )
 
-PAPER = Paper(
-    name="adaptive-experts",
-    title="Adaptive Expert Models for Personalization in Federated Learning (Table 2, CIFAR-10, J = 6)",
-    source="adaptive-expert-models.txt",
-    sections=tuple(_section(s) for s in SCENARIOS),
-    claims=CLAIMS,
-    intro=(
-        "Table 2 gives each method's mean over trials in two rows, with and without ε-greedy exploration; the paper's",
-        "column is the ε-greedy row for MoE and Local, the no-exploration row for `fedmoe-noexplore` and for IFCA",
-        "(IFCA as Ghosh et al. run it; the paper's conclusion compares with that row). Table 2 has no FedAvg.",
-        f"'Far below' means at least {FAR_GAP_PP:.0f} points below, 'near' within {NEAR_PP:.0f} points.",
-    ),
-)
+
+EVERY_P = "CIFAR-10, p = 0.2, 0.6, 1.0"
+
+
+def build(suffix: str) -> Paper:
+    """The page of the scenarios ``experts-cifar10-p{0.2,0.6,1.0}{suffix}``."""
+    scenarios = tuple(f"experts-cifar10-p{p}{suffix}" for p in (0.2, 0.6, 1.0))
+    claims = (
+        Claim(scenarios, "MoE with ε-greedy beats IFCA at every p, by more as p grows (Table 2)", moe_beats_ifca_more_as_p_grows, EVERY_P),
+        Claim(scenarios, "ε-greedy exploration beats no exploration for MoE at every p (Table 2)", exploration_helps_moe, EVERY_P),
+        Claim(scenarios, "Local climbs from far below MoE (p = 0.2) to near it (p = 1.0) (Table 2)", local_climbs_to_moe, EVERY_P),
+    )  # fmt: skip
+    return Paper(
+        name=FAMILIES[suffix],
+        title="Adaptive Expert Models for Personalization in Federated Learning (Table 2, CIFAR-10, J = 6)",
+        source="adaptive-expert-models.txt",
+        sections=tuple(_section(s) for s in scenarios),
+        claims=claims,
+        intro=INTRO,
+    )
+
+
+PAPER = build("")

@@ -226,17 +226,30 @@ def claim(paper, text):
 
 
 def test_registry_finds_each_paper_by_its_scenarios():
-    assert set(papers()) == {"user-centric", "fedem", "adaptive-experts", "pflego"}
+    assert set(papers()) == {"user-centric", "fedem", "adaptive-experts", "adaptive-experts-protocol", "pflego", "pflego-protocol"}
     every = [s for p in papers().values() for s in p.scenarios]
     assert len(every) == len(set(every))
     assert paper_of(papers(), "fedem-emnist").name == "fedem"
     assert paper_of(papers(), "experts-cifar10-p0.6").name == "adaptive-experts"
+    assert paper_of(papers(), "experts-cifar10-p0.6-protocol").name == "adaptive-experts-protocol"
     assert paper_of(papers(), "pflego-emnist-k31").name == "pflego"
+    assert paper_of(papers(), "pflego-emnist-k31-protocol").name == "pflego-protocol"
     assert paper_of(papers(), "paper-cifar10-concept-shift").name == "user-centric"
     assert paper_of(papers(), "fedem") is None
     with pytest.raises(ValueError) as err:
         get_paper(papers(), "fedme")
-    assert str(err.value) == "--paper must be one of ['adaptive-experts', 'fedem', 'pflego', 'user-centric'], got 'fedme'"
+    assert str(err.value) == "--paper must be one of ['adaptive-experts', 'adaptive-experts-protocol', 'fedem', 'pflego', 'pflego-protocol', 'user-centric'], got 'fedme'"
+
+
+def test_a_run_over_its_last_rounds_averages_each_seed_over_the_evaluated_rounds_among_them():
+    trace = paper_trace("fedem-emnist", {"fedavg": {"avg_acc": (0.6, 0.9)}}, seeds=(0, 1), rounds=4)
+    trace.loc[trace["round"] == 3, "avg_acc"] = float("nan")  # not evaluated
+    assert Run.from_trace(trace).acc("fedavg") == pytest.approx(75.0)
+    # seed 0: rounds 2 and 4 of the last 3 (3 is skipped): (0.3 + 0.6) / 2; seed 1: (0.45 + 0.9) / 2
+    over3 = Run.from_trace(trace, last_rounds=3)
+    assert over3.acc("fedavg") == pytest.approx(100 * (0.45 + 0.675) / 2)
+    assert Run.from_trace(trace).over_last(3).final.equals(over3.final)
+    assert int(over3.final.loc["fedavg", "round"]) == 4
 
 
 def test_run_reads_missing_and_nan_columns_as_absent():
@@ -376,7 +389,8 @@ def test_fedem_page_lists_both_tables_and_the_verdicts(tmp_path):
     assert "Not run yet: simulate scenario `fedem-emnist`, then add the run directory to the report command." in text
     assert ("| Synthetic (Table 2, Table 3) | FedEM is clearly above FedAvg and Local on the average (Table 2) | **does not hold** | "
             "average accuracy: FedEM 72.0 vs FedAvg 70.0 and Local 65.0") in text  # fmt: skip
-    assert "3 of 6 claims checked; 2 hold. 3 not checked" in text
+    assert "Not run yet: simulate scenario `fedem-emnist-protocol`, then add the run directory to the report command." in text
+    assert "3 of 9 claims checked; 2 hold. 6 not checked" in text
     assert "Not reproduced:\n\n- Synthetic (Table 2, Table 3): FedEM is clearly above FedAvg and Local on the average (Table 2)\n" in text
 
 
@@ -396,6 +410,30 @@ def test_experts_page_has_one_section_per_p_and_one_row_per_multi_run_claim(tmp_
     assert "1 of 3 claims checked; 1 holds. 2 not checked" in text
 
 
+def test_pflego_protocol_page_reads_fedavg_after_its_local_steps_beside_the_papers_fedavg(tmp_path):
+    finals = {"pflego": {"avg_acc": 0.98}, "fedper": {"avg_acc": 0.97}, "fedavg": {"avg_acc": 0.5},
+              "fedavg-after-local-steps": {"avg_acc": 0.96}}  # fmt: skip
+    text = reproduction_markdown([write_paper_run(tmp_path, "pflego-emnist-k2-protocol", finals)], "cmd", papers())
+    # rounds 0-2 rising linearly: the last-10 mean is half the final value
+    assert "| fedavg-after-local-steps (FedAvg after its tau local steps, as the authors' code evaluates it) | 97.29 | 0.54 | 48.0 |" in text
+    rows = {line.split(" | ")[1]: line.split(" | ")[2] for line in text.splitlines() if line.startswith("| EMNIST, high")}
+    assert rows == {
+        "PFLEGO >= FedPer >= FedAvg with high personalization (Table 1)": "holds",
+        "PFLEGO >= FedPer >= FedAvg with high personalization, FedAvg evaluated after its local steps (Table 1)": "holds",
+    }
+    assert "average accuracy PFLEGO 49.0 / FedPer 48.5 / FedAvg (fedavg-after-local-steps) 48.0, on 1 seed(s)" in text
+    assert "Not run yet: simulate scenario `pflego-emnist-k31-protocol`" in text
+
+
+def test_experts_protocol_page_checks_the_claims_over_the_protocol_runs_only(tmp_path):
+    dirs = [write_paper_run(tmp_path, f"experts-cifar10-p{p}-protocol", {"fedmoe": {"avg_acc": m}, "ifca": {"avg_acc": i}})
+            for p, m, i in ((0.2, 0.72, 0.70), (1.0, 0.90, 0.50))]  # fmt: skip
+    text = reproduction_markdown(dirs, "cmd", papers())
+    assert "## CIFAR-10, majority class fraction p = 1.0 (Table 2, J = 6)" in text
+    assert "Not run yet: simulate scenario `experts-cifar10-p0.6-protocol`" in text
+    assert "MoE vs IFCA average accuracy p=0.2: 72.0 vs 70.0 (+2.0); p=1.0: 90.0 vs 50.0 (+40.0)" in text
+
+
 def test_pflego_page_and_cli_selecting_the_paper(tmp_path):
     good = write_paper_run(tmp_path, "pflego-emnist-k62", {"pflego": {"avg_acc": 0.55}, "fedper": {"avg_acc": 0.5}, "fedavg": {"avg_acc": 0.6}})
     out = tmp_path / "pflego.md"
@@ -404,9 +442,12 @@ def test_pflego_page_and_cli_selecting_the_paper(tmp_path):
     assert result.exit_code == 0, result.output
     text = out.read_text()
     assert f"Written by `wirelessfl report {good} --reproduction {out} --paper pflego`" in text
-    assert "| fedavg (FedAvg) | 69.40 | 0.10 | 60.0 | 60.0 | 60.0 |" in text
+    # Table 1 averages the final 10 rounds, and so does the page: this trace rises linearly over rounds 0-2,
+    # so each curve reads as the mean of 0, half and all of its final value
+    assert "as each seed's mean over the evaluated rounds among the last 10" in text
+    assert "| fedavg (FedAvg) | 69.40 | 0.10 | 30.0 | 30.0 | 30.0 |" in text
     assert ("| EMNIST, no personalization: every client has all 62 classes (Table 1) | FedAvg is the best with no "
-            "personalization (Table 1) | holds | average accuracy FedAvg 60.0 vs PFLEGO 55.0 and FedPer 50.0") in text  # fmt: skip
+            "personalization (Table 1) | holds | average accuracy FedAvg 30.0 vs PFLEGO 27.5 and FedPer 25.0") in text  # fmt: skip
     wrong = runner.invoke(app, ["report", str(good), "--target", "0.5", "--reproduction", str(tmp_path / "x.md"), "--paper", "fedem"])
     assert wrong.exit_code == 2 and "scenario 'pflego-emnist-k62' belongs to paper 'pflego', not 'fedem'" in wrong.output
     unknown = runner.invoke(app, ["report", str(good), "--target", "0.5", "--reproduction", str(tmp_path / "x.md"), "--paper", "nope"])

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from wirelessfl.results.tables import (
+    last_rounds_rows,
     markdown_table,
     summary_table,
     time_to_target,
@@ -155,3 +156,26 @@ def test_write_summary_md_reports_targets_not_reached(tmp_path, trace, clients):
     assert "| fedavg | not reached (0/2 seeds) | not reached (0/2 seeds) |" in text
     assert "| ucfl k=4 | not reached (1/2 seeds) | not reached (1/2 seeds) |" in text
     assert text.endswith("## Notes\n\n- none\n")
+
+
+def test_last_rounds_one_is_the_last_round_and_more_average_the_evaluated_rounds_among_them(trace):
+    columns = ["avg_acc", "worst_acc"]
+    one = last_rounds_rows(trace, columns, 1).set_index(["curve", "profile", "seed"])
+    last = trace[trace["round"] == trace["round"].max()].set_index(["curve", "profile", "seed"])
+    pd.testing.assert_frame_equal(one[columns], last.loc[one.index, columns])
+    two = last_rounds_rows(trace, columns, 2).set_index(["curve", "profile", "seed"])
+    before = trace[trace["round"] == trace["round"].max() - 1].set_index(["curve", "profile", "seed"])
+    expected = (last.loc[two.index, columns] + before.loc[two.index, columns]) / 2
+    pd.testing.assert_frame_equal(two[columns], expected)
+    gapped = trace.assign(avg_acc=trace["avg_acc"].where(trace["round"] != trace["round"].max() - 1))
+    skipped = last_rounds_rows(gapped, ["avg_acc"], 2).set_index(["curve", "profile", "seed"])
+    pd.testing.assert_series_equal(skipped["avg_acc"], last.loc[skipped.index, "avg_acc"])
+    with pytest.raises(ValueError, match="last_rounds must be an int >= 1, got 0"):
+        last_rounds_rows(trace, columns, 0)
+
+
+def test_summary_table_over_the_last_rounds_changes_only_the_accuracies(trace, clients):
+    one, two = summary_table(trace, clients, 0.6), summary_table(trace, clients, 0.6, last_rounds=2)
+    accuracies = ["avg_acc", "avg_acc_std", "worst_acc", "worst_acc_std", "p10_acc", "p10_acc_std"]
+    pd.testing.assert_frame_equal(one.drop(columns=accuracies), two.drop(columns=accuracies))
+    assert not one["avg_acc"].equals(two["avg_acc"])

@@ -419,8 +419,9 @@ def _run_notes(summary: Path) -> list[str]:
     return [note for note in notes if note != "none" and not note.startswith(("PNG export skipped", "no fig"))]
 
 
-def report_run(run_dir, target: float | None = None) -> Path:
-    """Re-make summary.md of a run directory; the target defaults to scenario.yaml's ``target_accuracy``.
+def report_run(run_dir, target: float | None = None, last_rounds: int = 1) -> Path:
+    """Re-make summary.md of a run directory; the target defaults to scenario.yaml's ``target_accuracy``;
+    ``last_rounds`` > 1 reports accuracies as means over the evaluated rounds among the last ones.
 
     The run's own notes (training mode, runtime) are kept; the PNG note is re-checked.
     """
@@ -437,4 +438,6 @@ def report_run(run_dir, target: float | None = None) -> Path:
     from wirelessfl.results.energy import energy_summary_md
 
     sections = energy_summary_md(trace, target) + write_stream_outputs(directory, read_diagnostics(directory), clients)
-    return write_summary_md(directory, trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections)
+    return write_summary_md(
+        directory, trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections, last_rounds
+    )

@@ -28,7 +28,7 @@ import yaml
 
 from wirelessfl.results.energy import energy_comparison_md
 from wirelessfl.results.io import CLIENT_FILES, atomic_write_text, read_clients, read_trace
-from wirelessfl.results.tables import markdown_table
+from wirelessfl.results.tables import last_rounds_rows, markdown_table
 
 PAPERS_DIR_ENV_VAR = "WIRELESSFL_PAPERS"
 DEFAULT_PAPERS_DIR = "../shared/papers"
@@ -79,17 +79,18 @@ class Run:
         return run
 
     @classmethod
-    def from_trace(cls, trace: pd.DataFrame, directory: Path = Path("."), diagnostics=None, runtime=None) -> Run:
-        """A run from an in-memory trace (``simulate(...).trace``); accuracies in percent."""
-        first = trace["profile"].iloc[0]
-        rows = trace[trace["profile"] == first]
-        last = rows.groupby(["curve", "seed"])["round"].transform("max")
-        columns = [c for c in ACCURACY_COLUMNS if c in rows.columns]
-        by_curve = rows[rows["round"] == last].groupby("curve", sort=False)[columns + ["round"]]
-        final, spread = by_curve.mean(), by_curve.std(ddof=1)
-        final[columns] *= 100
-        spread[columns] *= 100
+    def from_trace(
+        cls, trace: pd.DataFrame, directory: Path = Path("."), diagnostics=None, runtime=None, last_rounds: int = 1
+    ) -> Run:
+        """A run from an in-memory trace (``simulate(...).trace``); accuracies in percent, each seed's taken
+        over the evaluated rounds among its last ``last_rounds`` (1: the last round)."""
+        final, spread = _finals(trace, last_rounds)
         return cls(directory, trace, final, diagnostics or {}, runtime or {}, spread=spread)
+
+    def over_last(self, last_rounds: int) -> Run:
+        """The same run with its accuracies averaged over the evaluated rounds among the last ``last_rounds``."""
+        final, spread = _finals(self.trace, last_rounds)
+        return replace(self, final=final, spread=spread)
 
     @property
     def scenario(self) -> str:
@@ -123,6 +124,18 @@ class Run:
 
     def rounds(self) -> int:
         return int(self.trace["round"].max())
+
+
+def _finals(trace: pd.DataFrame, last_rounds: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per curve (first profile): the seed mean and std of each accuracy column (percent) and the last round."""
+    first = trace["profile"].iloc[0]
+    rows = trace[trace["profile"] == first]
+    columns = [c for c in ACCURACY_COLUMNS if c in rows.columns]
+    by_curve = last_rounds_rows(rows, columns, last_rounds).groupby("curve", sort=False)[columns + ["round"]]
+    final, spread = by_curve.mean(), by_curve.std(ddof=1)
+    final[columns] *= 100
+    spread[columns] *= 100
+    return final, spread
 
 
 Runs = Mapping[str, Run]
@@ -200,6 +213,9 @@ class Paper:
     intro: tuple[str, ...] = ()
     render: Callable[[Paper, Runs, str], str] | None = None
     """A page of its own instead of :func:`paper_markdown`."""
+    last_rounds: int = 1
+    """Our accuracies are each seed's mean over the evaluated rounds among the last ``last_rounds``, as the
+    paper averages its own (1: the last round)."""
 
     @property
     def scenarios(self) -> tuple[str, ...]:
@@ -373,7 +389,7 @@ def paper_markdown(paper: Paper, runs: Runs, command: str) -> str:
         "",
         f"Written by `{command}` from the run directories below; every number and verdict is computed from their traces.",
         f"Paper: {paper_text(paper)}. Our accuracies are percentages of each user's own model on its own",
-        "held-out test split after the last round, averaged over seeds (± the standard deviation over seeds where a run has several).",
+        f"held-out test split {_when(paper)}, averaged over seeds (± the standard deviation over seeds where a run has several).",
         *paper.intro,
         "",
     ]
@@ -382,6 +398,12 @@ def paper_markdown(paper: Paper, runs: Runs, command: str) -> str:
     claim_lines, checked = claims_markdown(paper, runs)
     lines += claim_lines + summary_markdown(paper, checked)
     return "\n".join(lines) + "\n"
+
+
+def _when(paper: Paper) -> str:
+    if paper.last_rounds == 1:
+        return "after the last round"
+    return f"as each seed's mean over the evaluated rounds among the last {paper.last_rounds}"
 
 
 def reproduction_markdown(run_dirs: Sequence[Path], command: str, papers: Registry, paper: str | None = None) -> str:
@@ -401,7 +423,7 @@ def reproduction_markdown(run_dirs: Sequence[Path], command: str, papers: Regist
         if chosen is not None and owner is not chosen:
             raise ValueError(f"{directory}: scenario {run.scenario!r} belongs to paper {owner.name!r}, not {chosen.name!r}")
         owners[owner.name] = owner
-        runs[run.scenario] = run
+        runs[run.scenario] = run if owner.last_rounds == 1 else run.over_last(owner.last_rounds)
     if len(owners) > 1:
         raise ValueError(f"the runs belong to several papers ({', '.join(sorted(owners))}): write one page per paper")
     if chosen is None and not owners:

@@ -45,6 +45,22 @@ def _final_rows(trace: pd.DataFrame) -> pd.DataFrame:
     return trace[trace["round"] == last]
 
 
+def last_rounds_rows(trace: pd.DataFrame, columns: list[str], last_rounds: int = 1) -> pd.DataFrame:
+    """Per (curve, profile, seed): each of ``columns`` averaged over the evaluated rounds among the last
+    ``last_rounds`` rounds (1: the last round alone, which is always evaluated), and that last ``round``.
+
+    Papers that report "the mean of the values at the final 10 global rounds" (pflego.txt §4.4) smooth
+    the round-to-round noise of partial participation; a round that was not evaluated (NaN) is skipped.
+    """
+    if isinstance(last_rounds, bool) or not isinstance(last_rounds, int) or last_rounds < 1:
+        raise ValueError(f"last_rounds must be an int >= 1, got {last_rounds!r}")
+    keys = _KEYS + ["seed"]
+    last = trace.groupby(keys, sort=False)["round"].transform("max")
+    window = trace[trace["round"] > last - last_rounds]
+    grouped = window.groupby(keys, sort=False)
+    return grouped[columns].mean().join(grouped["round"].max()).reset_index()
+
+
 def _seed_mean_std(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     grouped = frame.groupby(_KEYS, sort=False)[columns]
     means = grouped.mean()
@@ -136,11 +152,13 @@ def aggregation_warnings(trace: pd.DataFrame, threshold: float = AGGREGATION_WAR
     ]
 
 
-def summary_table(trace: pd.DataFrame, clients: pd.DataFrame, target: float) -> pd.DataFrame:
+def summary_table(trace: pd.DataFrame, clients: pd.DataFrame, target: float, last_rounds: int = 1) -> pd.DataFrame:
     """One row per (curve, profile): final accuracies (mean and std over seeds), time to target, payload moved.
 
     Payloads and bits are the totals over all rounds of one run, averaged over
     seeds; ``final_time`` is the simulated time at the end of the last round.
+    With ``last_rounds`` > 1 each seed's accuracies are first averaged over the
+    evaluated rounds among its last ``last_rounds`` (:func:`last_rounds_rows`).
     """
     validate_trace(trace)
     validate_clients(clients)
@@ -155,7 +173,8 @@ def summary_table(trace: pd.DataFrame, clients: pd.DataFrame, target: float) -> 
     unknown = trace.groupby(_KEYS + ["seed"], sort=False)[["dl_bits", "ul_bits"]].agg(lambda s: s.isna().any())
     bits = bits.mask(unknown).rename(columns={"dl_bits": "total_dl_bits", "ul_bits": "total_ul_bits"})
     bits = bits.groupby(level=[0, 1], sort=False).agg(lambda totals: totals.mean(skipna=False))
-    stats = _seed_mean_std(final, ["avg_acc", "worst_acc", "p10_acc"])
+    accuracies = ["avg_acc", "worst_acc", "p10_acc"]
+    stats = _seed_mean_std(last_rounds_rows(trace, accuracies, last_rounds), accuracies)
     sums = final.groupby(_KEYS, sort=False).agg(
         rounds=("round", "max"),
         seeds=("seed", "nunique"),
@@ -271,10 +290,11 @@ def _time_to_target_cell(row: pd.Series) -> str:
 
 def summary_markdown(
     trace: pd.DataFrame, clients: pd.DataFrame, scenario_name: str, target: float, notes: list[str],
-    sections: list[str] = (),
+    sections: list[str] = (), last_rounds: int = 1,
 ) -> str:
     """The text of summary.md (see docs/results.md for how to read it)."""
-    summary = summary_table(trace, clients, target)
+    summary = summary_table(trace, clients, target, last_rounds)
+    when = "after the last round" if last_rounds == 1 else f"each seed's mean over the evaluated rounds among the last {last_rounds}"
     ttt = time_to_target(trace, target)
     profiles = list(dict.fromkeys(trace["profile"]))
     curves = list(dict.fromkeys(trace["curve"]))
@@ -289,7 +309,7 @@ def summary_markdown(
         f"- network profiles: {', '.join(f'{p} (time in {units[p]})' for p in profiles)}",
         f"- seeds: {', '.join(str(s) for s in seeds)}; rounds: {int(trace['round'].max())}",
         "- accuracies are percentages of each client's own model on its own held-out test split, "
-        "mean ± std over seeds, after the last round",
+        f"mean ± std over seeds, {when}",
         "",
         "## Final accuracy",
         "",
@@ -373,9 +393,12 @@ def summary_markdown(
 
 
 def write_summary_md(
-    run_dir, trace, clients, scenario_name: str, target: float, notes: list[str], sections: list[str] = ()
+    run_dir, trace, clients, scenario_name: str, target: float, notes: list[str], sections: list[str] = (),
+    last_rounds: int = 1,
 ) -> Path:
     """Write ``run_dir/summary.md`` atomically and return its path; ``sections`` are markdown lines before the notes."""
     path = Path(run_dir) / "summary.md"
-    atomic_write_text(path, summary_markdown(trace, clients, scenario_name, target, list(notes), list(sections)))
+    atomic_write_text(
+        path, summary_markdown(trace, clients, scenario_name, target, list(notes), list(sections), last_rounds)
+    )
     return path
