@@ -111,7 +111,7 @@ def test_report_over_the_last_rounds_says_so_and_refuses_a_sweep(run, tmp_path):
     reported = runner.invoke(app, ["report", str(run_dir), "--last", "2"])
     assert reported.exit_code == 0, reported.output
     assert reported.output.strip() == f"rewrote {run_dir / 'summary.md'} over the last 2 rounds"
-    assert "mean ± std over seeds, each seed's mean over the evaluated rounds among the last 2" in (run_dir / "summary.md").read_text()
+    assert "95% Student-t interval (from two seeds on), each seed's mean over the evaluated rounds among the last 2" in (run_dir / "summary.md").read_text()
     sweep = tmp_path / "sweep"
     sweep.mkdir()
     (sweep / "sweep.yaml").write_text("name: x\n")

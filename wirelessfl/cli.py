@@ -304,7 +304,7 @@ def _warnings(result) -> list[str]:
 
 
 def _print_final(result, target: float) -> None:
-    """A terminal-sized digest in summary.md's units: percent (mean ± std over seeds), times with their unit."""
+    """A terminal-sized digest in summary.md's units: percent (mean over seeds ± its 95% interval), times with their unit."""
     from wirelessfl.results.tables import percent, summary_table
 
     table = summary_table(result.trace, result.clients, target)
@@ -314,7 +314,7 @@ def _print_final(result, target: float) -> None:
     for r in table.itertuples():
         when = "not reached" if r.time_to_target != r.time_to_target else f"{r.time_to_target:.1f} {r.time_unit}"
         shown.add_row(
-            escape(r.curve), escape(r.profile), percent(r.avg_acc, r.avg_acc_std), percent(r.worst_acc, r.worst_acc_std),
+            escape(r.curve), escape(r.profile), percent(r.avg_acc, r.avg_acc_ci), percent(r.worst_acc, r.worst_acc_ci),
             percent(r.aggregated_fraction), f"{r.final_time:.1f} {r.time_unit}", when,
         )
     console.print(shown)

@@ -1,3 +1,4 @@
+import math
 import re
 import subprocess
 import sys
@@ -32,7 +33,7 @@ def test_fig3_has_one_panel_per_profile_and_the_seed_mean(trace):
     fig = fig_accuracy_vs_time(trace)
     assert [a.text for a in fig.layout.annotations] == ["wired", "slow"]
     assert fig.layout.xaxis.title.text == "normalised time t / T_dl"
-    assert "band: min-max over seeds" in fig.layout.title.text
+    assert "line: mean over 2 seeds (aligned by round), band: its 95% Student-t interval" in fig.layout.title.text
     wired, slow = _lines(fig, "fedavg")
     assert (wired.xaxis, slow.xaxis) == ("x", "x2")
     # fedavg on wired: seed times (0, 2, 4) and (0, 3, 6), accuracies (.1, .5, .7) and (.1, .6, .8).
@@ -43,17 +44,22 @@ def test_fig3_has_one_panel_per_profile_and_the_seed_mean(trace):
     assert wired.line.color == slow.line.color
 
 
-def test_fig3_band_is_min_max_over_seeds(trace):
+def test_fig3_band_is_the_95_percent_interval_of_the_seed_mean(trace):
+    """Two seeds: half-width t(0.975, 1) * std / sqrt(2), and t with one degree of freedom is Cauchy's tan(0.475 pi)."""
     fig = fig_accuracy_vs_time(trace)
-    band = next(t for t in fig.data if t.name == "ucfl k=4 (min-max over seeds)")
+    band = next(t for t in fig.data if t.name == "ucfl k=4 (95% interval over seeds)")
+    t1 = math.tan(math.pi * 0.475)  # 12.706
+    # ucfl k=4 on wired, the two seeds' accuracies per round: (.1, .1), (.4, .7), (.85, .9)
+    half = [0.0, t1 * 0.3 / 2, t1 * 0.05 / 2]  # std of a pair (a, b) is |a - b| / sqrt(2); over sqrt(2) again
+    mean = [0.1, 0.55, 0.875]
     assert list(band.x) == pytest.approx([0.0, 3.5, 7.0, 7.0, 3.5, 0.0])
-    assert list(band.y) == pytest.approx([0.1, 0.7, 0.9, 0.85, 0.4, 0.1])
+    assert list(band.y) == pytest.approx([m + h for m, h in zip(mean, half)] + [m - h for m, h in zip(mean, half)][::-1])
     assert band.fill == "toself"
 
 
 def test_fig3_with_one_seed_has_no_band_and_labels_seconds(trace):
     fig = fig_accuracy_vs_time(trace[trace["seed"] == 0].assign(time_unit="s"))
-    assert all("min-max" not in t.name for t in fig.data)
+    assert all("interval" not in t.name for t in fig.data)
     assert "band" not in fig.layout.title.text
     assert len(fig.data) == 4
     assert fig.layout.xaxis.title.text == "time (s)"
@@ -180,7 +186,7 @@ def test_plot_run_remakes_figures_from_the_run_directory(tmp_path, trace, client
 def test_report_run_reads_the_target_from_scenario_yaml(tmp_path, trace, clients):
     run_dir = _run_dir(tmp_path, trace, clients, {"name": "toy", "target_accuracy": 0.6})
     text = report_run(run_dir).read_text(encoding="utf-8")
-    assert "| fedavg | 3.5 (round 1.5) | 9.5 (round 1.5) |" in text
+    assert "| fedavg | 3.5 ± 6.4 (round 1.5) | 9.5 ± 31.8 (round 1.5) |" in text
     assert f"- no fig3.png, fig2.png in this run directory: `wirelessfl plot {run_dir}` re-makes the figures" in text
     explicit = report_run(run_dir, target=0.88).read_text(encoding="utf-8")
     assert "| fedavg | not reached (0/2 seeds) | not reached (0/2 seeds) |" in explicit

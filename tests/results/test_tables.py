@@ -134,19 +134,20 @@ def test_markdown_table_exact_text():
 
 
 def test_write_summary_md_content(tmp_path, trace, clients):
+    """Two seeds: ± t(0.975, 1) * |a - b| / 2 (t = 12.706): fedavg's final 70 / 80% -> 63.5, its times 3 / 4 -> 6.4."""
     path = write_summary_md(tmp_path, trace, clients, "toy", 0.6, ["PNG export skipped: no Chrome"])
     assert path == tmp_path / "summary.md"
     text = path.read_text(encoding="utf-8")
     assert text.startswith("# wirelessfl results: toy\n")
     assert "- scenario: `toy`" in text
     assert "- network profiles: wired (time in T_dl), slow (time in T_dl)" in text
-    assert "| fedavg | wired | 2 | 5.0 T_dl | 75.0 ± 7.1 | 55.0 ± 7.1 | 65.0 ± 7.1 | 72.5 |" in text
+    assert "| fedavg | wired | 2 | 5.0 T_dl | 75.0 ± 63.5 | 55.0 ± 63.5 | 65.0 ± 63.5 | 72.5 |" in text
     assert "## Time to target accuracy (average client accuracy >= 60.0%)" in text
-    assert "| fedavg | 3.5 (round 1.5) | 9.5 (round 1.5) |" in text
-    assert "| ucfl k=4 | 5.5 (round 1.5) | 14.5 (round 1.5) |" in text
+    assert "| fedavg | 3.5 ± 6.4 (round 1.5) | 9.5 ± 31.8 (round 1.5) |" in text
+    assert "| ucfl k=4 | 5.5 ± 31.8 (round 1.5) | 14.5 ± 69.9 (round 1.5) |" in text
     assert "| fedavg | wired | 2.0 | 8.0 | unknown | unknown |" in text
     assert "| ucfl k=4 | slow | 8.0 | 8.0 | 8000 | 8000 |" in text
-    assert "| fedavg | all | 75.0 ± 7.1 | 65.0 ± 7.1 | 4 | 2 |" in text
+    assert "| fedavg | all | 75.0 ± 63.5 | 65.0 ± 63.5 | 4 | 2 |" in text
     assert text.endswith("## Notes\n\n- PNG export skipped: no Chrome\n")
     assert [p.name for p in tmp_path.iterdir()] == ["summary.md"]
 
@@ -176,6 +177,6 @@ def test_last_rounds_one_is_the_last_round_and_more_average_the_evaluated_rounds
 
 def test_summary_table_over_the_last_rounds_changes_only_the_accuracies(trace, clients):
     one, two = summary_table(trace, clients, 0.6), summary_table(trace, clients, 0.6, last_rounds=2)
-    accuracies = ["avg_acc", "avg_acc_std", "worst_acc", "worst_acc_std", "p10_acc", "p10_acc_std"]
+    accuracies = [f"{m}{s}" for m in ("avg_acc", "worst_acc", "p10_acc") for s in ("", "_std", "_ci")]
     pd.testing.assert_frame_equal(one.drop(columns=accuracies), two.drop(columns=accuracies))
     assert not one["avg_acc"].equals(two["avg_acc"])

@@ -4,7 +4,7 @@ Fig. 3 of M. Mestoukirdi et al., "User-Centric Federated Learning: Trading off
 Wireless Resources for Personalization" plots average accuracy against normalised
 time, one panel per network profile;
 Fig. 2 plots it against the round. Both are reproduced here for any trace, with
-the mean over seeds as a line and the min-max over seeds as a band.
+the mean over seeds as a line and its 95% Student-t interval as a band.
 
 HTML files load one shared ``plotly.min.js`` written beside them (the
 machines this runs on are offline; one 4.7 MB copy instead of one per figure). PNG export
@@ -31,6 +31,7 @@ import yaml
 from plotly.colors import hex_to_rgb
 from plotly.subplots import make_subplots
 
+from wirelessfl.results.intervals import CONFIDENCE, interval_half_width
 from wirelessfl.results.io import (
     atomic_write_bytes,
     atomic_write_text,
@@ -90,24 +91,26 @@ def _translucent(hex_color: str, alpha: float = 0.2) -> str:
 
 
 def _seed_bands(trace: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """Per (curve, profile, round): mean time, mean/min/max of ``metric`` over seeds.
+    """Per (curve, profile, round): mean time, and the mean of ``metric`` over seeds with its interval (``low``, ``high``).
 
-    Rounds that were not evaluated (``eval_every`` > 1, metric NaN) are left
-    out, so lines join the evaluated rounds instead of breaking at every gap.
+    The band is the Student-t interval of the mean (:mod:`wirelessfl.results.intervals`),
+    as in the summary tables and maps: where two curves' bands overlap, the seeds
+    do not rank them. Rounds that were not evaluated (``eval_every`` > 1, metric
+    NaN) are left out, so lines join the evaluated rounds instead of breaking at every gap.
     """
-    return (
+    bands = (
         trace.dropna(subset=[metric])
         .groupby(["curve", "profile", "round"], sort=False)
         .agg(
             time=("time", "mean"),
             mean=(metric, "mean"),
-            low=(metric, "min"),
-            high=(metric, "max"),
+            half=(metric, interval_half_width),
             seeds=("seed", "nunique"),
         )
         .reset_index()
         .sort_values(["round"], kind="stable")
     )
+    return bands.assign(low=bands["mean"] - bands["half"], high=bands["mean"] + bands["half"])
 
 
 def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: str, column: int, legend: bool) -> None:
@@ -124,7 +127,7 @@ def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: st
                 hoverinfo="skip",
                 legendgroup=curve,
                 showlegend=False,
-                name=f"{curve} (min-max over seeds)",
+                name=f"{curve} ({CONFIDENCE:.0%} interval over seeds)",
             ),
             row=1,
             col=column,
@@ -160,7 +163,8 @@ def _panels(trace: pd.DataFrame, metric: str, x: str, panel_profiles: list[str],
     fig.update_yaxes(title_text=METRIC_LABELS[metric], tickformat=".0%", row=1, col=1)
     fig.update_yaxes(range=[0, 1.02])
     if bands["seeds"].max() > 1:
-        title += "<br><sup>line: mean over seeds (aligned by round), band: min-max over seeds</sup>"
+        seeds = int(bands["seeds"].max())
+        title += f"<br><sup>line: mean over {seeds} seeds (aligned by round), band: its {CONFIDENCE:.0%} Student-t interval</sup>"
     fig.update_layout(title=title, template="plotly_white", legend={"title": {"text": "curve"}}, hovermode="closest")
     return fig
 
@@ -170,7 +174,7 @@ def _time_axis_title(unit: str) -> str:
 
 
 def fig_accuracy_vs_time(trace: pd.DataFrame, metric: str = "avg_acc") -> go.Figure:
-    """Fig. 3 style: one panel per profile, one line per curve, mean over seeds with a min-max band.
+    """Fig. 3 style: one panel per profile, one line per curve, mean over seeds with its interval as a band.
 
     Seeds are aligned by round: the line goes through (mean time, mean accuracy) of each round.
     """

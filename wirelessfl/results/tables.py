@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from wirelessfl.results.intervals import CONFIDENCE, interval_half_width
 from wirelessfl.results.io import atomic_write_text, validate_clients, validate_trace
 
 ACCURACY_METRICS: tuple[str, ...] = ("avg_acc", "worst_acc", "p10_acc", "avg_val_acc")
@@ -61,11 +62,13 @@ def last_rounds_rows(trace: pd.DataFrame, columns: list[str], last_rounds: int =
     return grouped[columns].mean().join(grouped["round"].max()).reset_index()
 
 
-def _seed_mean_std(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+def _seed_statistics(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Per (curve, profile): each column's mean over seeds, its std (``_std``) and its interval half-width (``_ci``)."""
     grouped = frame.groupby(_KEYS, sort=False)[columns]
     means = grouped.mean()
     stds = grouped.std(ddof=1).add_suffix("_std")
-    return means.join(stds)
+    halves = grouped.agg(interval_half_width).add_suffix("_ci")
+    return means.join(stds).join(halves)
 
 
 def time_to_target(trace: pd.DataFrame, target: float, metric: str = "avg_acc") -> pd.DataFrame:
@@ -92,6 +95,7 @@ def time_to_target(trace: pd.DataFrame, target: float, metric: str = "avg_acc") 
                 "time_unit": group["time_unit"].iloc[0],
                 "time": group["time"].mean() if everyone else math.nan,
                 "time_std": group["time"].std(ddof=1) if everyone else math.nan,
+                "time_ci": interval_half_width(group["time"]) if everyone else math.nan,
                 "round": group["round"].mean() if everyone else math.nan,
                 "seeds_reached": reached,
                 "seeds": len(group),
@@ -174,7 +178,7 @@ def summary_table(trace: pd.DataFrame, clients: pd.DataFrame, target: float, las
     bits = bits.mask(unknown).rename(columns={"dl_bits": "total_dl_bits", "ul_bits": "total_ul_bits"})
     bits = bits.groupby(level=[0, 1], sort=False).agg(lambda totals: totals.mean(skipna=False))
     accuracies = ["avg_acc", "worst_acc", "p10_acc"]
-    stats = _seed_mean_std(last_rounds_rows(trace, accuracies, last_rounds), accuracies)
+    stats = _seed_statistics(last_rounds_rows(trace, accuracies, last_rounds), accuracies)
     sums = final.groupby(_KEYS, sort=False).agg(
         rounds=("round", "max"),
         seeds=("seed", "nunique"),
@@ -198,7 +202,8 @@ def summary_table(trace: pd.DataFrame, clients: pd.DataFrame, target: float, las
     )
     columns = [
         "curve", "profile", "seeds", "clients", "rounds", "time_unit", "final_time",
-        "avg_acc", "avg_acc_std", "worst_acc", "worst_acc_std", "p10_acc", "p10_acc_std", "worst_group_acc",
+        "avg_acc", "avg_acc_std", "avg_acc_ci", "worst_acc", "worst_acc_std", "worst_acc_ci", "p10_acc", "p10_acc_std",
+        "p10_acc_ci", "worst_group_acc",
         "aggregated_fraction", "time_to_target", "round_to_target", "seeds_reached_target",
         "total_dl_payload", "total_ul_payload", "total_dl_bits", "total_ul_bits",
     ]  # fmt: skip
@@ -229,8 +234,10 @@ def worst_client_table(clients: pd.DataFrame) -> pd.DataFrame:
                     "profile": profile,
                     "avg_acc": group["avg_acc"].mean(),
                     "avg_acc_std": group["avg_acc"].std(ddof=1),
+                    "avg_acc_ci": interval_half_width(group["avg_acc"]),
                     "worst_acc": group["worst_acc"].mean(),
                     "worst_acc_std": group["worst_acc"].std(ddof=1),
+                    "worst_acc_ci": interval_half_width(group["worst_acc"]),
                     "seeds": len(group),
                     "clients": int(group["clients"].max()),
                 }
@@ -265,13 +272,13 @@ def _warning_lines(warnings: list[str]) -> list[str]:
     return ["", *(f"- **warning** {w}" for w in warnings)] if warnings else []
 
 
-def percent(value: float, std: float = math.nan) -> str:
-    """A fraction as percent with one decimal, "± std" when given, "n/a" when missing (summary.md and the console)."""
+def percent(value: float, spread: float = math.nan) -> str:
+    """A fraction as percent with one decimal, "± spread" when given, "n/a" when missing (summary.md and the console)."""
     if pd.isna(value):
         return "n/a"
-    if pd.isna(std):
+    if pd.isna(spread):
         return f"{100 * value:.1f}"
-    return f"{100 * value:.1f} ± {100 * std:.1f}"
+    return f"{100 * value:.1f} ± {100 * spread:.1f}"
 
 
 def _num(value: float, fmt: str = ".1f") -> str:
@@ -285,7 +292,8 @@ def _bits(value: float) -> str:
 def _time_to_target_cell(row: pd.Series) -> str:
     if pd.isna(row["time"]):
         return f"not reached ({row['seeds_reached']}/{row['seeds']} seeds)"
-    return f"{row['time']:.1f} (round {row['round']:.1f})"
+    spread = "" if pd.isna(row.get("time_ci", math.nan)) else f" ± {row['time_ci']:.1f}"
+    return f"{row['time']:.1f}{spread} (round {row['round']:.1f})"
 
 
 def summary_markdown(
@@ -309,7 +317,7 @@ def summary_markdown(
         f"- network profiles: {', '.join(f'{p} (time in {units[p]})' for p in profiles)}",
         f"- seeds: {', '.join(str(s) for s in seeds)}; rounds: {int(trace['round'].max())}",
         "- accuracies are percentages of each client's own model on its own held-out test split, "
-        f"mean ± std over seeds, {when}",
+        f"mean over seeds ± the half-width of its {CONFIDENCE:.0%} Student-t interval (from two seeds on), {when}",
         "",
         "## Final accuracy",
         "",
@@ -322,9 +330,9 @@ def summary_markdown(
                     r.profile,
                     str(int(r.rounds)),
                     f"{_num(r.final_time)} {r.time_unit}",
-                    percent(r.avg_acc, r.avg_acc_std),
-                    percent(r.worst_acc, r.worst_acc_std),
-                    percent(r.p10_acc, r.p10_acc_std),
+                    percent(r.avg_acc, r.avg_acc_ci),
+                    percent(r.worst_acc, r.worst_acc_ci),
+                    percent(r.p10_acc, r.p10_acc_ci),
                     percent(r.worst_group_acc),
                     percent(r.aggregated_fraction),
                 ]
@@ -340,7 +348,7 @@ def summary_markdown(
         f"## Time to target accuracy (average client accuracy >= {100 * target:.1f}%)",
         "",
         "First simulated time at which the average client accuracy reached the target, mean over seeds "
-        "(the round in brackets); 'not reached' if some seed never reached it.",
+        f"± its {CONFIDENCE:.0%} interval (the round in brackets); 'not reached' if some seed never reached it.",
         "",
         markdown_table(
             ["curve"] + [f"{p} ({units[p]})" for p in profiles],
@@ -379,7 +387,7 @@ def summary_markdown(
         markdown_table(
             ["curve", "profile", "avg acc (%)", "worst client acc (%)", "clients", "seeds"],
             [
-                [r.curve, r.profile, percent(r.avg_acc, r.avg_acc_std), percent(r.worst_acc, r.worst_acc_std), str(r.clients), str(r.seeds)]
+                [r.curve, r.profile, percent(r.avg_acc, r.avg_acc_ci), percent(r.worst_acc, r.worst_acc_ci), str(r.clients), str(r.seeds)]
                 for r in worst_client_table(clients).itertuples()
             ],
             [False, False, True, True, True, True],

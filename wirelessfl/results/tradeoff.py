@@ -48,10 +48,10 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
-from scipy import stats
 from plotly.subplots import make_subplots
 
 from wirelessfl.results.figures import PNG_TIMEOUT_S, PngExportError, export_png
+from wirelessfl.results.intervals import CONFIDENCE, interval_half_width
 from wirelessfl.results.io import atomic_write_bytes, atomic_write_text
 from wirelessfl.results.plotly_js import write_plotly_js
 
@@ -102,8 +102,6 @@ _AXIS_LABELS = {
 }
 #: Algorithms that know the truth (the true groups): shown beside a map's contest, never its winner.
 REFERENCE_ALGORITHMS = frozenset({"oracle"})
-#: Coverage of the interval over seeds printed beside a mean time.
-CONFIDENCE = 0.95
 _NA = "\x00NA"
 """Axis value of a row the axis does not apply to (the k column of a FedAvg row)."""
 
@@ -262,14 +260,6 @@ def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
-
-
-def interval_half_width(values: np.ndarray, confidence: float = CONFIDENCE) -> float:
-    """Half-width of the Student-t interval of the mean of ``values``; NaN with fewer than two."""
-    n = len(values)
-    if n < 2:
-        return math.nan
-    return float(stats.t.ppf(0.5 + confidence / 2, n - 1) * np.std(values, ddof=1) / math.sqrt(n))
 
 
 def is_tie(competing: pd.DataFrame) -> bool:

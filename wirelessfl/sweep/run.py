@@ -416,7 +416,8 @@ def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> 
     """Per cell (unit x profile) the curve that reaches the target first, a tie when the seeds do not separate it
     from the runner-up, the references beside; the failed units."""
     from wirelessfl.results.tables import markdown_table
-    from wirelessfl.results.tradeoff import CONFIDENCE, REFERENCE_ALGORITHMS, interval_half_width, is_tie
+    from wirelessfl.results.intervals import CONFIDENCE, interval_half_width
+    from wirelessfl.results.tradeoff import REFERENCE_ALGORITHMS, is_tie
 
     table = result.table
     done = sum(1 for o in result.outcomes.values() if o.status == "ok")
