@@ -17,6 +17,8 @@ memory per client.
 
     python benchmarks/bench_lockstep.py                       # 20 and 100 clients + 1,000-client memory
     python benchmarks/bench_lockstep.py --clients 20 --repeats 1 --memory-clients 0
+    python benchmarks/bench_lockstep.py --models mlp --clients 20 --samples 700 --batch 6000 --epochs 5 --memory-clients 0
+                                                              # full-batch steps, as PFLEGO's protocol takes them
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import resource
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import torch
 
@@ -35,6 +38,7 @@ from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.learning.reference import ReferenceLoop
 
 CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.1, momentum=0.9)
+"""The default workload; ``--batch`` and ``--epochs`` replace its batch size and epochs."""
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # examples/ without PYTHONPATH
 MODELS = {"lenet5": "LeNet-5", "examples.user_models:two_conv_dropout": "user model (two convs + dropout)"}
 
@@ -92,7 +96,7 @@ def timed(fn) -> float:
     return time.perf_counter() - start
 
 
-def fastest_reference(reference, params, data, repeats: int) -> tuple[float, int]:
+def fastest_reference(reference, params, data, repeats: int, config: TrainConfig = CONFIG) -> tuple[float, int]:
     """Fastest time of the per-client loop over thread counts 1..torch's default, and that count."""
     default = torch.get_num_threads()
     best = (float("inf"), default)
@@ -100,30 +104,30 @@ def fastest_reference(reference, params, data, repeats: int) -> tuple[float, int
         for threads in sorted({1, default}):
             torch.set_num_threads(threads)
             for _ in range(repeats):
-                elapsed = timed(lambda: reference.train(params, data, CONFIG, torch.Generator().manual_seed(1)))
+                elapsed = timed(lambda: reference.train(params, data, config, torch.Generator().manual_seed(1)))
                 best = min(best, (elapsed, threads))
     finally:
         torch.set_num_threads(default)
     return best
 
 
-def compare(name: str, clients: int, samples: int, repeats: int, device: torch.device, peak: float) -> None:
+def compare(name: str, clients: int, samples: int, repeats: int, device: torch.device, peak: float, config: TrainConfig = CONFIG) -> None:
     arch = model(name)
     params, data = make_clients(arch, clients, samples)
     engine, reference = LockstepEngine(arch, device), ReferenceLoop(arch, device)
-    run_engine = lambda: engine.train(params, data, CONFIG, torch.Generator().manual_seed(1))  # noqa: E731
+    run_engine = lambda: engine.train(params, data, config, torch.Generator().manual_seed(1))  # noqa: E731
     warm = max(2, clients // 10)
-    engine.train(params[:warm], data[:warm], CONFIG, torch.Generator().manual_seed(1))
-    reference.train(params[:warm], data[:warm], CONFIG, torch.Generator().manual_seed(1))
+    engine.train(params[:warm], data[:warm], config, torch.Generator().manual_seed(1))
+    reference.train(params[:warm], data[:warm], config, torch.Generator().manual_seed(1))
     run_engine()
     best_engine = best_reference = float("inf")
     threads = torch.get_num_threads()
     for _ in range(repeats):
-        elapsed, count = fastest_reference(reference, params, data, 1)
+        elapsed, count = fastest_reference(reference, params, data, 1, config)
         if elapsed < best_reference:
             best_reference, threads = elapsed, count
         best_engine = min(best_engine, timed(run_engine))
-    total = clients * samples
+    total = clients * samples * config.epochs
     engine_rate, reference_rate = total / best_engine, total / best_reference
     flops = training_flops_per_sample(arch) * engine_rate
     line = (
@@ -173,6 +177,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[20, 100])
     parser.add_argument("--samples", type=int, default=320, help="training samples per client (320 = 10 batches)")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=CONFIG.batch_size, help="batch size (larger than --samples: full-batch steps)")
+    parser.add_argument("--epochs", type=int, default=CONFIG.epochs)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--memory-clients", type=int, default=1000, help="0 = skip the memory run")
@@ -186,15 +192,16 @@ def main() -> None:
         memory_run(args.memory_child, args.memory_clients, args.memory_samples, device)
         return
     peak = matmul_peak_flops(device)
+    config = replace(CONFIG, batch_size=args.batch, epochs=args.epochs)
     print(
         f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}, "
         f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s; 1x28x28/62 classes, {args.samples} samples/client, "
-        f"1 epoch, batch 32, SGD lr 0.1 momentum 0.9",
+        f"{config.epochs} epoch(s), batch {config.batch_size}, SGD lr 0.1 momentum 0.9",
         flush=True,
     )
     for name in args.models:
         for clients in args.clients:
-            compare(name, clients, args.samples, args.repeats, device, peak)
+            compare(name, clients, args.samples, args.repeats, device, peak, config)
     if args.memory_clients:
         for name in args.models:
             command = [sys.executable, __file__, "--memory-child", name, "--memory-clients", str(args.memory_clients),
