@@ -191,6 +191,14 @@ def test_resolved_scenario_round_trips(tmp_path):
     assert yaml.safe_load(path.read_text())["training"]["lr"] == 0.1
 
 
+def test_an_infinite_sweep_value_round_trips_through_the_resolved_scenario(tmp_path):
+    """sweep.yaml is the resolved scenario: mu = .inf (reliable devices) must come back as inf, not null."""
+    sc = parse_scenario({**VALID, "networks": [{"name": "cell", "rho": 1.0, "mu": 0.5}], "sweep": {"mu": [float("inf"), 0.2]}})
+    path = tmp_path / "sweep.yaml"
+    path.write_text(dump_scenario(sc))
+    assert load_scenario(path).sweep == {"mu": [float("inf"), 0.2]}
+
+
 def test_the_resolved_scenario_writes_every_profile_field():
     sc = parse_scenario({**VALID, "networks": [{"preset": "wired"}, {"name": "cell", "physical": {"cell_radius_m": 500}}]})
     networks = yaml.safe_load(dump_scenario(sc))["networks"]

@@ -53,9 +53,10 @@ MAX_SWEEP_POINTS = 1_000
 
 class _Strict(BaseModel):
     """No unknown keys, no coercion (``rounds: true`` or ``lr: "0.1"`` is an error, not 1 or 0.1),
-    no NaN or infinity in a number field (``lr: .inf`` is refused here, named by its field)."""
+    no NaN or infinity in a number field (``lr: .inf`` is refused here, named by its field); where a field
+    takes infinity (a sweep's ``mu: [.inf, 0.2]``) the resolved scenario writes it back as ``.inf``, not null."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False, ser_json_inf_nan="constants")
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -107,13 +107,13 @@ def test_time_map_shows_the_fastest_curve_and_not_reached_in_grey():
     ((values, grey),) = _traces(fig)
     assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == ("ρ = T_ul / T_dl", "μ (compute-time rate, 1 / T_dl)")
     assert fig.layout.coloraxis.colorbar.title.text == "time to target (T_dl)"
-    assert "mean over the seeds that reached the target ± 95% t-interval; tie: the first two intervals overlap" in fig.layout.title.text
+    assert "mean over the seeds that reached the target ± 95% t-interval</sup><br><sup>tie: the first two intervals overlap" in fig.layout.title.text
     assert (list(values.x), list(values.y)) == (["1", "4"], ["1", "inf"])
     cells = _cells(values)
-    assert cells["1", "1"] == (6.0, "tie: ucfl streams=4 / ucfl streams=auto<br>6.00 ± 12.7 / 6.50 ± 6.35")
+    assert cells["1", "1"] == (6.0, "tie:<br>ucfl streams=4: 6.00 ± 12.7<br>ucfl streams=auto: 6.50 ± 6.35")
     # auto is as fast on mean but one seed of two
-    assert cells["4", "1"] == (15.0, "tie: ucfl streams=1 / fedavg<br>15.0 ± 12.7 / 20.0 ± 12.7")
-    assert cells["1", "inf"] == (5.0, "tie: fedavg / ucfl streams=1<br>5.00 ± 12.7 / 9.00 ± 12.7")
+    assert cells["4", "1"] == (15.0, "tie:<br>ucfl streams=1: 15.0 ± 12.7<br>fedavg: 20.0 ± 12.7")
+    assert cells["1", "inf"] == (5.0, "tie:<br>fedavg: 5.00 ± 12.7<br>ucfl streams=1: 9.00 ± 12.7")
     assert math.isnan(cells["4", "inf"][0]) and cells["4", "inf"][1] == ""
     shaded = _cells(grey)
     assert shaded["4", "inf"] == (0.0, "not reached")
@@ -126,7 +126,7 @@ def test_best_k_ranks_every_seed_first_and_prints_auto_beside_it():
     ((values, grey),) = _traces(fig)
     assert list(fig.layout.coloraxis.colorbar.ticktext) == ["1", "4"]
     cells = _cells(values)
-    assert cells["1", "1"] == (1, "tie: k=4 / k=1<br>6.00 ± 12.7 / 12.0 ± 12.7<br>auto: 6.50 ± 6.35")
+    assert cells["1", "1"] == (1, "tie:<br>k=4: 6.00 ± 12.7<br>k=1: 12.0 ± 12.7<br>auto: 6.50 ± 6.35")
     assert cells["4", "1"] == (0, "k=1<br>15.0 ± 12.7<br>auto: 15.0*")
     assert cells["1", "inf"] == (0, "k=1<br>9.00 ± 12.7<br>auto: not reached")  # k=4: 3.0 on one seed of two
     assert _cells(grey)["4", "inf"] == (0.0, "not reached<br>auto: not reached")
@@ -152,9 +152,9 @@ def test_best_method_groups_stream_counts_into_one_method():
     methods = list(fig.layout.coloraxis.colorbar.ticktext)
     assert methods == ["fedavg", "ucfl"]  # ucfl streams=auto wins no cell, so the colour bar does not list it
     cells = _cells(values)
-    assert cells["1", "1"] == (1, "tie: ucfl streams=4 / ucfl streams=auto<br>6.00 ± 12.7 / 6.50 ± 6.35")
-    assert cells["4", "1"] == (1, "tie: ucfl streams=1 / fedavg<br>15.0 ± 12.7 / 20.0 ± 12.7")
-    assert cells["1", "inf"] == (0, "tie: fedavg / ucfl streams=1<br>5.00 ± 12.7 / 9.00 ± 12.7")
+    assert cells["1", "1"] == (1, "tie:<br>ucfl streams=4: 6.00 ± 12.7<br>ucfl streams=auto: 6.50 ± 6.35")
+    assert cells["4", "1"] == (1, "tie:<br>ucfl streams=1: 15.0 ± 12.7<br>fedavg: 20.0 ± 12.7")
+    assert cells["1", "inf"] == (0, "tie:<br>fedavg: 5.00 ± 12.7<br>ucfl streams=1: 9.00 ± 12.7")
 
 
 def _three_seed_table(oracle: tuple[float, float, float]) -> pd.DataFrame:
@@ -175,7 +175,7 @@ def test_overlapping_intervals_are_a_tie_and_apart_ones_are_not():
     assert entries.loc["ucfl streams=1", "half"] == pytest.approx(4.302653 / math.sqrt(3))  # t(0.975, 2) sd 1 / sqrt(3)
     assert bool(entries.loc["oracle", "reference"]) and not entries.loc["ucfl streams=1", "reference"]
     cells = _cells(_traces(tradeoff_figures(table, AXES)["best_k"])[0][0])
-    assert cells["1", "1"] == (0, "tie: k=1 / k=20<br>11.0 ± 2.48 / 13.0 ± 7.45")
+    assert cells["1", "1"] == (0, "tie:<br>k=1: 11.0 ± 2.48<br>k=20: 13.0 ± 7.45")
     apart = table[table["curve"] != "ucfl streams=20"]
     cells = _cells(_traces(tradeoff_figures(apart, AXES)["best_k"])[0][0])
     assert cells["1", "1"] == (0, "k=1<br>11.0 ± 2.48")
@@ -185,9 +185,9 @@ def test_oracle_is_shown_beside_the_contest_and_never_wins():
     """Oracle is the fastest curve here (1.0 on every seed) but not a contestant."""
     figs = tradeoff_figures(_three_seed_table((1.0, 1.0, 1.0)), AXES)
     time_cells = _cells(_traces(figs["time_to_target"])[0][0])
-    assert time_cells["1", "1"] == (11.0, "tie: ucfl streams=1 / ucfl streams=20<br>11.0 ± 2.48 / 13.0 ± 7.45<br>oracle: 1.00 ± 0.00")
+    assert time_cells["1", "1"] == (11.0, "tie:<br>ucfl streams=1: 11.0 ± 2.48<br>ucfl streams=20: 13.0 ± 7.45<br>oracle: 1.00 ± 0.00")
     method_cells = _cells(_traces(figs["best_method"])[0][0])
-    assert method_cells["1", "1"][1].startswith("tie: ucfl streams=1 / ucfl streams=20")
+    assert method_cells["1", "1"][1].startswith("tie:<br>ucfl streams=1: 11.0 ± 2.48<br>ucfl streams=20: 13.0 ± 7.45")
     assert list(figs["best_method"].layout.coloraxis.colorbar.ticktext) == ["ucfl"]
     assert "oracle (knows the true groups) shown beside, not ranked" in figs["best_method"].layout.title.text
     only_oracle = _three_seed_table((1.0, 1.0, 1.0))

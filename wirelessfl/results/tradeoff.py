@@ -296,11 +296,14 @@ def _time_text(entry: pd.Series) -> str:
 
 
 def _winner(competing: pd.DataFrame, name) -> str:
-    """``name(best)<br>time``, or ``tie: A / B<br>time / time`` when the seeds do not separate the first two."""
+    """``name(best)<br>time``, or ``tie:<br>A: time<br>B: time`` when the seeds do not separate the first two.
+
+    One line per candidate keeps a cell narrow enough for its text to stay inside it.
+    """
     best = competing.iloc[0]
     if is_tie(competing):
         second = competing.iloc[1]
-        return f"tie: {name(best)} / {name(second)}<br>{_time_text(best)} / {_time_text(second)}"
+        return f"tie:<br>{name(best)}: {_time_text(best)}<br>{name(second)}: {_time_text(second)}"
     return f"{name(best)}<br>{_time_text(best)}"
 
 
@@ -315,10 +318,8 @@ def _seed_note(entries: pd.DataFrame) -> str:
     if entries["seeds"].max() <= 1 and entries["failed"].max() == 0:
         notes.append("one seed: no interval, a tie cannot be seen; read each cell as one draw")
     else:
-        notes.append(
-            f"mean over the seeds that reached the target ± {CONFIDENCE:.0%} t-interval; tie: the first two intervals "
-            "overlap; * = reached by only some seeds"
-        )
+        notes.append(f"mean over the seeds that reached the target ± {CONFIDENCE:.0%} t-interval")
+        notes.append("tie: the first two intervals overlap; * = reached by only some seeds")
     refs = sorted(set(entries.loc[entries["reference"], "label"]))
     if refs:
         notes.append(f"{', '.join(refs)} (knows the true groups) shown beside, not ranked")
@@ -408,7 +409,7 @@ def _heatmap(
                     grey[i, j], grey_text[i, j] = (0.0 if state == "not reached" else 1.0), label
         row, col = index // cols + 1, index % cols + 1
         common = {"x": xs, "y": ys, "texttemplate": "%{text}", "hovertext": hover, "hoverinfo": "text", "xgap": 2, "ygap": 2}
-        fig.add_trace(go.Heatmap(z=z, text=text, coloraxis="coloraxis", textfont={"size": 12}, **common), row=row, col=col)
+        fig.add_trace(go.Heatmap(z=z, text=text, coloraxis="coloraxis", textfont={"size": 11}, **common), row=row, col=col)
         fig.add_trace(
             go.Heatmap(
                 z=grey,
@@ -417,7 +418,7 @@ def _heatmap(
                 zmax=1,
                 colorscale=[[0, NOT_REACHED_COLOR], [1, FAILED_COLOR]],
                 showscale=False,
-                textfont={"size": 12, "color": "black"},
+                textfont={"size": 11, "color": "black"},
                 **common,
             ),
             row=row,
@@ -426,7 +427,9 @@ def _heatmap(
         fig.update_xaxes(type="category", categoryorder="array", categoryarray=xs, title_text=_axis_title(x, units[0]), row=row, col=col)
         fig.update_yaxes(type="category", categoryorder="array", categoryarray=ys, row=row, col=col)
     fig.update_yaxes(title_text=_axis_title(y, units[0]), row=1, col=1)
-    fig.update_layout(title=title, template="plotly_white", coloraxis=coloraxis, margin={"t": 110})
+    width = 160 + len(panels) * (60 + 200 * len(xs))  # ~200 px a cell: four lines of "ucfl streams=20: 9850 ± 2096*"
+    height = 240 + 110 * len(ys)
+    fig.update_layout(title=title, template="plotly_white", coloraxis=coloraxis, margin={"t": 130}, width=width, height=height)
     return fig
 
 
