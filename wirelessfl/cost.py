@@ -202,7 +202,8 @@ def estimate_seconds(scenario: Scenario, data: FederatedData, arch: Architecture
     local epochs x the algorithm's work factor, at ``speed.samples_per_s``; plus
     every evaluation round's two passes (test and val splits, times the
     algorithm's slot copies, a third of a training pass a sample), each at
-    least one measured evaluation call. Trainings: curves x seeds (x profiles
+    least one measured evaluation call, and the training an algorithm does for
+    every client at each evaluation (FedAvg+'s fine-tuning epochs). Trainings: curves x seeds (x profiles
     when a deadline makes each profile train its own).
     """
     t = scenario.training
@@ -220,7 +221,8 @@ def estimate_seconds(scenario: Scenario, data: FederatedData, arch: Architecture
         fp = footprint(name, params, arch, sizes, participants, cfg, data.num_groups)
         train = scenario.rounds * participants * per_client * t.local_epochs * fp.work / rate
         passes = [fp.eval_copies * sum(split) * FORWARD_COST / rate for split in (sizes.val, sizes.test)]
-        total += train + evaluations * sum(max(speed.eval_call_s, p) for p in passes)
+        tuning = sum(sizes.train) * fp.eval_work / rate  # every client's training at each evaluation (FedAvg+)
+        total += train + evaluations * (tuning + sum(max(speed.eval_call_s, p) for p in passes))
     return total * len(scenario.seeds) * _units_per_curve(scenario)
 
 

@@ -377,16 +377,20 @@ class LockstepEngine:
             look like a change to this group's saved parameters.
             """
             stop = min(n, start + group)
+            # this group's batches are no wider than its largest dataset (a full-batch step of a small client
+            # next to a large one pads to the small one's own size, not the large one's)
+            group_width = batch_width(width, [sizes[order[s]] for s in range(start, stop)])
             own = work[start:stop].clone()
             grad = torch.zeros((stop - start, P), device=self.device)  # never-computed tensors stay 0
             for t in range(sorted_steps[start]):
                 active = start + sum(1 for s in sorted_steps[start:stop] if s > t)
                 rows = slice(start, active)
-                x, y, w = self._gather(x_cat, y_cat, table[t, rows], None, w_cat, None if w_table is None else w_table[t, rows])
+                index = table[t, rows, :group_width]
+                x, y, w = self._gather(x_cat, y_cat, index, None, w_cat, None if w_table is None else w_table[t, rows, :group_width])
                 p, g = own[: active - start], grad[: active - start]
                 draws = None
                 if generators is not None:
-                    draws = list(zip(generators[rows], (table[t, rows] >= 0).sum(1).tolist()))
+                    draws = list(zip(generators[rows], (index >= 0).sum(1).tolist()))
                 loss = self._step_gradient(p, x, y, w, needed, g, True, draws)
                 loss_sum[rows] += loss
                 if mask_f is None:

@@ -81,7 +81,8 @@ class Footprint:
     copies of its largest evaluation pass; ``extra_bytes``: its own largest
     allocation beside the engine; ``checkpoint_rows``: rows in ``state_dict``;
     ``work``: training work per participant and round relative to one local
-    round (1.0), for the time estimate.
+    round (1.0), and ``eval_work``: epochs of training every client (all m)
+    takes at each evaluation (FedAvg+'s fine-tuning), for the time estimate.
     """
 
     kept: float
@@ -97,6 +98,7 @@ class Footprint:
     extra_bytes: int = 0
     checkpoint_rows: float = 0.0
     work: float = 1.0
+    eval_work: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -341,7 +343,9 @@ def footprint(
             extra_bytes=T * P * (FLOAT * 3 + 8) + features, checkpoint_rows=1 + m * arch.head_size / P,
         )
     if name == "fedavg_ft":
-        return Footprint(kept=1 + m, train_slots=m, state=state, eval_rows=m, eval_slots=m, checkpoint_rows=1, work=1.0 + float(params.get("finetune_epochs", 1.0) or 0.0))
+        # fine-tuning runs at evaluation, for every client, not in every round's training
+        return Footprint(kept=1 + m, train_slots=m, state=state, eval_rows=m, eval_slots=m, checkpoint_rows=1,
+                         eval_work=float(params.get("finetune_epochs", 1.0) or 0.0))
     return Footprint(kept=m, train_slots=T, state=state, eval_rows=m, eval_slots=m, checkpoint_rows=m)
 
 
