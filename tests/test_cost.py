@@ -160,19 +160,24 @@ def test_fine_tuning_is_charged_per_evaluation_for_every_client_not_per_round():
     1,000 samples/s = 5.4 s more than FedAvg, whatever local_epochs is (charging the fine-tuning as
     round work made it rounds x participants x local_epochs x (1 + 5) instead).
     """
-    def estimate(algorithm: dict, local_epochs: int) -> float:
+    def estimate(algorithms: list[dict], local_epochs: int) -> float:
         scenario = parse_scenario(
             {
                 "name": "tiny", "rounds": 6, "eval_every": 3, "device": "cpu",
                 "data": {"dataset": "digits", "clients": 10, "samples": {"per_client": 60}, "split": [0.6, 0.2, 0.2]},
-                "model": {"name": "mlp"}, "training": {"local_epochs": local_epochs}, "algorithms": [algorithm],
+                "model": {"name": "mlp"}, "training": {"local_epochs": local_epochs}, "algorithms": algorithms,
             }
         )
         data = build_federated_data(scenario.data_spec(), 0)
         arch = get_architecture("mlp", (1, 8, 8), 10)
         return cost.estimate_seconds(scenario, data, arch, cost.Throughput(samples_per_s=1000.0, eval_call_s=0.0))
 
+    fedavg, fedavg_ft = {"name": "fedavg"}, {"name": "fedavg_ft", "params": {"finetune_epochs": 5}}
     for local_epochs in (1, 50):
-        plain = estimate({"name": "fedavg"}, local_epochs)
-        tuned = estimate({"name": "fedavg_ft", "params": {"finetune_epochs": 5}}, local_epochs)
+        plain = estimate([fedavg], local_epochs)
+        tuned = estimate([fedavg_ft], local_epochs)
         assert tuned - plain == pytest.approx(3 * 360 * 5 / 1000.0)
+        # beside FedAvg, FedAvg+ follows its training (6 rounds x 360 samples x local_epochs at 1,000/s, charged
+        # once) and adds its evaluations and fine-tuning only
+        training = 6 * 360 * local_epochs / 1000.0
+        assert estimate([fedavg, fedavg_ft], local_epochs) == pytest.approx(2 * plain - training + 3 * 360 * 5 / 1000.0)

@@ -248,10 +248,16 @@ def _progress() -> Progress:
 
 
 def _run_with_progress(sc, run_dir: Path, quiet: bool, keep_models: bool = False):
+    from wirelessfl.algorithms.base import shared_trainings
     from wirelessfl.simulate import curves_of, has_budgets, profiles_can_change_training, simulate
 
     profiles = sc.profiles()
-    units = len(sc.seeds) * sum(len(profiles) if profiles_can_change_training(profiles, c, has_budgets(sc)) else 1 for c in curves_of(sc))
+    curves = curves_of(sc)
+    followers = set() if has_budgets(sc) else set(shared_trainings([(c.algorithm, c.params, c.training) for c in curves]))
+    units = len(sc.seeds) * sum(
+        len(profiles) if profiles_can_change_training(profiles, c, has_budgets(sc)) else 1
+        for i, c in enumerate(curves) if i not in followers
+    )
     total = units * sc.rounds
     if quiet or not sys.stderr.isatty():
         return simulate(sc, run_dir, keep_models=keep_models)

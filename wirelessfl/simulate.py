@@ -27,7 +27,7 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ import torch
 
 from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, CLIENT_ROUNDS_LIMIT, Ledger, account, client_round_rows
 from wirelessfl.algorithms import Context, get_algorithm
-from wirelessfl.algorithms.base import derive_seed, draw_held_out
+from wirelessfl.algorithms.base import derive_seed, draw_held_out, shared_trainings
 from wirelessfl.config import Scenario, ScenarioError, algorithm_path, scenario_fingerprint
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
@@ -198,16 +198,25 @@ class Unit:
         checkpoint=None,
         test_split: bool = True,
         eval_last: int = 0,
+        followers: list[Unit] | None = None,
     ) -> None:
         """Train rounds up to ``rounds``, evaluating the rounds :func:`evaluated` names, adding the wall time of
-        each phase to ``phases`` (see :meth:`runtime`)."""
+        each phase to ``phases`` (see :meth:`runtime`).
+
+        ``followers`` (units at this unit's round whose algorithm ``trains_as`` this one's) do not train: after
+        each round they take this unit's state and evaluate their own way, and they share its plans and timings.
+        Their evaluation time is theirs, not this unit's."""
         engine = self.algorithm.ctx.engine
+        followers = followers or []
         before, began_run = engine.phase_times(), time.perf_counter()
+        theirs: dict[str, float] = {}
         try:
             if not self.records:
                 with engine.phase("evaluation"):
                     metrics, acc = evaluate_round(self.algorithm, 0, test_split)
                 self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
+                for follower in followers:
+                    follower._follow(self, 0, True, test_split, theirs)
             start = self.records[-1].round + 1
             for r in range(start, rounds + 1):
                 began = time.perf_counter()
@@ -237,6 +246,8 @@ class Unit:
                     RoundRecord(r, plan, metrics, streams, info.aggregated, len(plan.participants), acc, dict(info.extra))
                 )
                 self.wall_s += time.perf_counter() - began
+                for follower in followers:
+                    follower._follow(self, r, evaluated(r, rounds, eval_every, eval_last), test_split, theirs)
                 if on_round is not None:
                     on_round(
                         {"unit": self.key, "round": r, "avg_acc": metrics["avg_acc"], "avg_val_acc": metrics["avg_val_acc"],
@@ -246,16 +257,53 @@ class Unit:
                 if checkpoint is not None and (r % self.scenario.checkpoint_every == 0) and r < rounds:
                     with engine.phase("checkpointing"):
                         checkpoint(self)
+                        for follower in followers:
+                            checkpoint(follower)
         finally:
-            # the engine is shared by a seed's units: count only what this call added
+            # the engine is shared by a seed's units: count only what this call added (and not its followers)
             phases = dict(self.phases)
-            phases["other"] = phases.get("other", 0.0) + time.perf_counter() - began_run
+            phases["other"] = phases.get("other", 0.0) + time.perf_counter() - began_run - theirs.pop("wall", 0.0)
             for label, seconds in engine.phase_times().items():
-                added = seconds - before.get(label, 0.0)
+                added = seconds - before.get(label, 0.0) - theirs.get(label, 0.0)
                 if added:
                     phases[label] = phases.get(label, 0.0) + added
                     phases["other"] -= added
             self.phases = phases
+
+    def _follow(self, trainer: Unit, round: int, evaluate: bool, test_split: bool, theirs: dict[str, float]) -> None:
+        """Record ``round`` of ``trainer`` as this unit's own (see :meth:`run`'s ``followers``); the wall and
+        engine-phase time spent here are added to ``phases`` and to ``theirs`` (what the trainer must not count)."""
+        engine = self.algorithm.ctx.engine
+        before, began = engine.phase_times(), time.perf_counter()
+        self.algorithm.follow(trainer.algorithm, round)
+        if round == 0:
+            with engine.phase("evaluation"):
+                metrics, acc = evaluate_round(self.algorithm, 0, test_split)
+            self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
+        else:
+            source = trainer.records[-1]
+            if evaluate:
+                with engine.phase("evaluation"):
+                    metrics, acc = evaluate_round(self.algorithm, round, test_split)
+            else:
+                metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
+            metrics["train_loss"] = source.metrics["train_loss"]
+            self.records.append(replace(source, metrics=metrics, client_acc=acc, diagnostics=dict(source.diagnostics)))
+            self.clock = trainer.clock
+            self.clock_timings.append(trainer.clock_timings[-1])
+            if self.network is not None:
+                self.timings.append(trainer.timings[-1])
+        spent = time.perf_counter() - began
+        if round > 0:  # as run(): wall_s counts trained rounds, phases round 0's evaluation too
+            self.wall_s += spent
+        self.phases["other"] = self.phases.get("other", 0.0) + spent
+        theirs["wall"] = theirs.get("wall", 0.0) + spent
+        for label, seconds in engine.phase_times().items():
+            added = seconds - before.get(label, 0.0)
+            if added:
+                self.phases[label] = self.phases.get(label, 0.0) + added
+                self.phases["other"] -= added
+                theirs[label] = theirs.get(label, 0.0) + added
 
     def state(self, models: bool = True) -> dict[str, Any]:
         """What a checkpoint holds; without ``models`` only what rows, diagnostics and runtime need."""
@@ -504,21 +552,40 @@ def simulate(
             if budget[0] <= 0:
                 raise KeyboardInterrupt("stopped for a resumption test")
 
+    save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), stamp)) if ckpt_dir else None
     for seed in scenario.seeds:
-        for unit in build_units(scenario, seed, dev, per_profile):
-            finished = _load(ckpt_dir, unit.key, "done", stamp)
-            if finished is not None:
-                unit.restore(finished)
-            else:
-                partial = _load(ckpt_dir, unit.key, "partial", stamp)
-                if partial is not None:
-                    unit.restore(partial)
-                save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), stamp)) if ckpt_dir else None
-                unit.run(scenario.rounds, scenario.eval_every, counting, save, test_split, scenario.eval_last)
+        units = build_units(scenario, seed, dev, per_profile)
+        trainer_of = followed_units(units)
+        finished: set[str] = set()
+        # trainers first, so that a follower is reached after the unit it may follow
+        for unit in sorted(units, key=lambda u: u.key in trainer_of):
+            if unit.key in finished:
+                continue
+            done = _load(ckpt_dir, unit.key, "done", stamp)
+            if done is not None:
+                unit.restore(done)
+                finished.add(unit.key)
+                continue
+            partial = _load(ckpt_dir, unit.key, "partial", stamp)
+            if partial is not None:
+                unit.restore(partial)
+            followers = []
+            for follower in (f for f in units if trainer_of.get(f.key) is unit and f.key not in finished):
+                state = _load(ckpt_dir, follower.key, "done", stamp)
+                if state is None:
+                    state = _load(ckpt_dir, follower.key, "partial", stamp)
+                    if state is not None:
+                        follower.restore(state)
+                    if len(follower.records) == len(unit.records):  # at the same round (else it trains alone)
+                        followers.append(follower)
+            unit.run(scenario.rounds, scenario.eval_every, counting, save, test_split, scenario.eval_last, followers)
+            for ran in (unit, *followers):
                 trained += 1
+                finished.add(ran.key)
                 if ckpt_dir is not None:
-                    _save(ckpt_dir, unit.key, "done", unit.state(models=keep_models), stamp)
-                    _checkpoint_path(ckpt_dir, unit.key, "partial").unlink(missing_ok=True)
+                    _save(ckpt_dir, ran.key, "done", ran.state(models=keep_models), stamp)
+                    _checkpoint_path(ckpt_dir, ran.key, "partial").unlink(missing_ok=True)
+        for unit in units:
             runtime[unit.key] = unit.runtime()
             extras = {rec.round: rec.diagnostics for rec in unit.records if rec.diagnostics}
             if extras:
@@ -546,6 +613,18 @@ def simulate(
     return SimulationResult(
         pd.DataFrame(rows), pd.DataFrame(clients), trained, replayed, diagnostics, runtime, pd.DataFrame(links), table
     )
+
+
+def followed_units(units: list[Unit]) -> dict[str, Unit]:
+    """``{follower key: trainer unit}``: units of one seed and profile whose algorithm ``trains_as`` another's
+    with the same parameters and training (:func:`shared_trainings`), which then train once; never with a
+    battery budget (each unit's ledger decides who arrives)."""
+    pairs: dict[str, Unit] = {}
+    for profile in {u.profile.name if u.profile is not None else None for u in units}:
+        group = [u for u in units if (u.profile.name if u.profile is not None else None) == profile and u.ledger is None]
+        for follower, trainer in shared_trainings([(u.curve.algorithm, u.curve.params, u.curve.training) for u in group]).items():
+            pairs[group[follower].key] = group[trainer]
+    return pairs
 
 
 def has_budgets(scenario: Scenario) -> bool:

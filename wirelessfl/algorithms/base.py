@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -138,6 +138,13 @@ class Algorithm(ABC):
     knows_truth: ClassVar[bool] = False
     #: True when the trained models do not depend on who arrives (e.g. Local).
     timing_independent: ClassVar[bool] = False
+    #: The registered algorithm whose training this one repeats step for step, evaluating its models
+    #: differently (FedAvg+ is FedAvg whose clients evaluate a fine-tuned copy). When a scenario has both, with
+    #: the same parameters apart from ``evaluation_params`` and the same training, ``simulate`` trains them
+    #: once: this curve follows the other's state (:meth:`follow`) instead of training its own.
+    trains_as: ClassVar[str | None] = None
+    #: The parameters that change only how a ``trains_as`` algorithm evaluates.
+    evaluation_params: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         unknown = sorted(set(hparams) - set(self.hparams))
@@ -206,6 +213,35 @@ class Algorithm(ABC):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         del state
+
+    def follow(self, trainer: Algorithm, round: int) -> None:
+        """Take the state ``trainer`` (an instance of ``trains_as``) has after ``round``, in place of training."""
+        raise NotImplementedError(f"{self.name} trains its own models (trains_as is not set)")
+
+
+def shared_trainings(curves: Sequence[tuple[str, Mapping[str, Any], Mapping[str, Any]]]) -> dict[int, int]:
+    """``{follower: trainer}`` over ``(algorithm, params, training overrides)`` curves: the curves whose
+    training another curve of the list repeats exactly (see ``Algorithm.trains_as``); each follows the
+    first such trainer, which trains its own models."""
+    def resolved(name: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        return {**get_algorithm(name).hparams, **params}
+
+    pairs: dict[int, int] = {}
+    for i, (name, params, training) in enumerate(curves):
+        cls = get_algorithm(name)
+        if cls.trains_as is None:
+            continue
+        wanted = {k: v for k, v in resolved(name, params).items() if k not in cls.evaluation_params}
+        for j, (other, other_params, other_training) in enumerate(curves):
+            if (
+                other == cls.trains_as
+                and get_algorithm(other).trains_as is None
+                and resolved(other, other_params) == wanted
+                and dict(other_training) == dict(training)
+            ):
+                pairs[i] = j
+                break
+    return pairs
 
 
 def mean_finite(values: torch.Tensor) -> float:

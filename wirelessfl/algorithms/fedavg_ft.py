@@ -23,6 +23,10 @@ leaves the device and never feeds back into the global model, so it does not
 delay any round; in the paper's protocol it is done once, on the model a client
 deploys, not in every round. The per-round plan is FedAvg's. (Its one-off cost
 is finetune_epochs / train.epochs local rounds per client, at deployment.)
+
+Its training is FedAvg's round for round (``trains_as``): a scenario that
+also runs FedAvg with the same training trains the global model once, and
+this curve fine-tunes that model at each evaluation (``follow``).
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ class FedAvgFineTuned(FedAvg):
     paper = "FedAvg+ of Marfoq et al., NeurIPS 2021 (fedem-mixture-of-distributions.txt §4)"
     description = "FedAvg; each client evaluates the global model fine-tuned on its own data (FedAvg+)"
     hparams = {"finetune_epochs": 1.0, "finetune_lr": None}
+    trains_as = "fedavg"
+    evaluation_params = frozenset(hparams)
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
@@ -92,6 +98,12 @@ class FedAvgFineTuned(FedAvg):
             epochs=[epochs] * len(clients),
         )
         return result.params
+
+    def follow(self, trainer: FedAvg, round: int) -> None:
+        """FedAvg's state after ``round``: the global model this curve fine-tunes when evaluated."""
+        FedAvg.load_state_dict(self, trainer.state_dict())
+        self.round = int(round)
+        self._tuned = None
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "round": self.round}
