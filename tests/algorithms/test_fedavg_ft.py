@@ -112,3 +112,12 @@ def test_state_round_trip_reproduces_fine_tuned_models(ctx):
     algo.step(3, frozenset({1, 3}))
     clone.step(3, frozenset({1, 3}))
     assert torch.equal(clone.client_params(), algo.client_params())
+
+
+def test_the_default_is_the_papers_single_pass_at_the_training_rate(ctx):
+    """FedEM paper §4: FedAvg+ updates the local model "through a single pass on the local dataset"."""
+    default = get_algorithm("fedavg_ft")(ctx)
+    single = get_algorithm("fedavg_ft")(ctx, finetune_epochs=1, finetune_lr=ctx.train.lr)
+    for algo in (default, single):
+        algo.step(*ROUNDS[0])
+    assert torch.equal(default.client_params(), single.client_params())
