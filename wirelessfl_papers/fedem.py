@@ -15,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from wirelessfl.results.reproduction import Claim, Paper, PaperTable, Run, Section, TableRow, Verdict, pp, seeds_text
+from wirelessfl.results.reproduction import (
+    Claim, Paper, PaperTable, Run, Section, TableRow, Verdict, pp, seeds_text, within_intervals,
+)
 
 CLEAR_GAP_PP = 3.0
 """'Clearly above': ahead by at least this many points (the paper's Synthetic leads are 6.5 to 9.0)."""
@@ -94,11 +96,12 @@ def clearly_above(column: str, paper: str) -> Callable[[Run], Verdict]:
             return Verdict(None, f"needs {', '.join(missing)} with {column}")
         ours, rivals = run.acc("fedem", column), {c: run.acc(c, column) for c in curves[1:]}
         lead = ours - max(rivals.values())
-        shown = " and ".join(f"{NAMES[c]} {pp(v)}" for c, v in rivals.items())
+        shown = " and ".join(f"{NAMES[c]} {run.acc_text(c, column)}" for c in rivals)
+        close = within_intervals(run, [("fedem", c) for c in rivals], NAMES, column)
         return Verdict(
             lead >= CLEAR_GAP_PP,
-            f"{COLUMN_WORDS[column]}: FedEM {pp(ours)} vs {shown}, a lead of {lead:.1f} points "
-            f"(needs >= {CLEAR_GAP_PP:.0f}), {seeds_text(run)}; Table 2: {paper}",
+            f"{COLUMN_WORDS[column]}: FedEM {run.acc_text('fedem', column)} vs {shown}, a lead of {lead:.1f} points "
+            f"(needs >= {CLEAR_GAP_PP:.0f}), {seeds_text(run)}{close}; Table 2: {paper}",
         )
 
     return check
@@ -110,11 +113,12 @@ def local_far_below_federated(run: Run) -> Verdict:
         return Verdict(None, "needs local, fedem and fedavg")
     local = run.acc("local")
     gap = min(run.acc(c) for c in present) - local
-    shown = ", ".join(f"{NAMES[c]} {pp(run.acc(c))}" for c in present)
+    shown = ", ".join(f"{NAMES[c]} {run.acc_text(c)}" for c in present)
+    close = within_intervals(run, [("local", c) for c in present], NAMES)
     return Verdict(
         gap >= FAR_GAP_PP,
-        f"average accuracy: Local {pp(local)} vs {shown}; the closest federated method is {gap:.1f} points above "
-        f"(needs >= {FAR_GAP_PP:.0f}), {seeds_text(run)}; Table 2: Local 71.9 vs 82.6 to 83.5",
+        f"average accuracy: Local {run.acc_text('local')} vs {shown}; the closest federated method is {gap:.1f} points "
+        f"above (needs >= {FAR_GAP_PP:.0f}), {seeds_text(run)}{close}; Table 2: Local 71.9 vs 82.6 to 83.5",
     )
 
 
@@ -124,7 +128,8 @@ def fedem_not_below_fedavg(run: Run) -> Verdict:
         return Verdict(None, "needs fedem and fedavg")
     return Verdict(
         fedem >= fedavg,
-        f"average accuracy: FedEM {pp(fedem)} vs FedAvg {pp(fedavg)}, {seeds_text(run)}; Table 2: 83.5 vs 82.6, "
+        f"average accuracy: FedEM {run.acc_text('fedem')} vs FedAvg {run.acc_text('fedavg')}, {seeds_text(run)}"
+        f"{within_intervals(run, [('fedem', 'fedavg')], NAMES)}; Table 2: 83.5 vs 82.6, "
         "with every federated method within 1 point of the others (seed noise can reverse such an ordering)",
     )
 
@@ -142,7 +147,9 @@ def unseen_at_least_fedavg(paper: str) -> Callable[[Run], Verdict]:
             )
         return Verdict(
             fedem >= fedavg,
-            f"unseen clients: FedEM {pp(fedem)} vs FedAvg's global model {pp(fedavg)}, {seeds_text(run)}; Table 3: {paper}",
+            f"unseen clients: FedEM {run.acc_text('fedem', 'unseen_acc')} vs FedAvg's global model "
+            f"{run.acc_text('fedavg', 'unseen_acc')}, {seeds_text(run)}"
+            f"{within_intervals(run, [('fedem', 'fedavg')], NAMES, 'unseen_acc')}; Table 3: {paper}",
         )
 
     return check

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from wirelessfl.results.reproduction import Claim, Paper, PaperTable, Run, Section, TableRow, Verdict, pp, seeds_text
+from wirelessfl.results.reproduction import (
+    Claim, Paper, PaperTable, Run, Section, TableRow, Verdict, pp, seeds_text, within_intervals,
+)
 
 NAMES = {"pflego": "PFLEGO", "fedper": "FedPer", "fedavg": "FedAvg"}
 TABLE_1 = {
@@ -53,10 +55,12 @@ def ordered(level: str, curves: tuple[str, ...], methods: tuple[str, ...] | None
         if missing := [c for c, v in accs.items() if v is None]:
             return Verdict(None, f"needs {', '.join(missing)}")
         values = list(accs.values())
-        shown = " / ".join(f"{NAMES.get(c, f'{NAMES[m]} ({c})')} {pp(v)}" for c, m, v in zip(curves, methods, values))
+        names = {c: NAMES.get(c, f"{NAMES[m]} ({c})") for c, m in zip(curves, methods)}
+        shown = " / ".join(f"{names[c]} {run.acc_text(c)}" for c in curves)
         return Verdict(
             all(a >= b for a, b in zip(values, values[1:])),
-            f"average accuracy {shown}, {seeds_text(run)}; Table 1: {_paper(level, methods)}",
+            f"average accuracy {shown}, {seeds_text(run)}{within_intervals(run, list(zip(curves, curves[1:])), names)}; "
+            f"Table 1: {_paper(level, methods)}",
         )
 
     return check
@@ -70,10 +74,11 @@ def best(level: str, curve: str) -> Callable[[Run], Verdict]:
         if missing := [c for c, v in accs.items() if v is None]:
             return Verdict(None, f"needs {', '.join(missing)}")
         others = {c: v for c, v in accs.items() if c != curve}
-        shown = " and ".join(f"{NAMES[c]} {pp(v)}" for c, v in others.items())
+        shown = " and ".join(f"{NAMES[c]} {run.acc_text(c)}" for c in others)
+        close = within_intervals(run, [(curve, c) for c in others], NAMES)
         return Verdict(
             accs[curve] > max(others.values()),
-            f"average accuracy {NAMES[curve]} {pp(accs[curve])} vs {shown}, {seeds_text(run)}; "
+            f"average accuracy {NAMES[curve]} {run.acc_text(curve)} vs {shown}, {seeds_text(run)}{close}; "
             f"Table 1: {_paper(level, (curve, *others))}",
         )
 

@@ -436,8 +436,8 @@ def _page(paper: Paper, runs: Runs, command: str) -> str:
         "",
         f"Written by `{command}` from the run directories below; every number and verdict is computed from their traces.",
         f"Paper: {paper_text(paper)}. Accuracies are percentages of each user's own model on its own",
-        "held-out test split after the last round, averaged over seeds (± the standard deviation over seeds where a run has",
-        "several). The paper does not give rounds, local epochs or",
+        "held-out test split after the last round, averaged over seeds (± the half-width of the mean's 95% interval over",
+        "seeds where a run has several). The paper does not give rounds, local epochs or",
         "batch size; ours are in each scenario file. 'Matches' means within "
         f"{APPROX_PP:.0f} points, 'largely outperforms' a gap of at least {CLEAR_GAP_PP:.0f} points.",
         "Oracle does not apply to label shift (no groups). Why UCFL's weights behave as they do: docs/ucfl-investigation.md.",

@@ -285,10 +285,16 @@ def test_fedem_emnist_local_far_below_and_fedem_not_below_fedavg_on_two_seeds(lo
     run = Run.from_trace(paper_trace("fedem-emnist", finals, seeds=(0, 1)))
     far = claim(fedem, "Local is far below every federated method (Table 2)").check(run)
     assert far.holds is holds  # closest federated method: FedAvg's 82.0, 6.0 or 2.0 above
-    assert f"Local {local * 100:.1f} vs FedEM 83.0, FedAvg 82.0, FedAvg+ 85.0" in far.evidence
+    # with 2 seeds the 95% half-width is t(0.975, 1) = 12.7 times the two values' half-distance: 12.7 for 82/84
+    assert f"Local {local * 100:.1f} ± 0.0 vs FedEM 83.0 ± 12.7, FedAvg 82.0 ± 12.7, FedAvg+ 85.0 ± 0.0" in far.evidence
+    assert far.evidence.endswith("on 2 seed(s); within the 95% intervals: Local vs FedEM, Local vs FedAvg; "
+                                 "Table 2: Local 71.9 vs 82.6 to 83.5")  # fmt: skip
     not_below = claim(fedem, "FedEM is not below FedAvg (Table 2)").check(run)
     assert not_below.holds is True
-    assert not_below.evidence.startswith("average accuracy: FedEM 83.0 vs FedAvg 82.0, on 2 seed(s); Table 2: 83.5 vs 82.6")
+    assert not_below.evidence.startswith(
+        "average accuracy: FedEM 83.0 ± 12.7 vs FedAvg 82.0 ± 12.7, on 2 seed(s); within the 95% intervals: FedEM vs "
+        "FedAvg; Table 2: 83.5 vs 82.6"
+    )
 
 
 @pytest.mark.parametrize(
@@ -460,22 +466,23 @@ def test_pflego_page_and_cli_selecting_the_paper(tmp_path):
     assert not (tmp_path / "x.md").exists()
 
 
-def test_tables_show_the_spread_over_seeds_when_a_run_has_several(tmp_path):
+def test_tables_show_the_95_percent_interval_over_seeds_when_a_run_has_several(tmp_path):
     finals = {"fedavg": {"avg_acc": (0.60, 0.64)}, "local": {"avg_acc": (0.50, 0.50)}}
     two = Run.from_trace(paper_trace("fedem-emnist", finals, seeds=(0, 1)))
-    assert two.acc_text("fedavg") == "62.0 ± 2.8"  # std of 60 and 64 with ddof 1: 2 * sqrt(2)
+    # 60 and 64: std 2 * sqrt(2) (ddof 1), half-width t(0.975, 1) * std / sqrt(2) = 12.706 * 2 = 25.4
+    assert two.acc_text("fedavg") == "62.0 ± 25.4" and two.interval("fedavg") == pytest.approx(25.412, abs=1e-3)
     assert two.acc_text("local") == "50.0 ± 0.0"
     assert two.acc_text("fedem") == "n/a"
     one = Run.from_trace(paper_trace("fedem-emnist", {"fedavg": {"avg_acc": 0.6}}))
     assert one.acc_text("fedavg") == "60.0"
     page = reproduction_markdown([write_paper_run(tmp_path, "fedem-emnist", finals, seeds=(0, 1))], "cmd", papers())
-    assert "| 62.0 ± 2.8 |" in page
+    assert "| 62.0 ± 25.4 |" in page
 
 
-def test_user_centric_table_shows_the_spread_over_seeds(tmp_path):
+def test_user_centric_table_shows_the_interval_over_seeds(tmp_path):
     finals = {"fedavg": {"avg_acc": (0.60, 0.64), "worst_acc": (0.40, 0.40)}, "local": {"avg_acc": 0.5}}
     page = reproduction_markdown([write_paper_run(tmp_path, "paper-emnist-label-shift", finals, seeds=(0, 1))], "cmd", papers())
-    assert "| fedavg | 68.9 | 40.0 ± 0.0 | 62.0 ± 2.8 |" in page
+    assert "| fedavg | 68.9 | 40.0 ± 0.0 | 62.0 ± 25.4 |" in page  # 95% interval of 60 and 64
     assert "| local | 58.8 | 50.0 ± 0.0 | 50.0 ± 0.0 |" in page
 
 
@@ -486,3 +493,22 @@ def test_the_page_names_the_papers_text_in_the_papers_folder_setting(tmp_path, m
     assert f"Paper: ../shared/papers/{source}. " in reproduction_markdown([directory], "cmd", papers())
     monkeypatch.setenv("WIRELESSFL_PAPERS", "/data/papers/")
     assert f"Paper: /data/papers/{source}. " in reproduction_markdown([directory], "cmd", papers())
+
+
+def test_an_ordering_claim_names_the_gaps_inside_the_95_percent_intervals():
+    """Three seeds: PFLEGO 95/96/97 and FedPer 95.5/96/96.5 overlap (gap 0, half-widths 2.5 and 1.2); FedAvg at
+    50/50/51 is clear of both; the verdict still reads the means, the evidence says which gaps are noise."""
+    from wirelessfl_papers import pflego_protocol
+
+    finals = {
+        "pflego": {"avg_acc": (0.95, 0.96, 0.97)},
+        "fedper": {"avg_acc": (0.955, 0.96, 0.965)},
+        "fedavg": {"avg_acc": (0.50, 0.50, 0.51)},
+        "fedavg-after-local-steps": {"avg_acc": (0.90, 0.91, 0.92)},
+    }
+    run = Run.from_trace(paper_trace("pflego-emnist-k2-protocol", finals, seeds=(0, 1, 2)))
+    check = claim(pflego_protocol, "PFLEGO >= FedPer >= FedAvg with high personalization (Table 1)")
+    verdict = check.verdict({"pflego-emnist-k2-protocol": run})
+    assert verdict.holds
+    assert "PFLEGO 96.0 ± 2.5 / FedPer 96.0 ± 1.2 / FedAvg 50.3 ± 1.4, on 3 seed(s)" in verdict.evidence
+    assert "; within the 95% intervals: PFLEGO vs FedPer;" in verdict.evidence

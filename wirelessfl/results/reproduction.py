@@ -27,6 +27,7 @@ import pandas as pd
 import yaml
 
 from wirelessfl.results.energy import energy_comparison_md
+from wirelessfl.results.intervals import interval_half_width
 from wirelessfl.results.io import CLIENT_FILES, atomic_write_text, read_clients, read_trace
 from wirelessfl.results.tables import last_rounds_rows, markdown_table
 
@@ -64,7 +65,8 @@ class Run:
     groups: np.ndarray | None = None
     """Each client's ground-truth group (seed 0), from the run's per-client table."""
     spread: pd.DataFrame | None = None
-    """Standard deviation over seeds of each curve's final accuracies (percent; NaN with one seed)."""
+    """Half-width of the 95% Student-t interval over seeds of each curve's final accuracies (percent; NaN
+    with one seed; ``results.intervals``)."""
 
     @classmethod
     def load(cls, directory: Path) -> Run:
@@ -103,13 +105,17 @@ class Run:
         value = float(self.final.loc[curve, column])
         return None if math.isnan(value) else value
 
+    def interval(self, curve: str, column: str = "avg_acc") -> float | None:
+        """Half-width of :meth:`acc`'s 95% interval over seeds in points; None with one seed or without it."""
+        if self.acc(curve, column) is None or self.spread is None:
+            return None
+        half = float(self.spread.loc[curve, column])
+        return None if math.isnan(half) else half
+
     def acc_text(self, curve: str, column: str = "avg_acc") -> str:
-        """:meth:`acc` as a table cell, with `` ± `` the std over seeds when the run has more than one."""
-        mean = self.acc(curve, column)
-        if mean is None or self.spread is None or self.seeds() < 2:
-            return pp(mean)
-        std = float(self.spread.loc[curve, column])
-        return pp(mean) if math.isnan(std) else f"{mean:.1f} ± {std:.1f}"
+        """:meth:`acc` as a table cell, with `` ± `` its 95% interval over seeds when the run has several."""
+        mean, half = self.acc(curve, column), self.interval(curve, column)
+        return pp(mean) if half is None else f"{mean:.1f} ± {half:.1f}"
 
     def label(self, method: str) -> str:
         """The curve label that the claims read for ``method``: its own unless :meth:`with_label` replaced it."""
@@ -127,12 +133,13 @@ class Run:
 
 
 def _finals(trace: pd.DataFrame, last_rounds: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per curve (first profile): the seed mean and std of each accuracy column (percent) and the last round."""
+    """Per curve (first profile): the seed mean of each accuracy column (percent) and the last round, and the
+    half-width of each mean's 95% interval over seeds."""
     first = trace["profile"].iloc[0]
     rows = trace[trace["profile"] == first]
     columns = [c for c in ACCURACY_COLUMNS if c in rows.columns]
     by_curve = last_rounds_rows(rows, columns, last_rounds).groupby("curve", sort=False)[columns + ["round"]]
-    final, spread = by_curve.mean(), by_curve.std(ddof=1)
+    final, spread = by_curve.mean(), by_curve.agg(interval_half_width)
     final[columns] *= 100
     spread[columns] *= 100
     return final, spread
@@ -273,6 +280,20 @@ def seeds_text(run: Run) -> str:
     return f"on {run.seeds()} seed(s)"
 
 
+def within_intervals(
+    run: Run, pairs: Sequence[tuple[str, str]], names: Mapping[str, str] | None = None, column: str = "avg_acc"
+) -> str:
+    """``"; within the 95% intervals: A vs B, ..."`` for the pairs of curves whose intervals over seeds of
+    ``column`` overlap (a gap a reader should not take as a ranking); empty with one seed or when every gap is clear."""
+    names = names or {}
+    close = []
+    for a, b in pairs:
+        values = (run.acc(a, column), run.acc(b, column), run.interval(a, column), run.interval(b, column))
+        if all(v is not None for v in values) and abs(values[0] - values[1]) <= values[2] + values[3]:
+            close.append(f"{names.get(a, a)} vs {names.get(b, b)}")
+    return f"; within the 95% intervals: {', '.join(close)}" if close else ""
+
+
 def verdict_cell(verdict: Verdict) -> str:
     return {True: "holds", False: "**does not hold**", None: "not checked"}[verdict.holds]
 
@@ -389,7 +410,7 @@ def paper_markdown(paper: Paper, runs: Runs, command: str) -> str:
         "",
         f"Written by `{command}` from the run directories below; every number and verdict is computed from their traces.",
         f"Paper: {paper_text(paper)}. Our accuracies are percentages of each user's own model on its own",
-        f"held-out test split {_when(paper)}, averaged over seeds (± the standard deviation over seeds where a run has several).",
+        f"held-out test split {_when(paper)}, averaged over seeds (± the half-width of the mean's 95% Student-t interval over seeds where a run has several).",
         *paper.intro,
         "",
     ]
