@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from wirelessfl.results.tables import (
+    last_change,
     last_rounds_rows,
     markdown_table,
     summary_table,
@@ -180,3 +181,18 @@ def test_summary_table_over_the_last_rounds_changes_only_the_accuracies(trace, c
     accuracies = [f"{m}{s}" for m in ("avg_acc", "worst_acc", "p10_acc") for s in ("", "_std", "_ci")]
     pd.testing.assert_frame_equal(one.drop(columns=accuracies), two.drop(columns=accuracies))
     assert not one["avg_acc"].equals(two["avg_acc"])
+
+
+def test_last_change_is_the_gain_over_the_last_window_rounds_by_hand():
+    """Rounds 0-14, evaluated every 4th and at 14 (NaN between). Seed 0: 0.10 at round 4, 0.50 at 14; seed 1:
+    0.30 at 4, 0.40 at 14. Window 10: the last evaluated round <= 4 is 4, so +0.40 and +0.10, mean +0.25;
+    window 12: round 0 (0.0 for both), so +0.50 and +0.40; window 15: no such round, NaN."""
+    rows = []
+    for seed, (at4, at14) in enumerate([(0.10, 0.50), (0.30, 0.40)]):
+        for r in range(15):
+            value = {0: 0.0, 4: at4, 8: (at4 + at14) / 2, 12: at14, 14: at14}.get(r, math.nan)
+            rows.append({"curve": "a", "profile": "p", "seed": seed, "round": r, "avg_acc": value})
+    trace = pd.DataFrame(rows)
+    assert last_change(trace).loc[("a", "p")] == pytest.approx(0.25)
+    assert last_change(trace, window=12).loc[("a", "p")] == pytest.approx(0.45)
+    assert math.isnan(last_change(trace, window=15).loc[("a", "p")])

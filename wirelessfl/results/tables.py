@@ -71,6 +71,26 @@ def _seed_statistics(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return means.join(stds).join(halves)
 
 
+CONVERGENCE_WINDOW = 10
+"""Rounds over which ``last_change`` measures whether a curve still moves at the end of its budget."""
+
+
+def last_change(trace: pd.DataFrame, window: int = CONVERGENCE_WINDOW, metric: str = "avg_acc") -> pd.Series:
+    """Per (curve, profile): ``metric`` at the last round minus its value at the last evaluated round at least
+    ``window`` rounds before, mean over seeds (NaN where a seed has no such round).
+
+    A budget is long enough to rank methods at convergence when this is small (under one point over the
+    last 10 rounds); a method still gaining is ranked by the budget, not by what it can reach."""
+    keys = _KEYS + ["seed"]
+    evaluated = trace.dropna(subset=[metric])
+    last = evaluated.groupby(keys, sort=False)["round"].transform("max")
+    end = evaluated[evaluated["round"] == last].set_index(keys)[metric]
+    earlier = evaluated[evaluated["round"] <= last - window]
+    start = earlier.loc[earlier.groupby(keys, sort=False)["round"].idxmax()].set_index(keys)[metric]
+    change = (end - start.reindex(end.index)).rename(f"{metric}_last_change")
+    return change.groupby(level=[0, 1], sort=False).agg(lambda values: values.mean(skipna=False))
+
+
 def time_to_target(trace: pd.DataFrame, target: float, metric: str = "avg_acc") -> pd.DataFrame:
     """First simulated time (and round) at which ``metric >= target``, per (curve, profile).
 
@@ -198,12 +218,13 @@ def summary_table(trace: pd.DataFrame, clients: pd.DataFrame, target: float, las
         .join(_group_floor(clients), how="left")
         .join(aggregated_fraction(trace), how="left")
         .join(client_counts, how="left")
+        .join(last_change(trace), how="left")
         .reset_index()
     )
     columns = [
         "curve", "profile", "seeds", "clients", "rounds", "time_unit", "final_time",
         "avg_acc", "avg_acc_std", "avg_acc_ci", "worst_acc", "worst_acc_std", "worst_acc_ci", "p10_acc", "p10_acc_std",
-        "p10_acc_ci", "worst_group_acc",
+        "p10_acc_ci", "worst_group_acc", "avg_acc_last_change",
         "aggregated_fraction", "time_to_target", "round_to_target", "seeds_reached_target",
         "total_dl_payload", "total_ul_payload", "total_dl_bits", "total_ul_bits",
     ]  # fmt: skip
@@ -281,6 +302,11 @@ def percent(value: float, spread: float = math.nan) -> str:
     return f"{100 * value:.1f} ± {100 * spread:.1f}"
 
 
+def _signed_points(value: float) -> str:
+    """A change of a fraction, in percentage points with its sign; 'n/a' when missing."""
+    return "n/a" if pd.isna(value) else f"{100 * value:+.1f}"
+
+
 def _num(value: float, fmt: str = ".1f") -> str:
     return "n/a" if pd.isna(value) else format(value, fmt)
 
@@ -323,7 +349,7 @@ def summary_markdown(
         "",
         markdown_table(
             ["curve", "profile", "rounds", "final time", "avg acc (%)", "worst acc (%)", "p10 acc (%)", "worst group (%)",
-             "aggregated (%)"],
+             "aggregated (%)", f"last {CONVERGENCE_WINDOW} rounds (points)"],
             [
                 [
                     r.curve,
@@ -335,14 +361,18 @@ def summary_markdown(
                     percent(r.p10_acc, r.p10_acc_ci),
                     percent(r.worst_group_acc),
                     percent(r.aggregated_fraction),
+                    _signed_points(r.avg_acc_last_change),
                 ]
                 for r in summary.itertuples()
             ],
-            [False, False] + [True] * 7,
+            [False, False] + [True] * 8,
         ),
         "",
         "'aggregated': the participants' uploads aggregated per round, mean over rounds and seeds ('n/a' for a "
-        "method that uploads nothing).",
+        f"method that uploads nothing). 'last {CONVERGENCE_WINDOW} rounds': how much the average accuracy changed "
+        f"from the last evaluated round at least {CONVERGENCE_WINDOW} rounds before the end to the last round, "
+        "mean over seeds: a curve that still gains more than a point is ranked by the round budget, not at "
+        "convergence.",
         *_warning_lines(aggregation_warnings(trace)),
         "",
         f"## Time to target accuracy (average client accuracy >= {100 * target:.1f}%)",
