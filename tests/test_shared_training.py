@@ -66,6 +66,10 @@ CURVES = ["fedavg", "fedavg_ft", "fedavg-ft-2"]
 def test_followers_give_the_trace_they_give_alone(alone, together):
     assert set(together.trace["curve"]) == set(CURVES)
     pd.testing.assert_frame_equal(_rows(together.trace, CURVES), _rows(alone, CURVES), check_exact=True)
+    # their runtime counts no training of their own (the trainer's does) and names whom they followed
+    follower, trainer = together.runtime["seed1__fedavg-ft-2"], together.runtime["seed1__fedavg"]
+    assert follower["follows"] == "seed1__fedavg" and follower["train_samples_per_round"] == 0.0
+    assert "follows" not in trainer and trainer["train_samples_per_round"] > 0
 
 
 def test_the_global_model_trains_once_per_seed(monkeypatch):
@@ -85,6 +89,8 @@ def test_an_interrupted_run_resumes_its_followers_to_the_identical_trace(tmp_pat
     assert (tmp_path / "checkpoints" / "seed0__fedavg_ft.partial.safetensors").exists()
     resumed = simulate(scenario, run_dir=tmp_path)
     pd.testing.assert_frame_equal(_rows(resumed.trace, CURVES), _rows(together.trace, CURVES), check_exact=True)
+    assert resumed.runtime["seed0__fedavg_ft"]["follows"] == "seed0__fedavg"
+    assert simulate(scenario, run_dir=tmp_path).runtime["seed0__fedavg_ft"]["follows"] == "seed0__fedavg"  # from done
 
 
 def test_a_follower_whose_trainer_finished_earlier_trains_alone_to_the_same_trace(tmp_path, together):
@@ -93,7 +99,7 @@ def test_a_follower_whose_trainer_finished_earlier_trains_alone_to_the_same_trac
     for path in (tmp_path / "checkpoints").glob("*fedavg_ft*"):
         path.unlink()
     again = simulate(scenario, run_dir=tmp_path)
-    assert again.trained_units == 2
+    assert again.trained_units == 2 and "follows" not in again.runtime["seed0__fedavg_ft"]
     pd.testing.assert_frame_equal(_rows(again.trace, CURVES), _rows(together.trace, CURVES), check_exact=True)
 
 

@@ -184,6 +184,8 @@ class Unit:
         self.clock = 0.0
         self.wall_s = 0.0
         self.phases: dict[str, float] = {}
+        #: the key of the unit whose training this one followed (``Unit.run`` followers), else None
+        self.follows: str | None = None
 
     @property
     def key(self) -> str:
@@ -275,6 +277,7 @@ class Unit:
         engine-phase time spent here are added to ``phases`` and to ``theirs`` (what the trainer must not count)."""
         engine = self.algorithm.ctx.engine
         before, began = engine.phase_times(), time.perf_counter()
+        self.follows = trainer.key
         self.algorithm.follow(trainer.algorithm, round)
         if round == 0:
             with engine.phase("evaluation"):
@@ -313,6 +316,7 @@ class Unit:
             "clock": self.clock,
             "wall_s": self.wall_s,
             "phases": dict(self.phases),
+            "follows": self.follows,
         }
         if models:
             state["algorithm"] = self.algorithm.state_dict()
@@ -330,6 +334,7 @@ class Unit:
         self.clock = state["clock"]
         self.wall_s = state.get("wall_s", math.nan)
         self.phases = dict(state.get("phases", {}))
+        self.follows = state.get("follows")
 
     def runtime(self) -> dict[str, Any]:
         """Wall seconds of training (summed over resumptions), nominal local-training samples per second, and phases.
@@ -342,13 +347,18 @@ class Unit:
         """
         rounds = self.records[-1].round
         per_round = float(self.data.train_sizes.sum()) * self.scenario.training_for(self.curve.training).local_epochs
-        return {
+        if self.follows is not None:  # its unit trained nothing: the trainer's runtime counts that training
+            per_round = 0.0
+        runtime = {
             "wall_s": self.wall_s,
             "rounds": rounds,
             "train_samples_per_round": per_round,
             "samples_per_s": rounds * per_round / self.wall_s if self.wall_s > 0 else math.nan,
             "phases": dict(sorted(self.phases.items(), key=lambda item: -item[1])),
         }
+        if self.follows is not None:
+            runtime["follows"] = self.follows
+        return runtime
 
 
 def evaluated(round: int, rounds: int, eval_every: int, eval_last: int = 0) -> bool:
