@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 import wirelessfl.algorithms.pflego  # noqa: F401  (registers pflego)
 from wirelessfl.algorithms import Context, get_algorithm
+from wirelessfl.checkpoint import load_checkpoint, save_checkpoint
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 
@@ -271,6 +272,7 @@ def test_model_without_body_is_rejected():
         ({"client_lr": 0}, "pflego: client_lr must be a finite number > 0 or null (= train.lr), got 0"),
         ({"sampling": "poisson"}, "pflego: sampling must be 'fixed' or 'binomial', got 'poisson'"),
         ({"final_head_step": "x"}, "pflego: final_head_step must be 'exact' or 'eq3', got 'x'"),
+        ({"server_optimizer": "rmsprop"}, "pflego: server_optimizer must be 'sgd' or 'adam', got 'rmsprop'"),
     ],
 )
 def test_bad_hparams_are_rejected(ctx, hparams, message):
@@ -280,9 +282,11 @@ def test_bad_hparams_are_rejected(ctx, hparams, message):
 
 
 def test_defaults_are_the_papers():
-    """tau = 50 for every dataset (§4.2); both rates default to train.lr; I_t of fixed size; eq. 5's exact head step."""
+    """tau = 50 for every dataset (§4.2); both rates default to train.lr; I_t of fixed size; eq. 5's exact head step;
+    Algorithm 1's plain gradient step on the server."""
     assert get_algorithm("pflego").hparams == {
-        "tau": 50, "server_lr": None, "client_lr": None, "sampling": "fixed", "final_head_step": "exact"
+        "tau": 50, "server_lr": None, "client_lr": None, "sampling": "fixed", "final_head_step": "exact",
+        "server_optimizer": "sgd",
     }
 
 
@@ -291,12 +295,35 @@ def test_learning_rates_default_to_train_lr(ctx):
     assert algo.server_lr == 0.03 and algo.client_lr == 0.03
 
 
-def test_state_round_trip_continues_identically():
+def test_adam_on_the_server_steps_the_body_by_rho_per_coordinate_then_keeps_its_moments(ctx):
+    """The authors' code: Adam(rho) on the I/r-scaled body gradient. Step 1: m_hat = g, v_hat = g^2, so the body
+    moves by -rho g / (|g| + 1e-8); step 2 by -rho m_hat / (sqrt(v_hat) + 1e-8) with the moments of both steps.
+    The heads' final step stays eq. 5's plain one."""
+    rho, b1, b2 = 0.01, 0.9, 0.999
+    algo = get_algorithm("pflego")(ctx, tau=1, server_lr=rho, server_optimizer="adam")
+    m = v = 0.0
+    for t in (1, 2):
+        body = algo.body.detach().double().clone().requires_grad_(True)
+        heads = algo.heads.detach().double().clone().requires_grad_(True)
+        alpha = alphas(ctx)
+        loss = sum(alpha[i] * client_loss(ctx, torch.cat([body, heads[i]]), i) for i in range(len(SIZES)))
+        g_body, g_heads = torch.autograd.grad(loss, [body, heads])
+        m, v = b1 * m + (1 - b1) * g_body, b2 * v + (1 - b2) * g_body**2
+        expected_body = body - rho * (m / (1 - b1**t)) / ((v / (1 - b2**t)).sqrt() + 1e-8)
+        algo.step(t, frozenset(range(len(SIZES))))
+        assert torch.allclose(algo.body.double(), expected_body, atol=1e-6, rtol=0)
+        assert torch.allclose(algo.heads.double(), heads - rho * g_heads, atol=1e-6, rtol=0)
+    assert (expected_body - body).abs().max() > 0.5 * rho  # about rho per coordinate, not rho times the gradient
+
+
+def test_state_round_trip_continues_identically(tmp_path):
+    """Through a checkpoint file, the server's Adam moments included."""
     ctx = make_ctx(participation=0.5)
-    algo = get_algorithm("pflego")(ctx, tau=3)
+    algo = get_algorithm("pflego")(ctx, tau=3, server_optimizer="adam")
     algo.step(1, frozenset(range(6)))
-    clone = get_algorithm("pflego")(ctx, tau=3)
-    clone.load_state_dict(algo.state_dict())
+    clone = get_algorithm("pflego")(ctx, tau=3, server_optimizer="adam")
+    save_checkpoint(tmp_path / "pflego.safetensors", algo.state_dict())
+    clone.load_state_dict(load_checkpoint(tmp_path / "pflego.safetensors"))
     assert torch.equal(clone.client_params(), algo.client_params())
     algo.step(2, frozenset(range(6)))
     clone.step(2, frozenset(range(6)))

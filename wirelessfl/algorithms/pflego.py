@@ -43,6 +43,17 @@ even when its upload misses the deadline (the head never leaves the device).
 All steps are plain gradient descent as in Algorithm 1: the scenario's
 ``train`` settings other than ``lr`` (the default of both rates) are not used,
 and there is no optimizer state to keep between rounds.
+
+``server_optimizer: adam`` steps the body with Adam at rate rho instead (b1
+0.9, b2 0.999, eps 1e-8, its state kept by the server), as the authors' code
+does by default (sotirisnik/PFLEGO main.py: ``--optimizer adam``,
+``optimizers.adam(step_size=server_lr)`` over the I/r-scaled aggregated body
+gradient); the heads' final step stays the plain step above. With rho =
+0.001 a plain step moves the body by rho times the gradient, Adam by about
+rho per coordinate, which is orders of magnitude more when gradients are
+small. (The code normalises the sampled clients' weights to sum to 1 before
+the I/r factor: per round only a rescaling of the gradient, which Adam all but
+ignores.)
 ``tau`` defaults to 50, the paper's value for every dataset (§4.2).
 
 CommPlan: one stream with the body to the participants and an upload of the
@@ -70,6 +81,7 @@ import torch
 
 from wirelessfl.algorithms.base import Algorithm, Context, StepInfo, mean_finite, numpy_generator, register, torch_generator
 from wirelessfl.algorithms.fedper import no_body_message
+from wirelessfl.learning import optim
 from wirelessfl.seam import CommPlan, Stream
 from wirelessfl.tune.space import Param
 
@@ -90,6 +102,7 @@ class PFLEGO(Algorithm):
         "client_lr": None,
         "sampling": "fixed",
         "final_head_step": "exact",
+        "server_optimizer": "sgd",
     }
     #: its own server and client rates replace training.lr, and tau head steps replace local epochs
     search_space = {
@@ -109,6 +122,7 @@ class PFLEGO(Algorithm):
         sizes = ctx.sizes().copy()
         sizes[ctx.held_out] = 0.0  # eq. 1 sums over the clients that train: held-out ones have alpha_i = 0
         self.alpha = torch.as_tensor(sizes / sizes.sum(), dtype=torch.float64)
+        self.server_state: optim.State | None = None  # Adam's moments of the body (server_optimizer: adam)
 
     def _validate(self) -> None:
         p = self.params
@@ -125,6 +139,8 @@ class PFLEGO(Algorithm):
             raise ValueError(f"pflego: sampling must be 'fixed' or 'binomial', got {p['sampling']!r}")
         if p["final_head_step"] not in ("exact", "eq3"):
             raise ValueError(f"pflego: final_head_step must be 'exact' or 'eq3', got {p['final_head_step']!r}")
+        if p["server_optimizer"] not in ("sgd", "adam"):
+            raise ValueError(f"pflego: server_optimizer must be 'sgd' or 'adam', got {p['server_optimizer']!r}")
         if len(self.ctx.arch.head_paths) == len(self.ctx.arch.param_names):
             raise ValueError(no_body_message(self.name, self.ctx.arch))
 
@@ -206,12 +222,21 @@ class PFLEGO(Algorithm):
         if arrived_rows:
             rows = torch.as_tensor(arrived_rows, device=grads.device)
             direction = alpha[rows] @ self.split.shared(grads[rows])
-            self.body = (self.body.to(torch.float64) - rho * scale * direction).to(self.body.dtype)
+            self.body = self.server_step(self.body.to(torch.float64), scale * direction).to(self.body.dtype)
         return StepInfo(
             train_loss=mean_finite(loss),
             aggregated=len(arrived_rows),
             extra={"unbiasing_factor": scale},
         )
+
+    def server_step(self, body: torch.Tensor, gradient: torch.Tensor) -> torch.Tensor:
+        """Eq. 4, ``theta - rho * gradient``; or Adam's step at rate rho (``server_optimizer: adam``), float64."""
+        if self.params["server_optimizer"] == "sgd":
+            return body - self.server_lr * gradient
+        adam = optim.adam(self.server_lr)
+        if self.server_state is None:
+            self.server_state = adam.init(body[None])
+        return optim.step(body[None].clone(), gradient[None].clone(), self.server_state, adam)[0]
 
     def head_steps(self, params: torch.Tensor, sets: list, round: int) -> torch.Tensor:
         """The tau - 1 full-batch gradient-descent steps on the heads alone, on cached body features."""
@@ -223,8 +248,11 @@ class PFLEGO(Algorithm):
 
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"body": self.body.detach().cpu().clone(), "heads": self.heads.detach().cpu().clone()}
+        server = None if self.server_state is None else optim.map_state(lambda t: t.detach().cpu().clone(), self.server_state)
+        return {"body": self.body.detach().cpu().clone(), "heads": self.heads.detach().cpu().clone(), "server": server}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.body = state["body"].to(self.ctx.device).clone()
         self.heads = state["heads"].to(self.ctx.device).clone()
+        server = state.get("server")  # absent from checkpoints written before server_optimizer existed
+        self.server_state = None if server is None else optim.map_state(lambda t: t.to(self.ctx.device).clone(), server)
