@@ -21,11 +21,11 @@ import wirelessfl.results.io as io_module
 from wirelessfl import checkpoint
 from wirelessfl.algorithms import ALGORITHMS
 from wirelessfl.cli import app
-from wirelessfl.config import dump_scenario, parse_scenario
+from wirelessfl.config import dump_scenario, parse_scenario, scenario_fingerprint
 from wirelessfl.results.figures import write_figures
 from wirelessfl.results.io import WriteFailed, atomic_write_bytes, resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming, Stream
-from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, build_units, simulate
+from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, build_units, check_checkpoints, simulate
 
 runner = CliRunner()
 
@@ -290,7 +290,7 @@ def test_done_checkpoints_keep_models_only_on_request(tmp_path):
     name = "checkpoints/seed0__local.done.safetensors"
     lean_state = checkpoint.load_checkpoint(lean_dir / name, CHECKPOINT_TYPES)
     full_state = checkpoint.load_checkpoint(full_dir / name, CHECKPOINT_TYPES)
-    assert set(lean_state) == {"records", "timings", "clock", "wall_s", "phases"}
+    assert set(lean_state) == {"records", "timings", "clock", "wall_s", "phases", "follows"}
     assert set(full_state) == set(lean_state) | {"algorithm"}
     assert (lean_dir / name).stat().st_size * 5 < (full_dir / name).stat().st_size
     # the kept models are the final ones: restored into a fresh unit they give the last round's accuracies
@@ -500,3 +500,38 @@ def test_a_fifo_in_the_checkpoint_folder_is_refused(tmp_path):
     os.mkfifo(path)
     with pytest.raises(checkpoint.CheckpointError, match="refused: not a regular file"):
         simulate(parse_scenario(SMALL), run_dir)
+
+
+def test_a_run_that_gains_a_curve_and_a_seed_resumes_without_retraining_its_finished_units(tmp_path):
+    """Each unit is stamped with its own settings (simulate.unit_fingerprint), and common random numbers make
+    its trace independent of the other curves and seeds: adding `local` and seed 1 to a finished run's
+    scenario.yaml trains only the three new units, and the trace is the one a fresh run of the larger
+    scenario gives."""
+    run_dir = _run_dir(tmp_path)
+    assert simulate(parse_scenario(SMALL), run_dir).trained_units == 1
+    larger = {**SMALL, "seeds": [0, 1], "algorithms": [{"name": "fedavg"}, {"name": "local"}]}
+    (run_dir / "scenario.yaml").write_text(dump_scenario(parse_scenario(larger)))
+    assert runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"]).exit_code == 0
+    resumed = simulate(parse_scenario(larger), run_dir)
+    assert resumed.trained_units == 0
+    pd.testing.assert_frame_equal(resumed.trace, simulate(parse_scenario(larger)).trace)
+    # and a unit whose own settings change is still refused
+    edited = {**larger, "algorithms": [{"name": "fedavg"}, {"name": "local", "training": {"lr": 0.5}}]}
+    (run_dir / "scenario.yaml").write_text(dump_scenario(parse_scenario(edited)))
+    result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert _only_line(result).startswith(f"error: {run_dir / 'checkpoints' / 'seed0__local.done.safetensors'}: written for")
+
+
+def test_checkpoints_stamped_for_the_whole_scenario_resume_while_it_is_unchanged(tmp_path):
+    """Checkpoints written before units had their own stamp carry the scenario's fingerprint: still read while
+    the scenario is the one they were written for, refused once it changed."""
+    run_dir, path = _interrupted_run(tmp_path)
+    scenario = parse_scenario(SMALL)
+    state = checkpoint.load_checkpoint(path, CHECKPOINT_TYPES)
+    checkpoint.save_checkpoint(path, state, CHECKPOINT_TYPES, scenario_fingerprint(scenario), PROVENANCE)
+    resumed = simulate(scenario, run_dir)
+    assert resumed.trained_units == 1
+    pd.testing.assert_frame_equal(resumed.trace, simulate(scenario).trace)
+    checkpoint.save_checkpoint(path, state, CHECKPOINT_TYPES, scenario_fingerprint(scenario), PROVENANCE)
+    with pytest.raises(checkpoint.CheckpointError, match="written for other settings"):
+        check_checkpoints(parse_scenario({**SMALL, "seeds": [0, 1]}), run_dir)

@@ -39,7 +39,7 @@ import hashlib
 import json
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -243,14 +243,14 @@ def loads(
     data: bytes,
     path: Path | str,
     types: Iterable[type] = SEAM_TYPES,
-    fingerprint: str | None = None,
+    fingerprint: str | Collection[str] | None = None,
     provenance: Mapping[str, str] | None = None,
 ) -> Any:
     """The state written by :func:`dumps`; CheckpointError (one line naming ``path``) for anything else.
 
     With ``provenance``, a file whose entry differs or is missing raises ``ProvenanceMismatch`` (checked
-    before the fingerprint: a file made another way says so first); with ``fingerprint``, a file stamped
-    with another one raises ``FingerprintMismatch``.
+    before the fingerprint: a file made another way says so first); with ``fingerprint`` (one stamp, or
+    the stamps accepted), a file stamped with another one raises ``FingerprintMismatch``.
     """
     try:
         return _decode(data, types, fingerprint, provenance)
@@ -284,8 +284,15 @@ class _OtherProvenance(Exception):
         self.name, self.found = name, found
 
 
+def _accepted(fingerprint: str | Collection[str]) -> Collection[str]:
+    return (fingerprint,) if isinstance(fingerprint, str) else fingerprint
+
+
 def _decode(
-    data: bytes, types: Iterable[type], fingerprint: str | None = None, provenance: Mapping[str, str] | None = None
+    data: bytes,
+    types: Iterable[type],
+    fingerprint: str | Collection[str] | None = None,
+    provenance: Mapping[str, str] | None = None,
 ) -> Any:
     if len(data) < 9 or data[8:9] != b"{":
         if _looks_like_pickle(data):
@@ -316,7 +323,7 @@ def _decode(
     for name, expected in (provenance or {}).items():
         if written.get(name) != expected:
             raise _OtherProvenance(name, written.get(name))
-    if fingerprint is not None and meta.get("fingerprint") != fingerprint:
+    if fingerprint is not None and meta.get("fingerprint") not in _accepted(fingerprint):
         raise _OtherSettings
     tensors = _load_tensors(data)
     if "tree" not in tensors:
@@ -339,7 +346,7 @@ def save_checkpoint(
 def load_checkpoint(
     path: Path | str,
     types: Iterable[type] = SEAM_TYPES,
-    fingerprint: str | None = None,
+    fingerprint: str | Collection[str] | None = None,
     provenance: Mapping[str, str] | None = None,
 ) -> Any:
     """Read a checkpoint written by :func:`save_checkpoint`, refusing pickles, damaged files and (with

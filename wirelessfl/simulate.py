@@ -23,6 +23,8 @@ continues with exactly the draws an uninterrupted run would have made.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import time
@@ -38,7 +40,7 @@ import torch
 from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, CLIENT_ROUNDS_LIMIT, Ledger, account, client_round_rows
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, draw_held_out, shared_trainings
-from wirelessfl.config import Scenario, ScenarioError, algorithm_path, scenario_fingerprint
+from wirelessfl.config import FINGERPRINT_IGNORES, Scenario, ScenarioError, algorithm_path, resolved, scenario_fingerprint
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.plugins import from_environment
@@ -189,8 +191,12 @@ class Unit:
 
     @property
     def key(self) -> str:
-        profile = f"__{self.profile.name}" if self.profile is not None else ""
-        return f"seed{self.seed}__{_slug(self.curve.curve)}{profile}"
+        return unit_key(self.seed, self.curve, self.profile)
+
+    @property
+    def fingerprint(self) -> str:
+        """What this unit's checkpoints are stamped with (:func:`unit_fingerprint`)."""
+        return unit_fingerprint(self.scenario, self.curve, self.seed)
 
     def run(
         self,
@@ -400,6 +406,47 @@ def _slug(text: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in text)
 
 
+def unit_key(seed: int, curve: Curve, profile: SystemProfile | None) -> str:
+    """The name of a unit's checkpoints: ``seed{seed}__{curve}`` (``__{profile}`` when trained per profile)."""
+    suffix = f"__{profile.name}" if profile is not None else ""
+    return f"seed{seed}__{_slug(curve.curve)}{suffix}"
+
+
+def unit_fingerprint(scenario: Scenario, curve: Curve, seed: int) -> str:
+    """SHA-256 of what one unit trains and times: the scenario's fingerprinted fields but its list of
+    algorithms and seeds, plus this curve (algorithm, variant, label, parameters, training) and seed.
+
+    Common random numbers make a unit's trace independent of the other curves and seeds, so a run whose
+    scenario.yaml gains a curve or a seed resumes with every finished unit kept, and only an edit that
+    changes a unit's own settings refuses its checkpoints."""
+    content = {
+        key: value
+        for key, value in resolved(scenario).items()
+        if key not in FINGERPRINT_IGNORES and key not in ("algorithms", "seeds")
+    }
+    content["unit"] = {
+        "seed": seed, "algorithm": curve.algorithm, "variant": curve.variant, "curve": curve.curve,
+        "params": curve.params, "training": curve.training,
+    }  # fmt: skip
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def unit_stamps(scenario: Scenario) -> dict[str, tuple[str, ...]]:
+    """``{unit key: the stamps its checkpoints may carry}``: the unit's fingerprint, and the whole
+    scenario's (:func:`scenario_fingerprint`), which checkpoints written before units had their own carry
+    (still valid while the scenario is unchanged)."""
+    legacy = scenario_fingerprint(scenario)
+    profiles, budgets = scenario.profiles(), has_budgets(scenario)
+    stamps = {}
+    for seed in scenario.seeds:
+        for curve in curves_of(scenario):
+            each = profiles if profiles_can_change_training(profiles, curve, budgets) else [None]
+            for profile in each:
+                stamps[unit_key(seed, curve, profile)] = (unit_fingerprint(scenario, curve, seed), legacy)
+    return stamps
+
+
 def time_records(
     records: list[RoundRecord], network: NetworkModel, profile: SystemProfile, seed: int
 ) -> list[RoundTiming]:
@@ -544,7 +591,7 @@ def simulate(
     profiles = scenario.profiles()
     per_profile = force_per_profile or profiles_can_change_training(profiles, budgets=has_budgets(scenario))
     ckpt_dir = checkpoint_dir(run_dir) if run_dir is not None else None
-    stamp = scenario_fingerprint(scenario)
+    legacy = scenario_fingerprint(scenario)
     rows: list[dict[str, Any]] = []
     clients: list[dict[str, Any]] = []
     links: list[dict[str, Any]] = []
@@ -562,7 +609,11 @@ def simulate(
             if budget[0] <= 0:
                 raise KeyboardInterrupt("stopped for a resumption test")
 
-    save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), stamp)) if ckpt_dir else None
+    save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), u.fingerprint)) if ckpt_dir else None
+
+    def load(unit: Unit, kind: str) -> dict[str, Any] | None:
+        return _load(ckpt_dir, unit.key, kind, (unit.fingerprint, legacy))
+
     for seed in scenario.seeds:
         units = build_units(scenario, seed, dev, per_profile)
         trainer_of = followed_units(units)
@@ -571,19 +622,19 @@ def simulate(
         for unit in sorted(units, key=lambda u: u.key in trainer_of):
             if unit.key in finished:
                 continue
-            done = _load(ckpt_dir, unit.key, "done", stamp)
+            done = load(unit, "done")
             if done is not None:
                 unit.restore(done)
                 finished.add(unit.key)
                 continue
-            partial = _load(ckpt_dir, unit.key, "partial", stamp)
+            partial = load(unit, "partial")
             if partial is not None:
                 unit.restore(partial)
             followers = []
             for follower in (f for f in units if trainer_of.get(f.key) is unit and f.key not in finished):
-                state = _load(ckpt_dir, follower.key, "done", stamp)
+                state = load(follower, "done")
                 if state is None:
-                    state = _load(ckpt_dir, follower.key, "partial", stamp)
+                    state = load(follower, "partial")
                     if state is not None:
                         follower.restore(state)
                     if len(follower.records) == len(unit.records):  # at the same round (else it trains alone)
@@ -593,7 +644,7 @@ def simulate(
                 trained += 1
                 finished.add(ran.key)
                 if ckpt_dir is not None:
-                    _save(ckpt_dir, ran.key, "done", ran.state(models=keep_models), stamp)
+                    _save(ckpt_dir, ran.key, "done", ran.state(models=keep_models), ran.fingerprint)
                     _checkpoint_path(ckpt_dir, ran.key, "partial").unlink(missing_ok=True)
         for unit in units:
             runtime[unit.key] = unit.runtime()
@@ -735,10 +786,13 @@ def check_checkpoints(scenario: Scenario, run_dir: Path) -> None:
     ckpt_dir = checkpoint_dir(run_dir)
     if not ckpt_dir.is_dir():
         return
-    stamp = scenario_fingerprint(scenario)
+    stamps = unit_stamps(scenario)
     for path in sorted(ckpt_dir.iterdir()):
-        if path.name.endswith((SUFFIX, ".pt")):
-            _read(path, stamp)
+        for kind in ("done", "partial"):
+            for suffix in (SUFFIX, ".pt"):
+                key = path.name.removesuffix(f".{kind}{suffix}")
+                if path.name.endswith(f".{kind}{suffix}") and key in stamps:
+                    _read(path, stamps[key])  # a unit no longer in the scenario keeps its files, unread
 
 
 def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any], stamp: str) -> None:
@@ -748,7 +802,7 @@ def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any], stamp: str
         save_checkpoint(_checkpoint_path(ckpt_dir, key, kind), state, CHECKPOINT_TYPES, stamp, PROVENANCE)
 
 
-def _load(ckpt_dir: Path | None, key: str, kind: str, stamp: str) -> dict[str, Any] | None:
+def _load(ckpt_dir: Path | None, key: str, kind: str, stamp: tuple[str, ...]) -> dict[str, Any] | None:
     """The unit's checkpoint; a pickle ``.pt`` left by an older wirelessfl is refused, never unpickled."""
     if ckpt_dir is None:
         return None
@@ -758,7 +812,7 @@ def _load(ckpt_dir: Path | None, key: str, kind: str, stamp: str) -> dict[str, A
     return None
 
 
-def _read(path: Path, stamp: str) -> dict[str, Any]:
+def _read(path: Path, stamp: tuple[str, ...]) -> dict[str, Any]:
     try:
         return load_checkpoint(path, CHECKPOINT_TYPES, stamp, PROVENANCE)
     except ProvenanceMismatch as other:
