@@ -524,14 +524,21 @@ def test_a_run_that_gains_a_curve_and_a_seed_resumes_without_retraining_its_fini
 
 def test_checkpoints_stamped_for_the_whole_scenario_resume_while_it_is_unchanged(tmp_path):
     """Checkpoints written before units had their own stamp carry the scenario's fingerprint: still read while
-    the scenario is the one they were written for, refused once it changed."""
+    the scenario is the one they were written for (and re-stamped for their unit then), refused once it changed."""
     run_dir, path = _interrupted_run(tmp_path)
     scenario = parse_scenario(SMALL)
     state = checkpoint.load_checkpoint(path, CHECKPOINT_TYPES)
     checkpoint.save_checkpoint(path, state, CHECKPOINT_TYPES, scenario_fingerprint(scenario), PROVENANCE)
+    done = run_dir / "checkpoints" / "seed0__fedavg.done.safetensors"
     resumed = simulate(scenario, run_dir)
     assert resumed.trained_units == 1
     pd.testing.assert_frame_equal(resumed.trace, simulate(scenario).trace)
+    # a finished unit's file stamped for the whole scenario is re-stamped for its unit when a resume reads it
+    done_state = checkpoint.load_checkpoint(done, CHECKPOINT_TYPES)
+    checkpoint.save_checkpoint(done, done_state, CHECKPOINT_TYPES, scenario_fingerprint(scenario), PROVENANCE)
+    assert simulate(scenario, run_dir).trained_units == 0
+    assert checkpoint.fingerprint_of(done) == build_units(scenario, 0)[0].fingerprint != scenario_fingerprint(scenario)
+    check_checkpoints(parse_scenario({**SMALL, "seeds": [0, 1]}), run_dir)  # so the run may now gain a seed
     checkpoint.save_checkpoint(path, state, CHECKPOINT_TYPES, scenario_fingerprint(scenario), PROVENANCE)
     with pytest.raises(checkpoint.CheckpointError, match="written for other settings"):
         check_checkpoints(parse_scenario({**SMALL, "seeds": [0, 1]}), run_dir)

@@ -343,6 +343,17 @@ def save_checkpoint(
     atomic_write_bytes(path, dumps(state, types, fingerprint, provenance))
 
 
+def fingerprint_of(path: Path | str) -> str | None:
+    """The stamp a checkpoint was written with (its header only; None when the file has none or is unreadable)."""
+    try:
+        with open(path, "rb") as handle:
+            size = int.from_bytes(handle.read(8), "little")
+            header = json.loads(handle.read(size))
+        return (header.get("__metadata__") or {}).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def load_checkpoint(
     path: Path | str,
     types: Iterable[type] = SEAM_TYPES,

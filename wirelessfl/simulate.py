@@ -53,6 +53,7 @@ from wirelessfl.checkpoint import (
     CheckpointError,
     FingerprintMismatch,
     ProvenanceMismatch,
+    fingerprint_of,
     load_checkpoint,
     save_checkpoint,
 )
@@ -612,7 +613,11 @@ def simulate(
     save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), u.fingerprint)) if ckpt_dir else None
 
     def load(unit: Unit, kind: str) -> dict[str, Any] | None:
-        return _load(ckpt_dir, unit.key, kind, (unit.fingerprint, legacy))
+        state = _load(ckpt_dir, unit.key, kind, (unit.fingerprint, legacy))
+        path = _checkpoint_path(ckpt_dir, unit.key, kind) if ckpt_dir is not None else None
+        if state is not None and path is not None and fingerprint_of(path) == legacy != unit.fingerprint:
+            _save(ckpt_dir, unit.key, kind, state, unit.fingerprint)  # stamped for the whole scenario: now for its unit
+        return state
 
     for seed in scenario.seeds:
         units = build_units(scenario, seed, dev, per_profile)
