@@ -68,6 +68,9 @@ MALFORMED = [
     ("training.betas", [0.9], r"training.betas: List should have at least 2 items"),
     ("training.betas", [0.9, 1.0], r"training.betas\[1\]: Input should be less than 1 \(got 1.0\)"),
     ("training.clip_norm", 0, r"training.clip_norm: Input should be greater than 0"),
+    ("training.lr_schedule", {"milestones": [150, 100]}, r"training.lr_schedule.milestones: must increase strictly, got \[150, 100\]$"),
+    ("training.lr_schedule", {"milestones": [100], "gamma": 0}, r"training.lr_schedule.gamma: Input should be greater than 0"),
+    ("training.lr_schedule", {"milestones": []}, r"training.lr_schedule.milestones: List should have at least 1 item"),
     ("training.momentum_decay", 0.5, r"training.momentum_decay: unknown key"),
     ("algorithms[0].name", "fedprox", r"algorithms\[0\]: .*unknown algorithm 'fedprox'; allowed: .*fedavg"),
     ("algorithms[0].params", {"mu": 0.1}, r"algorithms\[0\]: .*fedavg has no parameter 'mu'; allowed: none"),
@@ -404,3 +407,12 @@ def test_preflight_names_the_file_and_the_parameter(algorithms, data, message):
     with pytest.raises(ScenarioError) as info:
         preflight(parse_scenario(doc), "s.yaml")
     assert str(info.value) == message
+
+
+def test_an_lr_schedule_is_multistep_by_round_and_absent_from_the_resolved_scenario_without_one():
+    """FedEM's multi_step: milestones 100 and 150 of 200 rounds, gamma 0.1: rounds 1-100 at lr, 101-150 at lr/10,
+    151-200 at lr/100. Without a schedule the resolved scenario has no such key (fingerprints stay)."""
+    schedule = parse_scenario(with_change("training.lr_schedule", {"milestones": [100, 150]})).training.lr_schedule
+    assert [schedule.factor(r) for r in (1, 100, 101, 150, 151, 200)] == [1.0, 1.0, 0.1, 0.1, 0.1**2, 0.1**2]
+    assert "lr_schedule" not in dump_scenario(parse_scenario(VALID))
+    assert "lr_schedule" in dump_scenario(parse_scenario(with_change("training.lr_schedule", {"milestones": [3]})))

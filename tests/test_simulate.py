@@ -255,3 +255,30 @@ def test_eval_last_zero_is_left_out_of_the_resolved_scenario_so_fingerprints_sta
     assert "eval_last" not in dump_scenario(parse_scenario(TINY))
     assert scenario_fingerprint(parse_scenario(TINY)) == scenario_fingerprint(parse_scenario({**TINY, "eval_last": 0}))
     assert "eval_last: 10" in dump_scenario(parse_scenario({**TINY, "eval_last": 10}))
+
+
+def test_an_lr_schedule_sets_each_rounds_client_rate(monkeypatch):
+    """milestones [1, 3], gamma 0.5, base lr 0.05: round 1 trains at 0.05, rounds 2-3 at 0.025, round 4 at 0.0125,
+    for the curve that trains and for the fine-tuning of the FedAvg+ that follows it (evaluated every round)."""
+    from wirelessfl.learning.lockstep import LockstepEngine
+
+    rates: list[tuple[int, float]] = []
+    original = LockstepEngine.train
+
+    def recording(self, params, datasets, cfg, *args, **kwargs):
+        rates.append((len(datasets), cfg.lr))
+        return original(self, params, datasets, cfg, *args, **kwargs)
+
+    monkeypatch.setattr(LockstepEngine, "train", recording)
+    doc = {**TINY, "rounds": 4, "networks": [{"preset": "wired"}], "training": {"batch_size": 10, "lr": 0.05,
+           "lr_schedule": {"milestones": [1, 3], "gamma": 0.5}},
+           "algorithms": [{"name": "fedavg"}, {"name": "fedavg_ft"}]}  # fmt: skip
+    simulate(parse_scenario(doc))
+    schedule = [0.05, 0.025, 0.025, 0.0125]
+    # FedAvg+ fine-tunes every client at round 0's evaluation (the base rate), then each round: FedAvg's local
+    # training, then FedAvg+'s fine-tuning at that round's evaluation
+    assert [lr for _, lr in rates] == [0.05] + [lr for lr in schedule for _ in (0, 1)]
+    unscheduled = {**doc, "training": {"batch_size": 10, "lr": 0.05}}
+    rates.clear()
+    simulate(parse_scenario(unscheduled))
+    assert {lr for _, lr in rates} == {0.05}

@@ -157,6 +157,27 @@ class ModelConfig(_Strict):
         return value
 
 
+class LrSchedule(_Strict):
+    """The client rate divided in steps over rounds, as ``torch.optim.lr_scheduler.MultiStepLR`` stepped once a
+    round (FedEM's ``--lr_scheduler multi_step``): round r trains at lr x gamma ** (milestones below r)."""
+
+    milestones: list[Annotated[int, Field(ge=1)]] = Field(
+        min_length=1, description="rounds after which the rate is multiplied by gamma (increasing)"
+    )
+    gamma: float = Field(0.1, gt=0, le=1, description="factor at each milestone")
+
+    @field_validator("milestones")
+    @classmethod
+    def _increasing(cls, milestones: list[int]) -> list[int]:
+        if any(b <= a for a, b in zip(milestones, milestones[1:])):
+            raise ValueError(f"must increase strictly, got {milestones}")
+        return milestones
+
+    def factor(self, round: int) -> float:
+        """The rate's multiplier in ``round`` (1-based): gamma to the number of milestones before it."""
+        return self.gamma ** sum(m < round for m in self.milestones)
+
+
 class TrainingConfig(_Strict):
     local_epochs: int = Field(1, ge=1, description="local epochs per round")
     batch_size: int = Field(32, ge=1)
@@ -176,6 +197,9 @@ class TrainingConfig(_Strict):
     participation: float = Field(1.0, gt=0, le=1, description="fraction of clients sampled each round")
     unseen_fraction: float = Field(
         0.0, ge=0, lt=1, description="clients held out of training, evaluated apart as unseen_acc (FedEM Table 3)"
+    )
+    lr_schedule: LrSchedule | None = Field(
+        None, description="the client rate multiplied by gamma after each milestone round (MultiStepLR); none: constant"
     )
 
     @model_validator(mode="after")
@@ -689,6 +713,8 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
         del content["tune"]
     if content["eval_last"] == 0:
         del content["eval_last"]
+    if content["training"]["lr_schedule"] is None:
+        del content["training"]["lr_schedule"]
     for algo in content["algorithms"]:
         if algo["training"] is None:
             del algo["training"]

@@ -177,6 +177,7 @@ class Unit:
             downlink_rates=self.network.nominal_downlink_rates() if channel_aware else None,
         )
         self.algorithm = get_algorithm(curve.algorithm)(ctx, **curve.params)
+        self.base_train, self.schedule = ctx.train, t.lr_schedule
         self.data = data
         self.records: list[RoundRecord] = []
         self.timings: list[RoundTiming] = []
@@ -231,6 +232,7 @@ class Unit:
                 began = time.perf_counter()
                 if self.ledger is not None:
                     self.algorithm.ctx.out_of_energy = self.ledger.battery.depleted
+                self.at_round(r)
                 plan = self.algorithm.plan(r)
                 with engine.phase("network"):
                     timing = self.clock_network.time_round(plan, network_rng(self.seed, self.clock_profile.name, r))
@@ -279,12 +281,18 @@ class Unit:
                     phases["other"] -= added
             self.phases = phases
 
+    def at_round(self, round: int) -> None:
+        """Give the algorithm the client rate of ``round`` under ``training.lr_schedule`` (round 0: the base rate)."""
+        if self.schedule is not None:
+            self.algorithm.ctx.train = replace(self.base_train, lr=self.base_train.lr * self.schedule.factor(max(round, 1)))
+
     def _follow(self, trainer: Unit, round: int, evaluate: bool, test_split: bool, theirs: dict[str, float]) -> None:
         """Record ``round`` of ``trainer`` as this unit's own (see :meth:`run`'s ``followers``); the wall and
         engine-phase time spent here are added to ``phases`` and to ``theirs`` (what the trainer must not count)."""
         engine = self.algorithm.ctx.engine
         before, began = engine.phase_times(), time.perf_counter()
         self.follows = trainer.key
+        self.at_round(round)
         self.algorithm.follow(trainer.algorithm, round)
         if round == 0:
             with engine.phase("evaluation"):
