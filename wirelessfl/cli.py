@@ -248,12 +248,11 @@ def _progress() -> Progress:
 
 
 def _run_with_progress(sc, run_dir: Path, quiet: bool, keep_models: bool = False):
-    from wirelessfl.algorithms.base import shared_trainings
-    from wirelessfl.simulate import curves_of, has_budgets, profiles_can_change_training, simulate
+    from wirelessfl.simulate import curves_of, following_curves, has_budgets, profiles_can_change_training, simulate
 
     profiles = sc.profiles()
     curves = curves_of(sc)
-    followers = set() if has_budgets(sc) else set(shared_trainings([(c.algorithm, c.params, c.training) for c in curves]))
+    followers = following_curves(sc)
     units = len(sc.seeds) * sum(
         len(profiles) if profiles_can_change_training(profiles, c, has_budgets(sc)) else 1
         for i, c in enumerate(curves) if i not in followers

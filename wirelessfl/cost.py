@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from wirelessfl.algorithms.base import FORWARD_COST, shared_trainings
+from wirelessfl.algorithms.base import FORWARD_COST
 from wirelessfl.config import Scenario
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
@@ -34,7 +34,7 @@ from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
 from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
-from wirelessfl.simulate import evaluated, has_budgets, resolve_device
+from wirelessfl.simulate import evaluated, following_curves, resolve_device
 
 #: A run may use this fraction of the available memory; the rest is the safety margin.
 MEMORY_FRACTION = 0.8
@@ -104,14 +104,6 @@ def _split_sizes(data: FederatedData) -> SplitSizes:
 
 def _curves(scenario: Scenario) -> list[tuple[str, dict]]:
     return [(a.name, params) for a in scenario.algorithms for _, _, params in a.expand()]
-
-
-def _followers(scenario: Scenario) -> set[int]:
-    """Indices (in ``_curves`` order) of the curves that train with another curve and evaluate apart."""
-    if has_budgets(scenario):  # each unit's batteries decide who arrives: every curve trains its own
-        return set()
-    curves = [(a.name, params, dict(a.training or {})) for a in scenario.algorithms for _, _, params in a.expand()]
-    return set(shared_trainings(curves))
 
 
 def _units_per_curve(scenario: Scenario) -> int:
@@ -226,7 +218,7 @@ def estimate_seconds(scenario: Scenario, data: FederatedData, arch: Architecture
     cfg = t.train_config()
     rate = speed.samples_per_s
     total = 0.0
-    followers = _followers(scenario)
+    followers = following_curves(scenario)  # _curves and curves_of list the curves in the same order
     for i, (name, params) in enumerate(_curves(scenario)):
         fp = footprint(name, params, arch, sizes, participants, cfg, data.num_groups)
         train = 0.0 if i in followers else scenario.rounds * participants * per_client * t.local_epochs * fp.work / rate

@@ -701,6 +701,14 @@ def followed_units(units: list[Unit]) -> dict[str, Unit]:
     return pairs
 
 
+def following_curves(scenario: Scenario) -> set[int]:
+    """Indices in :func:`curves_of` order of the curves that follow another's training (:func:`followed_units`
+    pairs their units), for what counts trainings ahead of a run: the cost preview and the progress bar."""
+    if has_budgets(scenario):  # each unit's batteries decide who arrives: every curve trains its own
+        return set()
+    return set(shared_trainings([(c.algorithm, c.params, c.training) for c in curves_of(scenario)]))
+
+
 def has_budgets(scenario: Scenario) -> bool:
     """True when some profile gives its devices a battery budget (which decides who takes part)."""
     return any(energy.has_budget for energy in scenario.energy_profiles().values())
