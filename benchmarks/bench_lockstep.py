@@ -111,10 +111,13 @@ def fastest_reference(reference, params, data, repeats: int, config: TrainConfig
     return best
 
 
-def compare(name: str, clients: int, samples: int, repeats: int, device: torch.device, peak: float, config: TrainConfig = CONFIG) -> None:
+def compare(
+    name: str, clients: int, samples: int, repeats: int, device: torch.device, peak: float, config: TrainConfig = CONFIG,
+    max_samples: int | None = None,
+) -> None:
     arch = model(name)
     params, data = make_clients(arch, clients, samples)
-    engine, reference = LockstepEngine(arch, device), ReferenceLoop(arch, device)
+    engine, reference = LockstepEngine(arch, device, max_samples=max_samples), ReferenceLoop(arch, device)
     run_engine = lambda: engine.train(params, data, config, torch.Generator().manual_seed(1))  # noqa: E731
     warm = max(2, clients // 10)
     engine.train(params[:warm], data[:warm], config, torch.Generator().manual_seed(1))
@@ -181,6 +184,7 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=CONFIG.epochs)
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's choice)")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--max-samples", type=int, default=None, help="samples of one stacked pass (default: the device's, 512 on a CPU)")
     parser.add_argument("--memory-clients", type=int, default=1000, help="0 = skip the memory run")
     parser.add_argument("--memory-samples", type=int, default=64)
     parser.add_argument("--memory-child", default=None, help=argparse.SUPPRESS)
@@ -196,12 +200,13 @@ def main() -> None:
     print(
         f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}, "
         f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s; 1x28x28/62 classes, {args.samples} samples/client, "
-        f"{config.epochs} epoch(s), batch {config.batch_size}, SGD lr 0.1 momentum 0.9",
+        f"{config.epochs} epoch(s), batch {config.batch_size}, SGD lr 0.1 momentum 0.9, "
+        f"at most {LockstepEngine(model(args.models[0]), device, max_samples=args.max_samples).max_samples} samples a stacked pass",
         flush=True,
     )
     for name in args.models:
         for clients in args.clients:
-            compare(name, clients, args.samples, args.repeats, device, peak, config)
+            compare(name, clients, args.samples, args.repeats, device, peak, config, args.max_samples)
     if args.memory_clients:
         for name in args.models:
             command = [sys.executable, __file__, "--memory-child", name, "--memory-clients", str(args.memory_clients),

@@ -542,3 +542,15 @@ def test_checkpoints_stamped_for_the_whole_scenario_resume_while_it_is_unchanged
     checkpoint.save_checkpoint(path, state, CHECKPOINT_TYPES, scenario_fingerprint(scenario), PROVENANCE)
     with pytest.raises(checkpoint.CheckpointError, match="written for other settings"):
         check_checkpoints(parse_scenario({**SMALL, "seeds": [0, 1]}), run_dir)
+
+
+def test_check_checkpoints_says_how_far_each_unit_got(tmp_path):
+    """Units run in order: with 3 rounds each, stopping in the 5th trained round (before its checkpoint)
+    leaves seed 0's fedavg done, seed 0's local checkpointed at round 1 and seed 1 untouched; the resume's
+    cost preview and progress bar count from these."""
+    doc = {**SMALL, "seeds": [0, 1], "algorithms": [{"name": "fedavg"}, {"name": "local"}]}
+    run_dir = _run_dir(tmp_path)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(parse_scenario(doc), run_dir, stop_after_rounds=5)
+    assert check_checkpoints(parse_scenario(doc), run_dir) == {"seed0__fedavg": 3, "seed0__local": 1}
+    assert check_checkpoints(parse_scenario(doc), tmp_path / "never-ran") == {}

@@ -165,6 +165,7 @@ def test_resume_continues_an_interrupted_run_to_the_identical_trace(tmp_path, ru
     assert not (run_dir / "trace.csv").exists()
     result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
     assert result.exit_code == 0, result.output
+    assert "of the run's rounds)" in result.output  # the cost preview charges what is left only
     pd.testing.assert_frame_equal(pd.read_parquet(run_dir / "trace.parquet"), pd.read_parquet(run[0] / "trace.parquet"))
 
 

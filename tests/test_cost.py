@@ -181,3 +181,61 @@ def test_fine_tuning_is_charged_per_evaluation_for_every_client_not_per_round():
         # once) and adds its evaluations and fine-tuning only
         training = 6 * 360 * local_epochs / 1000.0
         assert estimate([fedavg, fedavg_ft], local_epochs) == pytest.approx(2 * plain - training + 3 * 360 * 5 / 1000.0)
+
+
+def test_a_resumed_run_is_charged_for_the_rounds_left_only():
+    """By hand: 2 seeds x (fedavg, local), 10 rounds; seed 0's fedavg done, seed 1's fedavg at round 4,
+    local untouched: fedavg has 0 + 0.6 units left, local 2; the estimate is fedavg's per-unit cost x 0.6
+    plus local's x 2, and (0.6 + 2) / 4 = 65% of the run's unit-rounds are left."""
+    tiny = {
+        "name": "tiny", "rounds": 10, "seeds": [0, 1], "device": "cpu",
+        "data": {"dataset": "digits", "clients": 10, "samples": {"per_client": 60}},
+        "model": {"name": "mlp"}, "algorithms": [{"name": "fedavg"}, {"name": "local"}],
+    }  # fmt: skip
+    scenario = parse_scenario(tiny)
+    data = build_federated_data(scenario.data_spec(), 0)
+    arch = get_architecture("mlp", (1, 8, 8), 10)
+    speed = cost.Throughput(samples_per_s=1000.0, eval_call_s=0.0)
+
+    def alone(name: str) -> float:
+        one = parse_scenario({**tiny, "seeds": [0], "algorithms": [{"name": name}]})
+        return cost.estimate_seconds(one, data, arch, speed)
+
+    done = {"seed0__fedavg": 10, "seed1__fedavg": 4}
+    assert cost.units_left(scenario, done) == pytest.approx([0.6, 2.0])
+    assert cost.units_left(scenario) == [2.0, 2.0]
+    assert cost.estimate_seconds(scenario, data, arch, speed) == pytest.approx(2 * alone("fedavg") + 2 * alone("local"))
+    assert cost.estimate_seconds(scenario, data, arch, speed, done) == pytest.approx(0.6 * alone("fedavg") + 2 * alone("local"))
+    run = check_run(scenario, data=data, done=done)
+    assert run.left == pytest.approx(0.65)
+    assert run.line().endswith(" on this machine for what is left (65% of the run's rounds)")
+    assert "left" not in check_run(scenario, data=data).line()
+
+
+def test_cost_line_of_a_resumed_run():
+    estimate = MemoryEstimate(parts={"data": 200_000_000, "parameters": 1_000_000_000}, phase="fedavg train")
+    line = RunCost(memory=estimate, available=21_000_000_000, device="cpu", seconds=600.0, left=0.004).line()
+    assert line.endswith("; training about 10 min on this machine for what is left (under 1% of the run's rounds)")
+
+
+def test_the_memory_estimate_on_a_gpu_counts_its_larger_slot_groups():
+    """50 LeNet-5 clients of 21 training samples (batch 21): on a CPU with 2 worker threads the 50 slots
+    train in 4 groups of 13 (512 // 21 = 24 a group at most, a multiple of 2 groups), two at a time; on a GPU
+    in one group of 50 (8,192 // 21 = 390): the GPU's training transient holds more slots' activations."""
+    import torch
+
+    scenario = parse_scenario(
+        {
+            "name": "gpu", "device": "cpu", "data": {"dataset": "digits", "clients": 50, "samples": {"per_client": 35}},
+            "model": {"name": "lenet5"}, "training": {"batch_size": 32}, "algorithms": [{"name": "fedavg"}],
+        }
+    )  # fmt: skip
+    data = build_federated_data(scenario.data_spec(), 0)
+    cost_workers = cost._workers
+    try:
+        cost._workers = lambda device: 2 if device.type == "cpu" else 1
+        on_cpu, _ = cost.estimate_scenario(scenario, data, torch.device("cpu"))
+        on_gpu, _ = cost.estimate_scenario(scenario, data, torch.device("cuda"))
+    finally:
+        cost._workers = cost_workers
+    assert on_gpu.total > on_cpu.total

@@ -23,7 +23,7 @@ def test_script_imports_and_has_a_main(path):
 def test_benchmarks_measure_speed_only():
     """benchmarks/ holds timing scripts (bench_*) and the profiler tools the engine notes quote, no analysis."""
     names = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
-    assert {n for n in names if not n.startswith("bench_")} <= {"profile_step.py", "as_avx2.py"}
+    assert {n for n in names if not n.startswith("bench_")} <= {"profile_step.py", "profile_cuda.py", "as_avx2.py"}
 
 
 def test_channel_aware_pairs_by_hand():

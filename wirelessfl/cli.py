@@ -126,10 +126,11 @@ def simulate(
         given = {"--out": out, "--rounds": rounds, "--seed": seed, "--device": device, "--set": settings or None}
         _refuse_beside_resume(resume, "the settings in its scenario.yaml", given)
         sc = _guard(_resumable, resume, scenario)
-        _guard(_check_checkpoints, sc, resume)
-        _note(_guard(_check_cost, sc).line())
+        done = _guard(_check_checkpoints, sc, resume)
+        _note(_guard(_check_cost, sc, None, done).line())
         run_dir = resume
     else:
+        done = {}
         if scenario is None:
             _fail("give a SCENARIO file to run, or --resume RUN_DIR to continue an interrupted run")
         overrides: dict[str, Any] = {"rounds": rounds, "device": device.value if device is not None else None}
@@ -141,7 +142,7 @@ def simulate(
         _note(run_cost.line())
     started = time.perf_counter()
     try:
-        result = _guard(_run_with_progress, sc, run_dir, quiet, keep_models)
+        result = _guard(_run_with_progress, sc, run_dir, quiet, keep_models, done)
     except KeyboardInterrupt:
         _fail(f"interrupted; `wirelessfl simulate --resume {run_dir}` continues from the last checkpoint", code=130)
     elapsed = time.perf_counter() - started
@@ -176,11 +177,12 @@ def _resumable(run_dir: Path, scenario: Path | None):
     return saved
 
 
-def _check_checkpoints(sc, run_dir: Path) -> None:
-    """Every checkpoint readable, whole and written for this scenario, before anything is printed or trained."""
+def _check_checkpoints(sc, run_dir: Path) -> dict[str, int]:
+    """Every checkpoint readable, whole and written for this scenario, before anything is printed or trained;
+    the rounds each unit has done."""
     from wirelessfl.simulate import check_checkpoints
 
-    check_checkpoints(sc, run_dir)
+    return check_checkpoints(sc, run_dir)
 
 
 def _new_run_dir(
@@ -226,11 +228,11 @@ def _preflight(sc, source: Path):
     return run_cost
 
 
-def _check_cost(sc, source: Path | None = None):
+def _check_cost(sc, source: Path | None = None, done: dict[str, int] | None = None):
     from wirelessfl.cost import check_run
 
     try:
-        return check_run(sc)
+        return check_run(sc, done=done)
     except ValueError as err:
         raise UserError(f"{source}: {err}" if source is not None else str(err)) from None
 
@@ -247,21 +249,18 @@ def _progress() -> Progress:
     return Progress(*columns, console=err_console, transient=False)
 
 
-def _run_with_progress(sc, run_dir: Path, quiet: bool, keep_models: bool = False):
-    from wirelessfl.simulate import curves_of, following_curves, has_budgets, profiles_can_change_training, simulate
+def _run_with_progress(sc, run_dir: Path, quiet: bool, keep_models: bool = False, done: dict[str, int] | None = None):
+    """The run under a progress bar of the trained units' rounds (a resumed run's bar starts at the rounds
+    its checkpoints hold, ``done``)."""
+    from wirelessfl.simulate import following_curves, simulate, unit_keys
 
-    profiles = sc.profiles()
-    curves = curves_of(sc)
     followers = following_curves(sc)
-    units = len(sc.seeds) * sum(
-        len(profiles) if profiles_can_change_training(profiles, c, has_budgets(sc)) else 1
-        for i, c in enumerate(curves) if i not in followers
-    )
-    total = units * sc.rounds
+    trained = [key for i, units in enumerate(unit_keys(sc)) if i not in followers for _, key in units]
+    total = len(trained) * sc.rounds
     if quiet or not sys.stderr.isatty():
         return simulate(sc, run_dir, keep_models=keep_models)
     with _progress() as progress:
-        task = progress.add_task(sc.name, total=total, status="")
+        task = progress.add_task(sc.name, total=total, status="", completed=sum(min((done or {}).get(key, 0), sc.rounds) for key in trained))
 
         def on_round(info: dict[str, Any]) -> None:
             status = f"{info['unit']} round {info['round']} t={info['time']:.1f} {info['time_unit']} ({info['profile']})"

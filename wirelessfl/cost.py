@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -30,11 +31,11 @@ from wirelessfl.config import Scenario
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.schedule import batch_width
-from wirelessfl.learning.workers import balanced_group
+from wirelessfl.learning.workers import balanced_group, group_samples
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
 from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
-from wirelessfl.simulate import evaluated, following_curves, resolve_device
+from wirelessfl.simulate import evaluated, following_curves, resolve_device, unit_keys
 
 #: A run may use this fraction of the available memory; the rest is the safety margin.
 MEMORY_FRACTION = 0.8
@@ -49,14 +50,23 @@ class RunCost:
     device: str
     seconds: float
     probe_s: float = 0.0
+    left: float = 1.0
+    """The share of the run's unit-rounds still to train (below 1 when resuming; ``seconds`` is for them)."""
 
     def line(self) -> str:
-        """``estimated memory for the run 1.2 GB (beyond the loaded libraries) of 21.0 GB available; training about 40 min on this machine``."""
+        """``estimated memory for the run 1.2 GB (beyond the loaded libraries) of 21.0 GB available; training about 40 min on this machine``
+        (``... for what is left (12% of the run's rounds)`` when resuming)."""
         where = "on this machine" if self.device == "cpu" else f"on this machine's {self.device}"
         memory = f"estimated memory for the run {format_bytes(self.memory.total)} (beyond the loaded libraries) of {format_bytes(self.available)} available"
         if math.isnan(self.seconds):
             return f"{memory}; training time not measured"
-        return f"{memory}; training {format_duration(self.seconds)} {where}"
+        left = "" if self.left >= 1.0 else f" for what is left ({_share(self.left)} of the run's rounds)"
+        return f"{memory}; training {format_duration(self.seconds)} {where}{left}"
+
+
+def _share(fraction: float) -> str:
+    """``12%``; ``under 1%`` for a sliver that is not nothing."""
+    return "under 1%" if 0 < fraction < 0.01 else f"{100 * fraction:.0f}%"
 
 
 def format_duration(seconds: float) -> str:
@@ -130,6 +140,7 @@ def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.dev
         profiles=len(scenario.networks),
         seeds=len(scenario.seeds),
         workers=_workers(device),
+        max_samples=group_samples(device),
     )
     return estimate, arch
 
@@ -195,17 +206,30 @@ def measure_throughput(
     return Throughput(slots * steps * batch / best, time.perf_counter() - start), time.perf_counter() - began
 
 
-def estimate_seconds(scenario: Scenario, data: FederatedData, arch: Architecture, speed: Throughput) -> float:
-    """Training wall seconds of the whole run at ``speed``.
+def units_left(scenario: Scenario, done: Mapping[str, int] | None = None) -> list[float]:
+    """Per curve, its units still to train, counted in units: each unit adds the share of its rounds not
+    yet done (``done``: rounds per unit key, as :func:`wirelessfl.simulate.check_checkpoints` reads them)."""
+    done = done or {}
+    return [
+        sum(1.0 - min(done.get(key, 0), scenario.rounds) / scenario.rounds for _, key in units)
+        for units in unit_keys(scenario)
+    ]
+
+
+def estimate_seconds(
+    scenario: Scenario, data: FederatedData, arch: Architecture, speed: Throughput, done: Mapping[str, int] | None = None
+) -> float:
+    """Training wall seconds of the whole run at ``speed``, or of what is left of it after ``done``
+    (rounds per unit key; see :func:`units_left`).
 
     Per training of a curve: ``rounds`` x participants x training samples x
     local epochs x the algorithm's work factor, at ``speed.samples_per_s``; plus
     every evaluation round's two passes (test and val splits, times the
     algorithm's slot copies, a third of a training pass a sample), each at
     least one measured evaluation call, and the training an algorithm does for
-    every client at each evaluation (FedAvg+'s fine-tuning epochs). Trainings: curves x seeds (x profiles
-    when a deadline makes each profile train its own), less the curves that follow another's training
-    (``Algorithm.trains_as``: FedAvg+ beside FedAvg).
+    every client at each evaluation (FedAvg+'s fine-tuning epochs). Trainings: the units of each curve
+    (a seed, or a seed and profile when the profiles change what it trains), less the curves that follow
+    another's training (``Algorithm.trains_as``: FedAvg+ beside FedAvg).
     """
     t = scenario.training
     sizes = _split_sizes(data)
@@ -218,14 +242,15 @@ def estimate_seconds(scenario: Scenario, data: FederatedData, arch: Architecture
     cfg = t.train_config()
     rate = speed.samples_per_s
     total = 0.0
-    followers = following_curves(scenario)  # _curves and curves_of list the curves in the same order
+    followers = following_curves(scenario)  # _curves, curves_of and unit_keys list the curves in the same order
+    left = units_left(scenario, done)
     for i, (name, params) in enumerate(_curves(scenario)):
         fp = footprint(name, params, arch, sizes, participants, cfg, data.num_groups)
         train = 0.0 if i in followers else scenario.rounds * participants * per_client * t.local_epochs * fp.work / rate
         passes = [fp.eval_copies * sum(split) * FORWARD_COST / rate for split in (sizes.val, sizes.test)]
         tuning = sum(sizes.train) * fp.eval_work / rate  # every client's training at each evaluation (FedAvg+)
-        total += train + evaluations * (tuning + sum(max(speed.eval_call_s, p) for p in passes))
-    return total * len(scenario.seeds) * _units_per_curve(scenario)
+        total += left[i] * (train + evaluations * (tuning + sum(max(speed.eval_call_s, p) for p in passes)))
+    return total
 
 
 def check_run(
@@ -234,12 +259,14 @@ def check_run(
     device: str | None = None,
     available: int | None = None,
     probe: bool = True,
+    done: Mapping[str, int] | None = None,
 ) -> RunCost:
     """Estimate the run's memory and time here; ``ValueError`` (one line) when it cannot fit.
 
     ``data`` is the first seed's data when the caller has it (else it is built);
     ``available`` overrides the measured free memory (tests); ``probe=False``
-    skips the timed step (the time is then not measured).
+    skips the timed step (the time is then not measured); ``done`` (rounds per
+    unit key, when resuming) leaves the rounds already trained out of the time.
     """
     dev = resolve_device(device or scenario.device)
     if data is None:
@@ -254,10 +281,12 @@ def check_run(
         cfg = replace(cfg, batch_size=batch_width(cfg.batch_size, _split_sizes(data).train))  # the batch the engine runs
         participants = max(1, min(data.num_clients, math.ceil(scenario.training.participation * data.num_clients)))
         workers = _workers(dev)
-        group = balanced_group(participants, max(1, 512 // cfg.batch_size), workers)
+        group = balanced_group(participants, max(1, group_samples(dev) // cfg.batch_size), workers)
         speed, spent = measure_throughput(arch, cfg, dev, max(1, min(participants, group * workers)))
-        seconds = estimate_seconds(scenario, data, arch, speed)
-    return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent)
+        seconds = estimate_seconds(scenario, data, arch, speed, done)
+    left = units_left(scenario, done)
+    share = sum(left) / max(1, sum(len(units) for units in unit_keys(scenario)))
+    return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent, left=share)
 
 
 __all__ = ["MEMORY_FRACTION", "RunCost", "Throughput", "available_memory", "check_run", "estimate_seconds", "format_duration", "measure_throughput", "refusal"]

@@ -441,19 +441,27 @@ def unit_fingerprint(scenario: Scenario, curve: Curve, seed: int) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def unit_keys(scenario: Scenario) -> list[list[tuple[int, str]]]:
+    """Per curve of :func:`curves_of`, its units as ``(seed, unit key)``: one per seed, or one per seed and
+    profile when the profiles can change what it trains."""
+    profiles, budgets = scenario.profiles(), has_budgets(scenario)
+    keys = []
+    for curve in curves_of(scenario):
+        each = profiles if profiles_can_change_training(profiles, curve, budgets) else [None]
+        keys.append([(seed, unit_key(seed, curve, profile)) for seed in scenario.seeds for profile in each])
+    return keys
+
+
 def unit_stamps(scenario: Scenario) -> dict[str, tuple[str, ...]]:
     """``{unit key: the stamps its checkpoints may carry}``: the unit's fingerprint, and the whole
     scenario's (:func:`scenario_fingerprint`), which checkpoints written before units had their own carry
     (still valid while the scenario is unchanged)."""
     legacy = scenario_fingerprint(scenario)
-    profiles, budgets = scenario.profiles(), has_budgets(scenario)
-    stamps = {}
-    for seed in scenario.seeds:
-        for curve in curves_of(scenario):
-            each = profiles if profiles_can_change_training(profiles, curve, budgets) else [None]
-            for profile in each:
-                stamps[unit_key(seed, curve, profile)] = (unit_fingerprint(scenario, curve, seed), legacy)
-    return stamps
+    return {
+        key: (unit_fingerprint(scenario, curve, seed), legacy)
+        for curve, units in zip(curves_of(scenario), unit_keys(scenario))
+        for seed, key in units
+    }
 
 
 def time_records(
@@ -798,22 +806,28 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return path
 
 
-def check_checkpoints(scenario: Scenario, run_dir: Path) -> None:
-    """Read every checkpoint of ``run_dir`` once, before a resume prints or trains anything.
+def check_checkpoints(scenario: Scenario, run_dir: Path) -> dict[str, int]:
+    """Read every checkpoint of ``run_dir`` once, before a resume prints or trains anything; returns the
+    rounds each unit has done (``{unit key: round}``, units without a checkpoint left out), from which
+    the cost preview and the progress bar count only what is left.
 
     Raises the first problem as one line: a damaged or foreign file, a symlink,
     or checkpoints written for other settings than ``scenario``.
     """
     ckpt_dir = checkpoint_dir(run_dir)
     if not ckpt_dir.is_dir():
-        return
+        return {}
     stamps = unit_stamps(scenario)
+    done: dict[str, int] = {}
     for path in sorted(ckpt_dir.iterdir()):
         for kind in ("done", "partial"):
             for suffix in (SUFFIX, ".pt"):
                 key = path.name.removesuffix(f".{kind}{suffix}")
                 if path.name.endswith(f".{kind}{suffix}") and key in stamps:
-                    _read(path, stamps[key])  # a unit no longer in the scenario keeps its files, unread
+                    state = _read(path, stamps[key])  # a unit no longer in the scenario keeps its files, unread
+                    reached = scenario.rounds if kind == "done" else state["records"][-1].round
+                    done[key] = max(done.get(key, 0), reached)
+    return done
 
 
 def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any], stamp: str) -> None:

@@ -11,6 +11,7 @@ from torch.nn.utils import parameters_to_vector
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig, shuffle_schedule, slot_steps
 from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.learning.reference import ReferenceLoop
+from wirelessfl.learning.workers import group_samples
 
 TOL = 1e-5
 
@@ -350,7 +351,7 @@ def test_bad_inputs_raise_clear_errors():
         TrainConfig(momentum=1.0)
     with pytest.raises(ValueError, match="train.lr must be a finite number > 0, got 0"):
         TrainConfig(lr=0)
-    with pytest.raises(ValueError, match="engine max_samples must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match="engine max_samples must be None or an int >= 1, got 0"):
         LockstepEngine(arch, max_samples=0)
     with pytest.raises(ValueError, match="num_batches must be None or an int >= 1, got 0"):
         engine.batch_gradients(params, data, 2, 0, g)
@@ -389,3 +390,12 @@ def test_worker_threads_call_functional_call_on_their_own_module_copies():
     assert len({id(m) for m in seen}) == 2 and all(m is not model.module for m in seen)
     assert model._local_module(False) is model._local_module(True) and not model._local_module(False).training
     assert model_arch.param_count == sum(p.numel() for p in seen[0].parameters())
+
+
+def test_the_default_group_size_is_the_devices():
+    """512 samples a stacked pass on a CPU (cache-sized groups, one per worker thread); 8,192 on a GPU, where
+    each group's step costs a fixed number of kernel launches."""
+    arch = get_architecture("mlp", (1, 8, 8), 10)
+    assert LockstepEngine(arch).max_samples == group_samples(torch.device("cpu")) == 512
+    assert group_samples(torch.device("cuda")) == 8192
+    assert LockstepEngine(arch, max_samples=64).max_samples == 64

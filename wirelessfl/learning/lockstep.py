@@ -42,7 +42,7 @@ from wirelessfl.learning.models import Architecture
 from wirelessfl.learning.phases import ENTRY_LABELS, PhaseTimer, timed_entry
 from wirelessfl.learning.schedule import batch_table, batch_width, permutations, shuffle_schedule, slot_seeds, slot_steps
 from wirelessfl.learning.stacked import Stacked, StackedModel, images
-from wirelessfl.learning.workers import GROUP_MULTIPLE, balanced_group, partition, run_groups
+from wirelessfl.learning.workers import GROUP_MULTIPLE, balanced_group, group_samples, partition, run_groups
 
 __all__ = [
     "Dataset", "EVAL_CHUNK", "ENTRY_LABELS", "EvalResult", "GROUP_MULTIPLE", "LockstepEngine", "PhaseTimer",
@@ -145,7 +145,8 @@ class LockstepEngine:
     ``max_samples`` bounds the samples of one stacked forward pass (slots x
     per-slot batch): more slots than fit are processed in consecutive groups,
     which bounds memory (1,000 clients need no more than 256) without changing
-    any result. ``data_cache_bytes`` bounds the device copies of datasets kept
+    any result. By default it is the device's (``workers.group_samples``: 512
+    on a CPU, 8,192 on a GPU). ``data_cache_bytes`` bounds the device copies of datasets kept
     for the next call (least recently used dropped first; 0 = keep none).
     ``accelerators`` are plug-ins asked once whether they run a block of the
     model faster (:mod:`wirelessfl.learning.accelerators`); ``engine.model``
@@ -157,20 +158,20 @@ class LockstepEngine:
         arch: Architecture,
         device: torch.device | str = "cpu",
         *,
-        max_samples: int = 512,
+        max_samples: int | None = None,
         profile_sync: bool = False,
         data_cache_bytes: int = 2**30,
         accelerators: Sequence = (),
     ):
-        if not (isinstance(max_samples, int) and max_samples >= 1):
-            raise ValueError(f"engine max_samples must be an int >= 1, got {max_samples!r}")
+        if not (max_samples is None or (isinstance(max_samples, int) and max_samples >= 1)):
+            raise ValueError(f"engine max_samples must be None or an int >= 1, got {max_samples!r}")
         if not (isinstance(data_cache_bytes, int) and data_cache_bytes >= 0):
             raise ValueError(f"engine data_cache_bytes must be an int >= 0, got {data_cache_bytes!r}")
         self.arch = arch
         self.device = torch.device(device)
         if self.device.type == "cpu":
             retain_freed_memory()  # no page faults on every step's activations (learning/heap.py)
-        self.max_samples = max_samples
+        self.max_samples = group_samples(self.device) if max_samples is None else max_samples
         self.data_cache_bytes = data_cache_bytes
         self._data_cache: OrderedDict[int, _DataCopy] = OrderedDict()
         self._cache_lock = threading.Lock()
