@@ -486,7 +486,12 @@ def tune(
     if resume is None:
         run_dir = _guard(_new_run_dir, sc, out, dump_scenario(sc), "tune", "tune.yaml", "a killed tuning")
     else:
+        from dataclasses import replace
+
+        from wirelessfl.tune.study import trials_finished
+
         run_dir = resume
+        cost = replace(cost, finished=trials_finished(sc, resume))
     _note(cost.line())
     cfg = tune_config(sc)
     at_once = cfg.batch * cost.curves

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ from wirelessfl.cli import app
 from wirelessfl.config import load_scenario, parse_scenario
 from wirelessfl.simulate import simulate
 from wirelessfl.sweep.executors import LocalExecutor, ProcessExecutor
-from wirelessfl.tune.study import objective, run_tune, targets, trial_scenario
+from wirelessfl.tune.study import TuneCost, objective, run_tune, targets, trial_scenario, trials_finished
 
 runner = CliRunner()
 
@@ -91,6 +92,7 @@ def test_an_interrupted_search_resumes_to_the_trials_of_an_uninterrupted_one(tmp
     scenario = parse_scenario(TINY)
     with pytest.raises(KeyboardInterrupt):
         run_tune(scenario, tmp_path, LocalExecutor(), stop_after_trials=2)
+    assert trials_finished(scenario, tmp_path) == 4  # the first batch (2 trials of each curve); the running second does not count
     resumed = run_tune(scenario, tmp_path, LocalExecutor())
     assert (resumed.table["state"] == "interrupted").sum() == 4
     assert any("4 trial(s) interrupted" in note for note in resumed.notes)
@@ -123,6 +125,7 @@ def test_a_killed_tune_command_resumes_with_resume(tmp_path):
     assert clash.exit_code == 2 and clash.output.startswith(f"error: --resume continues {out} with the scenario in its tune.yaml; leave out --trials")
     result = runner.invoke(app, ["tune", "--resume", str(out), "--quiet", "--executor", "local"])
     assert result.exit_code == 0, result.output
+    assert re.search(r"one trial of every curve [^,]+, the [1-7] of 8 trials left about ", result.output), result.output
     table = pd.read_csv(out / "study.csv")
     assert (table["state"] == "interrupted").sum() >= 1
     counted = table[table["state"].isin(["complete", "pruned"])].groupby("curve").size()
@@ -154,3 +157,12 @@ def test_ray_runs_the_same_trials(tmp_path, pooled):
     finally:
         ray.shutdown()
     pd.testing.assert_frame_equal(finished_trials(remote.table), finished_trials(pooled.table))
+
+
+def test_the_cost_preview_of_a_resumed_tuning_times_the_trials_left():
+    """By hand: 2 curves x 4 trials, one trial of every curve 120 s; 3 of the 8 trials finished leave 5, so
+    4 x 120 s x 5 / 8 = 300 s."""
+    cost = TuneCost(curves=2, trials=4, rounds=5, seeds=1, profile="wired", memory_line="m", one_trial_s=120.0)
+    assert ", the whole budget about 8 min on this machine" in cost.line()
+    resumed = TuneCost(curves=2, trials=4, rounds=5, seeds=1, profile="wired", memory_line="m", one_trial_s=120.0, finished=3)
+    assert ", the 5 of 8 trials left about 5 min on this machine" in resumed.line()

@@ -351,17 +351,37 @@ class TuneCost:
     profile: str
     memory_line: str
     one_trial_s: float
+    finished: int = 0
+    """Trials a resumed tuning's studies already hold (all curves together): the preview times the rest."""
 
     def line(self) -> str:
         from wirelessfl.cost import format_duration
 
-        total = self.one_trial_s * self.trials
+        budget = self.curves * self.trials
+        left = max(0, budget - self.finished)
+        total = self.one_trial_s * self.trials * left / budget
+        what = "the whole budget" if self.finished == 0 else f"the {left} of {budget} trials left"
         return (
             f"tuning {self.curves} curve(s) x {self.trials} trials, each {self.rounds} rounds x {self.seeds} seed(s) on "
-            f"profile {self.profile}: one trial of every curve {format_duration(self.one_trial_s)}, the whole budget "
+            f"profile {self.profile}: one trial of every curve {format_duration(self.one_trial_s)}, {what} "
             f"{format_duration(total)} on this machine in one process (timed rounds of each curve; pruned trials stop "
             f"early, trials drawing more local epochs cost more, parallel workers divide it); {self.memory_line}"
         )
+
+
+def trials_finished(scenario: Scenario, out_dir: Path) -> int:
+    """Trials that count against the budget in ``out_dir``'s studies, over every curve (0 without a study file)."""
+    import optuna
+
+    if not (Path(out_dir) / STUDY_FILE).is_file():
+        return 0
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    storage = open_storage(storage_url(out_dir))
+    names = {summary.study_name for summary in optuna.get_all_study_summaries(storage)}
+    return sum(
+        min(_finished(optuna.load_study(study_name=t.curve, storage=storage)), tune_config(scenario).trials)
+        for t in targets(scenario) if t.curve in names
+    )
 
 
 def probe_seconds(scenario: Scenario) -> float:
