@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from wirelessfl.results.reproduction import (
-    Claim, Paper, PaperTable, Run, Section, TableRow, Verdict, fit_reason, pp, seeds_text, within_intervals,
+    Claim, Paper, PaperTable, Run, Section, TableRow, Verdict, pp, seeds_text, within_intervals,
 )
 
 NAMES = {"pflego": "PFLEGO", "fedper": "FedPer", "fedavg": "FedAvg"}
@@ -57,11 +57,10 @@ def ordered(level: str, curves: tuple[str, ...], methods: tuple[str, ...] | None
         values = list(accs.values())
         names = {c: NAMES.get(c, f"{NAMES[m]} ({c})") for c, m in zip(curves, methods)}
         shown = " / ".join(f"{names[c]} {run.acc_text(c)}" for c in curves)
-        pairs = list(zip(curves, curves[1:]))
         return Verdict(
             all(a >= b for a, b in zip(values, values[1:])),
-            f"average accuracy {shown}, {seeds_text(run)}{within_intervals(run, pairs, names)}; "
-            f"Table 1: {_paper(level, methods)}{fit_reason(run, pairs, names)}",
+            f"average accuracy {shown}, {seeds_text(run)}{within_intervals(run, list(zip(curves, curves[1:])), names)}; "
+            f"Table 1: {_paper(level, methods)}",
         )
 
     return check

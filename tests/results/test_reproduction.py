@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from wirelessfl.cli import app
 from wirelessfl.results.io import TRACE_COLUMNS, write_trace
 from wirelessfl_papers.user_centric import CLAIMS, FIG3_CLAIMS, OUR_UCFL, PAPER_UCFL, ucfl_curves
-from wirelessfl.results.reproduction import Run, Verdict, fit_reason, get_paper, last_train_loss, paper_of, reproduction_markdown
+from wirelessfl.results.reproduction import Run, Verdict, get_paper, paper_of, reproduction_markdown
 from wirelessfl_papers import adaptive_experts, fedem, papers, pflego
 
 COVARIATE = "paper-emnist-covariate-label-shift"
@@ -518,33 +518,3 @@ def test_an_ordering_claim_names_the_gaps_inside_the_95_percent_intervals():
     assert verdict.holds
     assert "PFLEGO 96.0 ± 2.5 / FedPer 96.0 ± 1.2 / FedAvg 50.3 ± 1.4, on 3 seed(s)" in verdict.evidence
     assert "; within the 95% intervals: PFLEGO vs FedPer;" in verdict.evidence
-
-
-@pytest.mark.parametrize(
-    ("pflego_loss", "reason"),
-    [(0.3, "PFLEGO fits its own training data less: under-trained at this budget, not overfit"),
-     (0.05, "PFLEGO fits its own training data at least as well: it generalizes worse")],
-)  # fmt: skip
-def test_a_reversed_ordering_says_why_from_the_last_training_loss(pflego_loss, reason):
-    finals = {"pflego": {"avg_acc": 0.94}, "fedper": {"avg_acc": 0.96}, "fedavg": {"avg_acc": 0.90}}
-    trace = paper_trace("pflego-emnist-k2", finals)
-    trace["train_loss"] = trace["curve"].map({"pflego": pflego_loss, "fedper": 0.1, "fedavg": 0.2})
-    verdict = claim(pflego, "PFLEGO >= FedPer >= FedAvg with high personalization (Table 1)").check(Run.from_trace(trace))
-    assert verdict.holds is False
-    # only the reversed pair (PFLEGO below FedPer) is explained; FedPer >= FedAvg holds
-    assert verdict.evidence.endswith(f"; why: training loss at the last round PFLEGO {pflego_loss:.3f} vs FedPer 0.100 ({reason})")
-    trace["avg_acc"] = trace["curve"].map({"pflego": 0.97, "fedper": 0.96, "fedavg": 0.90}) * trace["round"] / 2
-    holds = claim(pflego, "PFLEGO >= FedPer >= FedAvg with high personalization (Table 1)").check(Run.from_trace(trace))
-    assert holds.holds is True and "why:" not in holds.evidence
-
-
-def test_a_curve_that_follows_anothers_training_has_no_training_loss_of_its_own():
-    """FedAvg+ beside FedAvg takes FedAvg's trained model and fine-tunes it only to evaluate: the trace's
-    train_loss is FedAvg's, so no reason is read from it."""
-    trace = paper_trace("pflego-emnist-k2", {"fedavg": {"avg_acc": 0.6}, "fedavg_ft": {"avg_acc": 0.9}})
-    trace["train_loss"] = 0.25
-    runtime = {"seed0__fedavg": {"wall_s": 1.0}, "seed0__fedavg_ft": {"wall_s": 1.0, "follows": "seed0__fedavg"}}
-    run = Run.from_trace(trace, runtime=runtime)
-    assert last_train_loss(run, "fedavg") == pytest.approx(0.25)
-    assert last_train_loss(run, "fedavg_ft") is None
-    assert fit_reason(run, [("fedavg", "fedavg_ft")]) == ""

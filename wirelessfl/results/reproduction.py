@@ -294,34 +294,6 @@ def within_intervals(
     return f"; within the 95% intervals: {', '.join(close)}" if close else ""
 
 
-def last_train_loss(run: Run, curve: str) -> float | None:
-    """Seed-mean training loss of ``curve`` at the last round (first profile); None when the trace lacks it,
-    or when the curve follows another's training (its loss is its trainer's, not its evaluated model's)."""
-    followers = {key.split("__")[1] for key, unit in run.runtime.items() if "follows" in unit}
-    if curve in followers or "train_loss" not in run.trace.columns:
-        return None
-    rows = run.trace[(run.trace["profile"] == run.trace["profile"].iloc[0]) & (run.trace["curve"] == curve)]
-    last = rows[rows["round"] == rows["round"].max()]["train_loss"].dropna()
-    return float(last.mean()) if len(last) else None
-
-
-def fit_reason(run: Run, pairs: Sequence[tuple[str, str]], names: Mapping[str, str] | None = None) -> str:
-    """Why a claimed ``a >= b`` came out reversed, read from the training loss at the last round: for each pair
-    whose accuracy order is reversed, whether ``a`` fits its own training data less (under-trained at this
-    budget) or better (it generalizes worse). Empty when no pair is reversed or a loss is missing."""
-    names = names or {}
-    reasons = []
-    for a, b in pairs:
-        acc_a, acc_b, loss_a, loss_b = run.acc(a), run.acc(b), last_train_loss(run, a), last_train_loss(run, b)
-        if None in (acc_a, acc_b, loss_a, loss_b) or acc_a >= acc_b:
-            continue
-        na, nb = names.get(a, a), names.get(b, b)
-        how = (f"{na} fits its own training data less: under-trained at this budget, not overfit" if loss_a > loss_b
-               else f"{na} fits its own training data at least as well: it generalizes worse")
-        reasons.append(f"training loss at the last round {na} {loss_a:.3f} vs {nb} {loss_b:.3f} ({how})")
-    return f"; why: {'; '.join(reasons)}" if reasons else ""
-
-
 def verdict_cell(verdict: Verdict) -> str:
     return {True: "holds", False: "**does not hold**", None: "not checked"}[verdict.holds]
 
