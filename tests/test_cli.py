@@ -448,3 +448,13 @@ def test_a_user_model_named_by_import_path_trains_end_to_end(tmp_path):
     again = tmp_path / "again"
     assert runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(again), "--quiet"]).exit_code == 0
     pd.testing.assert_frame_equal(trace, pd.read_csv(again / "trace.csv"))  # dropout masks come from the seed
+
+
+def test_an_error_naming_a_key_with_a_line_break_stays_one_line(tmp_path):
+    """A key made of a tab and U+0085 (NEL, a line break to str.splitlines and to terminals) is written as its
+    escapes: the error is one line (found by tests/test_fuzz_scenarios.py)."""
+    doc = {**SCENARIO, "model": {**SCENARIO.get("model", {"name": "mlp"}), "\t\x85": None}}
+    result = runner.invoke(app, ["validate", str(_write(tmp_path, doc))])
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "model.\\t\\x85" in lines[0], result.output

@@ -416,3 +416,11 @@ def test_an_lr_schedule_is_multistep_by_round_and_absent_from_the_resolved_scena
     assert [schedule.factor(r) for r in (1, 100, 101, 150, 151, 200)] == [1.0, 1.0, 0.1, 0.1, 0.1**2, 0.1**2]
     assert "lr_schedule" not in dump_scenario(parse_scenario(VALID))
     assert "lr_schedule" in dump_scenario(parse_scenario(with_change("training.lr_schedule", {"milestones": [3]})))
+
+
+def test_first_line_cuts_only_at_a_newline():
+    from wirelessfl.config import first_line
+
+    assert first_line("model.\t\x85: unknown key\nmore") == "model.\t\x85: unknown key"
+    assert first_line("a\u2028b\r\nc") == "a\u2028b"
+    assert first_line("  ", "ValueError") == "ValueError"

@@ -41,8 +41,14 @@ class Device(str, Enum):
     cuda = "cuda"
 
 
+def _one_line(message: str) -> str:
+    """``message`` with every character that is not printable (a tab, a line break of any kind, e.g. U+0085
+    in a key a YAML file gave) written as its escape, so one error, note or warning stays one line."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in message)
+
+
 def _print_error(message: str) -> None:
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(_one_line(message))}", highlight=False, soft_wrap=True)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -51,7 +57,7 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _note(message: str) -> None:
-    err_console.print(f"[yellow]note:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[yellow]note:[/] {escape(_one_line(message))}", highlight=False, soft_wrap=True)
 
 
 def _guard(fn, *args, **kwargs):
@@ -60,7 +66,9 @@ def _guard(fn, *args, **kwargs):
     except (ValueError, OSError, UserError) as err:
         if _state["debug"]:
             raise
-        _fail(str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__)
+        from wirelessfl.config import first_line
+
+        _fail(first_line(str(err), type(err).__name__))
 
 
 def _show_version(value: bool) -> None:
@@ -292,7 +300,7 @@ def _write_results(sc, run_dir: Path, result, elapsed: float) -> None:
 
 
 def _warn(message: str) -> None:
-    err_console.print(f"[bold yellow]warning:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err_console.print(f"[bold yellow]warning:[/] {escape(_one_line(message))}", highlight=False, soft_wrap=True)
 
 
 def _warnings(result) -> list[str]:
@@ -514,6 +522,7 @@ def tune(
 def _tune_preflight(sc, source: Path):
     """Before anything is written: every end of every search space builds (data, model, algorithms), and the
     cost of one trial of every curve fits in memory; returns the cost preview."""
+    from wirelessfl.config import first_line
     from wirelessfl.learning.data.data_files import missing_dataset
     from wirelessfl.simulate import build_units, check_links
     from wirelessfl.tune.study import check_tunable, endpoint_scenario, tune_cost
@@ -533,7 +542,7 @@ def _tune_preflight(sc, source: Path):
     try:
         build_units(ends, ends.seeds[0])
     except ValueError as err:
-        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        message = first_line(str(err), type(err).__name__)
         name = next((a.name for a in ends.algorithms if message.startswith(a.name)), None)
         where = f"tune.algorithms.{name}: an end of its search space is refused: " if name else "tune: "
         raise UserError(f"{source}: {where}{message}") from None

@@ -29,6 +29,13 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
+def first_line(message: str, fallback: str = "") -> str:
+    """The first line of an exception's message (``fallback`` when it is empty). Only ``\n`` ends a line:
+    ``str.splitlines`` would also cut at a U+0085 or U+2028 inside a key that a YAML file gave."""
+    text = message.strip()
+    return text.split("\n")[0].rstrip("\r") if text else fallback
+
+
 class ScenarioError(ValueError):
     """A scenario the tool cannot run; the message says where and why."""
 
@@ -651,14 +658,14 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, set
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        problem = getattr(err, "problem", None) or first_line(str(err))
         raise ScenarioError(f"{path}: not valid YAML{where}: {problem}") from None
     except RecursionError:
         raise ScenarioError(f"{path}: not valid YAML: nested too deeply (at most {MAX_DEPTH} levels)") from None
     except ScenarioError:
         raise
     except ValueError as err:  # e.g. an integer of more than 4300 digits
-        raise ScenarioError(f"{path}: not valid YAML: {str(err).splitlines()[0]}") from None
+        raise ScenarioError(f"{path}: not valid YAML: {first_line(str(err))}") from None
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if given or settings:
         parse_scenario(raw, source=str(path))  # the file as written first: an override must not hide a bad value

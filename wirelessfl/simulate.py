@@ -40,7 +40,9 @@ import torch
 from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, CLIENT_ROUNDS_LIMIT, Ledger, account, client_round_rows
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, draw_held_out, shared_trainings
-from wirelessfl.config import FINGERPRINT_IGNORES, Scenario, ScenarioError, algorithm_path, resolved, scenario_fingerprint
+from wirelessfl.config import (
+    FINGERPRINT_IGNORES, Scenario, ScenarioError, algorithm_path, first_line, resolved, scenario_fingerprint,
+)
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.plugins import from_environment
@@ -734,7 +736,7 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
     try:
         build_units(scenario, scenario.seeds[0])
     except ValueError as err:
-        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        message = first_line(str(err), type(err).__name__)
         where = algorithm_path(scenario, message)
         raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from wirelessfl.config import Scenario
+from wirelessfl.config import Scenario, first_line
 from wirelessfl.sweep.executors import Outcome, UnitTask, execute, is_done
 from wirelessfl.sweep.grid import SweepError, SweepPlan, UnitSpec, assignment_text, plan_sweep, value_text
 
@@ -100,7 +100,7 @@ def sweep_differences(sweep_dir: Path, plan: SweepPlan) -> list[str]:
     try:
         earlier = resolved(load_scenario(Path(sweep_dir) / "sweep.yaml"))
     except ScenarioError as err:
-        raise SweepError(f"--out {sweep_dir}: its sweep.yaml cannot be read ({str(err).splitlines()[0]}); choose a new folder") from None
+        raise SweepError(f"--out {sweep_dir}: its sweep.yaml cannot be read ({first_line(str(err))}); choose a new folder") from None
     now = resolved(plan.base)
     differing = [key for key in dict.fromkeys([*earlier, *now]) if key != "sweep" and earlier.get(key) != now.get(key)]
     old_grid, new_grid = earlier.get("sweep") or {}, now.get("sweep") or {}
@@ -193,7 +193,7 @@ def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
         try:
             build_units(unit.scenario, unit.scenario.seeds[0])
         except ValueError as err:
-            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            message = first_line(str(err), type(err).__name__)
             raise SweepError(f"--grid {where}: {message}" if where else message) from None
 
 
