@@ -36,6 +36,7 @@ import torch
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.learning.reference import ReferenceLoop
+from wirelessfl.learning.workers import group_samples
 
 CONFIG = TrainConfig(epochs=1, batch_size=32, lr=0.1, momentum=0.9)
 """The default workload; ``--batch`` and ``--epochs`` replace its batch size and epochs."""
@@ -201,7 +202,7 @@ def main() -> None:
         f"torch {torch.__version__}, device {device}, {torch.get_num_threads()} threads, load average {os.getloadavg()[0]:.2f}, "
         f"float32 matmul peak {peak / 1e9:.1f} GFLOP/s; 1x28x28/62 classes, {args.samples} samples/client, "
         f"{config.epochs} epoch(s), batch {config.batch_size}, SGD lr 0.1 momentum 0.9, "
-        f"at most {LockstepEngine(model(args.models[0]), device, max_samples=args.max_samples).max_samples} samples a stacked pass",
+        f"at most {args.max_samples or group_samples(device)} samples a stacked pass",
         flush=True,
     )
     for name in args.models:

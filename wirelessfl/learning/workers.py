@@ -32,8 +32,8 @@ CPU_GROUP_SAMPLES = 512
 """Samples of one stacked pass on a CPU by default: a group's activations stay in cache, one group per worker thread."""
 
 GPU_GROUP_SAMPLES = 8192
-"""Samples of one stacked pass on a GPU by default (1,000 LeNet-5 clients at batch 32 in 4 groups, about 0.7 GB of
-activations). Each group's step is a fixed number of kernel launches (about 170 for LeNet-5), so groups sized
+"""Samples of one stacked pass on a GPU by default (1,000 LeNet-5 clients at batch 32 in 4 groups of 250, each
+about 1.1 GB of activations by ``learning/memory.py``'s estimate). Each group's step is a fixed number of kernel launches (about 170 for LeNet-5), so groups sized
 for a CPU leave a GPU waiting for the host: 100 clients in groups of 16 kept an H200 busy 19% of an epoch, and
 the launches per step grew with the clients (1,175 at 100, 11,179 at 1,000; ``benchmarks/profile_cuda.py``)."""
 

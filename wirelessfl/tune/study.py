@@ -378,8 +378,9 @@ def trials_finished(scenario: Scenario, out_dir: Path) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     storage = open_storage(storage_url(out_dir))
     names = {summary.study_name for summary in optuna.get_all_study_summaries(storage)}
+    budget = tune_config(scenario).trials
     return sum(
-        min(_finished(optuna.load_study(study_name=t.curve, storage=storage)), tune_config(scenario).trials)
+        min(_finished(optuna.load_study(study_name=t.curve, storage=storage)), budget)
         for t in targets(scenario) if t.curve in names
     )
 
