@@ -239,3 +239,20 @@ def test_the_memory_estimate_on_a_gpu_counts_its_larger_slot_groups():
     finally:
         cost._workers = cost_workers
     assert on_gpu.total > on_cpu.total
+
+
+def test_eval_train_charges_a_forward_pass_of_the_train_split_at_each_evaluation():
+    """By hand: 10 clients x 60 digits split 0.6/0.2/0.2 = 360 training samples; 6 rounds evaluated at
+    0, 3 and 6; FedAvg's one copy; a forward pass a third of a training pass at 1,000 samples/s:
+    eval_train adds 3 x 360 / 3 / 1000 = 0.36 s."""
+    base = {
+        "name": "tiny", "rounds": 6, "eval_every": 3, "device": "cpu",
+        "data": {"dataset": "digits", "clients": 10, "samples": {"per_client": 60}, "split": [0.6, 0.2, 0.2]},
+        "model": {"name": "mlp"}, "algorithms": [{"name": "fedavg"}],
+    }  # fmt: skip
+    data = build_federated_data(parse_scenario(base).data_spec(), 0)
+    arch = get_architecture("mlp", (1, 8, 8), 10)
+    speed = cost.Throughput(samples_per_s=1000.0, eval_call_s=0.0)
+    plain = cost.estimate_seconds(parse_scenario(base), data, arch, speed)
+    fit = cost.estimate_seconds(parse_scenario({**base, "eval_train": True}), data, arch, speed)
+    assert fit - plain == pytest.approx(3 * 360 / 3 / 1000.0)

@@ -282,3 +282,38 @@ def test_an_lr_schedule_sets_each_rounds_client_rate(monkeypatch):
     rates.clear()
     simulate(parse_scenario(unscheduled))
     assert {lr for _, lr in rates} == {0.05}
+
+
+def test_eval_train_adds_the_fit_columns_and_changes_nothing_else():
+    """Evaluating the train split reads the models only: every other column is the same number, for an
+    algorithm with one model per client, FedEM's mixtures and FedAvg+ (which follows FedAvg's training)."""
+    base = {
+        **TINY, "algorithms": [{"name": "fedavg"}, {"name": "fedavg_ft"}, {"name": "fedem", "params": {"components": 2}}],
+        "networks": [{"preset": "wired"}],
+    }  # fmt: skip
+    plain = simulate(parse_scenario(base)).trace
+    fit = simulate(parse_scenario({**base, "eval_train": True})).trace
+    assert "fit_acc" not in plain.columns and "fit_loss" not in plain.columns
+    pd.testing.assert_frame_equal(fit.drop(columns=["fit_acc", "fit_loss"]), plain)
+    assert fit.fit_acc.between(0, 1).all() and (fit.fit_loss > 0).all()
+    assert fit.groupby("curve").fit_acc.nunique().min() > 1  # a number per round, not a constant
+
+
+def test_fit_acc_tells_over_fitting_apart():
+    """Local training, many epochs on 30 samples a client: every client fits its own training data (near
+    100%) far better than it generalises to its test split, the textbook sign of over-fitting."""
+    scenario = {
+        **TINY, "rounds": 4, "training": {"batch_size": 10, "lr": 0.1, "local_epochs": 10},
+        "algorithms": [{"name": "local"}], "networks": [{"preset": "wired"}], "eval_train": True,
+    }  # fmt: skip
+    last = simulate(parse_scenario(scenario)).trace.iloc[-1]
+    assert last.fit_acc >= 0.99 and last.fit_loss < 0.1
+    assert last.fit_acc - last.avg_acc > 0.15
+
+
+def test_eval_train_is_left_out_of_the_resolved_scenario_when_off():
+    from wirelessfl.config import dump_scenario, scenario_fingerprint
+
+    assert "eval_train" not in dump_scenario(parse_scenario(TINY))
+    assert scenario_fingerprint(parse_scenario(TINY)) == scenario_fingerprint(parse_scenario({**TINY, "eval_train": False}))
+    assert "eval_train: true" in dump_scenario(parse_scenario({**TINY, "eval_train": True}))

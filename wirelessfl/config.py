@@ -341,6 +341,11 @@ class Scenario(_Strict):
     eval_last: int = Field(
         0, ge=0, description="also evaluate each of the last N rounds (for a mean over the last N rounds, as pflego.txt §4.4 reports)"
     )
+    eval_train: bool = Field(
+        False,
+        description="also evaluate each client's model on its own training split at every evaluated round "
+        "(fit_acc, fit_loss: one measure for every method, to tell under-fitting from over-fitting)",
+    )
     target_accuracy: float = Field(0.8, gt=0, le=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     output: str = "results"
@@ -720,6 +725,8 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
         del content["tune"]
     if content["eval_last"] == 0:
         del content["eval_last"]
+    if not content["eval_train"]:
+        del content["eval_train"]
     if content["training"]["lr_schedule"] is None:
         del content["training"]["lr_schedule"]
     for algo in content["algorithms"]:

@@ -224,7 +224,7 @@ def estimate_seconds(
 
     Per training of a curve: ``rounds`` x participants x training samples x
     local epochs x the algorithm's work factor, at ``speed.samples_per_s``; plus
-    every evaluation round's two passes (test and val splits, times the
+    every evaluation round's two passes (test and val splits, and the train split with ``eval_train``; times the
     algorithm's slot copies, a third of a training pass a sample), each at
     least one measured evaluation call, and the training an algorithm does for
     every client at each evaluation (FedAvg+'s fine-tuning epochs). Trainings: the units of each curve
@@ -247,7 +247,8 @@ def estimate_seconds(
     for i, (name, params) in enumerate(_curves(scenario)):
         fp = footprint(name, params, arch, sizes, participants, cfg, data.num_groups)
         train = 0.0 if i in followers else scenario.rounds * participants * per_client * t.local_epochs * fp.work / rate
-        passes = [fp.eval_copies * sum(split) * FORWARD_COST / rate for split in (sizes.val, sizes.test)]
+        splits = (sizes.val, sizes.test, sizes.train) if scenario.eval_train else (sizes.val, sizes.test)
+        passes = [fp.eval_copies * sum(split) * FORWARD_COST / rate for split in splits]
         tuning = sum(sizes.train) * fp.eval_work / rate  # every client's training at each evaluation (FedAvg+)
         total += left[i] * (train + evaluations * (tuning + sum(max(speed.eval_call_s, p) for p in passes)))
     return total

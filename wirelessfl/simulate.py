@@ -59,7 +59,7 @@ from wirelessfl.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from wirelessfl.results.io import resumable_writes
+from wirelessfl.results.io import FIT_COLUMNS, resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -116,11 +116,14 @@ class RoundRecord:
     diagnostics: dict[str, Any] = field(default_factory=dict)
 
 
-def evaluate_round(algorithm, round: int, test_split: bool = True) -> tuple[dict[str, float], np.ndarray]:
+def evaluate_round(algorithm, round: int, test_split: bool = True, fit: bool = False) -> tuple[dict[str, float], np.ndarray]:
     """Accuracy columns over the training clients; held-out clients only in ``unseen_acc``.
 
     Without ``test_split`` (tuning) the test split is never evaluated: only ``avg_val_acc`` is a
-    number, every test column is NaN.
+    number, every test column is NaN. With ``fit`` (``eval_train``) each client's model is also
+    evaluated on its own training split, the same way for every method: ``fit_acc`` and ``fit_loss``
+    (means over the training clients) tell a method that under-fits from one that over-fits, which the
+    algorithms' own ``train_loss`` (each method's own running measure) cannot.
     """
     val = algorithm.evaluate("val")
     held_out = algorithm.held_out_clients()
@@ -140,6 +143,10 @@ def evaluate_round(algorithm, round: int, test_split: bool = True) -> tuple[dict
         "mean_loss": float(test.loss.double().cpu().numpy()[seen].mean()),
         "unseen_acc": float(acc[held_out].mean()) if len(held_out) else math.nan,
     }
+    if fit:
+        train = algorithm.evaluate("train")
+        metrics["fit_acc"] = float(train.accuracy.double().cpu().numpy()[seen].mean())
+        metrics["fit_loss"] = float(train.loss.double().cpu().numpy()[seen].mean())
     return metrics, acc
 
 
@@ -225,7 +232,7 @@ class Unit:
         try:
             if not self.records:
                 with engine.phase("evaluation"):
-                    metrics, acc = evaluate_round(self.algorithm, 0, test_split)
+                    metrics, acc = evaluate_round(self.algorithm, 0, test_split, self.scenario.eval_train)
                 self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
                 for follower in followers:
                     follower._follow(self, 0, True, test_split, theirs)
@@ -250,7 +257,7 @@ class Unit:
                 info = self.algorithm.step(r, frozenset(arrived))
                 if evaluated(r, rounds, eval_every, eval_last):
                     with engine.phase("evaluation"):
-                        metrics, acc = evaluate_round(self.algorithm, r, test_split)
+                        metrics, acc = evaluate_round(self.algorithm, r, test_split, self.scenario.eval_train)
                 else:
                     metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
                 metrics["train_loss"] = info.train_loss
@@ -298,13 +305,13 @@ class Unit:
         self.algorithm.follow(trainer.algorithm, round)
         if round == 0:
             with engine.phase("evaluation"):
-                metrics, acc = evaluate_round(self.algorithm, 0, test_split)
+                metrics, acc = evaluate_round(self.algorithm, 0, test_split, self.scenario.eval_train)
             self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
         else:
             source = trainer.records[-1]
             if evaluate:
                 with engine.phase("evaluation"):
-                    metrics, acc = evaluate_round(self.algorithm, round, test_split)
+                    metrics, acc = evaluate_round(self.algorithm, round, test_split, self.scenario.eval_train)
             else:
                 metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
             metrics["train_loss"] = source.metrics["train_loss"]
@@ -530,6 +537,7 @@ def rows_for(
                 "round_time": round_time,
                 **{k: rec.metrics.get(k, math.nan) for k in ("avg_acc", "worst_acc", "p10_acc", "avg_val_acc", "mean_loss", "unseen_acc")},
                 "train_loss": rec.metrics.get("train_loss", math.nan),
+                **({k: rec.metrics.get(k, math.nan) for k in FIT_COLUMNS} if scenario.eval_train else {}),
                 "dl_payload": dl,
                 "ul_payload": ul,
                 "dl_bits": dl_bits,

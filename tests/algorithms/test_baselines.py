@@ -137,3 +137,11 @@ def test_state_round_trip_restores_models(ctx):
     clone = get_algorithm("oracle")(ctx)
     clone.load_state_dict(algo.state_dict())
     assert torch.equal(clone.client_params(), algo.client_params())
+
+
+def test_split_sets_names_each_split_and_refuses_others(ctx):
+    assert [len(y) for _, y in ctx.split_sets("train", [0, 1])] == SIZES[:2]
+    for split in ("train", "val", "test"):
+        assert ctx.split_sets(split, [2])[0][1] is getattr(ctx.data.clients[2], f"y_{split}")
+    with pytest.raises(ValueError, match=r"^split must be 'train', 'val' or 'test', got 'validation'$"):
+        ctx.split_sets("validation", [0])

@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from wirelessfl.results.tables import (
+    fit_table,
     last_change,
     last_rounds_rows,
     markdown_table,
@@ -196,3 +197,22 @@ def test_last_change_is_the_gain_over_the_last_window_rounds_by_hand():
     assert last_change(trace).loc[("a", "p")] == pytest.approx(0.25)
     assert last_change(trace, window=12).loc[("a", "p")] == pytest.approx(0.45)
     assert math.isnan(last_change(trace, window=15).loc[("a", "p")])
+
+
+def test_fit_table_by_hand(trace, clients):
+    """fit_acc = avg_acc + 0.1 + 0.05 * seed, fit_loss 0.2: at the last round fedavg's seeds fit 0.8 and 0.95
+    against tests of 0.7 and 0.8, so fit 0.875, test 0.75 and a gap of 0.1 and 0.15 (mean 0.125); the
+    summary gets the section only for a trace that has the columns."""
+    with_fit = trace.assign(fit_acc=trace.avg_acc + 0.1 + 0.05 * trace.seed, fit_loss=0.2)
+    row = _row(fit_table(with_fit), "fedavg", "wired")
+    assert row.fit_acc == pytest.approx(0.875) and row.avg_acc == pytest.approx(0.75)
+    assert row.gap == pytest.approx(0.125) and row.fit_loss == pytest.approx(0.2)
+    assert row.gap_ci > 0 and row.fit_acc_ci > 0
+    two = _row(fit_table(with_fit, last_rounds=2), "fedavg", "wired")  # rounds 1 and 2: fits 0.6, 0.8 and 0.75, 0.95
+    assert two.fit_acc == pytest.approx((0.6 + 0.8 + 0.75 + 0.95) / 4)
+    assert fit_table(trace).empty
+    from wirelessfl.results.tables import summary_markdown
+
+    assert "## Fit to the training data" not in summary_markdown(trace, clients, "toy", 0.6, [])
+    text = summary_markdown(with_fit, clients, "toy", 0.6, [])
+    assert "| fedavg | wired | 87.5 ± " in text and "| 0.200 | 75.0 ± " in text

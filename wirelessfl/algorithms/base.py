@@ -92,6 +92,13 @@ class Context:
     def test_sets(self, clients: np.ndarray | list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [(self.data.clients[i].x_test, self.data.clients[i].y_test) for i in clients]
 
+    def split_sets(self, split: str, clients: np.ndarray | list[int]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The ``split`` ("train", "val" or "test") of each of ``clients``."""
+        sets = {"train": self.train_sets, "val": self.val_sets, "test": self.test_sets}
+        if split not in sets:
+            raise ValueError(f"split must be 'train', 'val' or 'test', got {split!r}")
+        return sets[split](clients)
+
     def sizes(self) -> np.ndarray:
         return np.asarray(self.data.train_sizes, dtype=np.float64)
 
@@ -203,9 +210,9 @@ class Algorithm(ABC):
         return self.ctx.held_out.copy()
 
     def evaluate(self, split: str = "test") -> EvalResult:
-        """Each client's own model on its own held-out split."""
+        """Each client's own model on its own ``split`` ("test", "val", or "train" for how well it fits)."""
         clients = np.arange(self.ctx.num_clients)
-        sets = self.ctx.test_sets(clients) if split == "test" else self.ctx.val_sets(clients)
+        sets = self.ctx.split_sets(split, clients)
         return self.ctx.engine.evaluate(self.client_params(), sets)
 
     def state_dict(self) -> dict[str, Any]:

@@ -204,9 +204,7 @@ class FedEM(Algorithm):
 
     # -- evaluation -----------------------------------------------------------
     def _sets(self, clients: Sequence[int], split: str) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        if split == "train":
-            return self.ctx.train_sets(clients)
-        return self.ctx.test_sets(clients) if split == "test" else self.ctx.val_sets(clients)
+        return self.ctx.split_sets(split, clients)
 
     def _padded_log_probs(self, clients: Sequence[int], split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Every component's log-softmax on every client's ``split``, padded: ``[T, M, N, C]``, labels and mask ``[T, N]``.

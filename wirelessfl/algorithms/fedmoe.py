@@ -250,9 +250,9 @@ class FedMoE(IFCA):
 
     # -- evaluation -----------------------------------------------------------
     def evaluate(self, split: str = "test") -> EvalResult:
-        """Every client's mixture (eq. 5) on its own held-out split."""
+        """Every client's mixture (eq. 5) on its own ``split``."""
         clients = np.arange(self.ctx.num_clients)
-        sets = self.ctx.test_sets(clients) if split == "test" else self.ctx.val_sets(clients)
+        sets = self.ctx.split_sets(split, clients)
         cluster_logits = self.expert_logits(self.models, clients, sets)
         local_logits = self.ctx.engine.logits(self.local, sets)
         experts = [torch.cat([c, l.unsqueeze(1)], dim=1) for c, l in zip(cluster_logits, local_logits)]

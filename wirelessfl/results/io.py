@@ -54,6 +54,10 @@ TRACE_COLUMNS: tuple[str, ...] = (
 )
 """One row per round x algorithm x variant x profile x seed; round 0 = initial models at time 0."""
 
+FIT_COLUMNS: tuple[str, ...] = ("fit_acc", "fit_loss")
+"""Trace columns of a run with ``eval_train``: each client's model on its own training split (means over
+the training clients), the same measure for every method; NaN in rounds that were not evaluated."""
+
 CLIENT_COLUMNS: tuple[str, ...] = (
     "scenario",
     "algorithm",

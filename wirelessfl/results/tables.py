@@ -231,6 +231,22 @@ def summary_table(trace: pd.DataFrame, clients: pd.DataFrame, target: float, las
     return table[columns]
 
 
+def fit_table(trace: pd.DataFrame, last_rounds: int = 1) -> pd.DataFrame:
+    """Per (curve, profile) of a run with ``eval_train``: the fit to the training split (``fit_acc``,
+    ``fit_loss``) beside the test accuracy (``avg_acc``), each a mean over seeds with its interval (``_ci``),
+    and ``gap = fit_acc - avg_acc`` per seed (``gap``, ``gap_ci``). Empty for a trace without ``fit_acc``.
+
+    One measure for every method: a low ``fit_acc`` says the method under-fits at this budget, a large
+    ``gap`` that it over-fits; ``train_loss`` cannot say either across methods (each algorithm's own)."""
+    if "fit_acc" not in trace.columns:
+        return pd.DataFrame(columns=_KEYS)
+    columns = ["fit_acc", "fit_loss", "avg_acc"]
+    per_seed = last_rounds_rows(trace, columns, last_rounds)
+    per_seed["gap"] = per_seed["fit_acc"] - per_seed["avg_acc"]
+    stats = _seed_statistics(per_seed, columns + ["gap"]).reset_index()
+    return stats[_KEYS + [c for name in columns + ["gap"] for c in (name, f"{name}_ci")]]
+
+
 def worst_client_table(clients: pd.DataFrame) -> pd.DataFrame:
     """Table I style: per curve, average and worst client accuracy after the last round.
 
@@ -322,6 +338,31 @@ def _time_to_target_cell(row: pd.Series) -> str:
     return f"{row['time']:.1f}{spread} (round {row['round']:.1f})"
 
 
+def _fit_section(trace: pd.DataFrame, last_rounds: int) -> list[str]:
+    """summary.md's section on the fit to the training data (no lines without ``eval_train``)."""
+    fit = fit_table(trace, last_rounds)
+    if fit.empty:
+        return []
+    return [
+        "## Fit to the training data (`eval_train`)",
+        "",
+        "Each client's own model on its own training split, the same measure for every method, beside its test "
+        "accuracy; 'gap' = fit - test, mean over seeds. A low fit says a method under-fits at this budget, a "
+        "large gap that it over-fits.",
+        "",
+        markdown_table(
+            ["curve", "profile", "fit acc (%)", "fit loss", "test avg acc (%)", "gap (points)"],
+            [
+                [r.curve, r.profile, percent(r.fit_acc, r.fit_acc_ci), _num(r.fit_loss, ".3f"), percent(r.avg_acc, r.avg_acc_ci),
+                 percent(r.gap, r.gap_ci)]
+                for r in fit.itertuples()
+            ],
+            [False, False, True, True, True, True],
+        ),
+        "",
+    ]
+
+
 def summary_markdown(
     trace: pd.DataFrame, clients: pd.DataFrame, scenario_name: str, target: float, notes: list[str],
     sections: list[str] = (), last_rounds: int = 1,
@@ -410,6 +451,7 @@ def summary_markdown(
             [False, False, True, True, True, True],
         ),
         "",
+        *_fit_section(trace, last_rounds),
         "## Worst client (Table I style)",
         "",
         "Profile 'all': every profile gave every client the same final accuracy.",
