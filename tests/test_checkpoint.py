@@ -554,3 +554,19 @@ def test_check_checkpoints_says_how_far_each_unit_got(tmp_path):
         simulate(parse_scenario(doc), run_dir, stop_after_rounds=5)
     assert check_checkpoints(parse_scenario(doc), run_dir) == {"seed0__fedavg": 3, "seed0__local": 1}
     assert check_checkpoints(parse_scenario(doc), tmp_path / "never-ran") == {}
+
+
+def test_a_resumed_unit_keeps_the_phase_times_of_the_rounds_before_its_kill(tmp_path):
+    """runtime.json's phases split a unit's wall time: a unit killed after its round-4 checkpoint and resumed
+    must still account for rounds 1-4 (they were charged only when run() returned, so a kill lost them and
+    a resumed unit's phases covered its last rounds alone). Phases include round 0 and the checkpoints, so
+    they add up to at least wall_s, for the trainer and for FedAvg+ that follows it."""
+    doc = {**SMALL, "rounds": 6, "checkpoint_every": 2, "algorithms": [{"name": "fedavg"}, {"name": "fedavg_ft"}]}
+    run_dir = _run_dir(tmp_path, doc)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(parse_scenario(doc), run_dir, stop_after_rounds=5)
+    resumed = simulate(parse_scenario(doc), run_dir)
+    assert set(resumed.runtime) == {"seed0__fedavg", "seed0__fedavg_ft"}
+    for key, unit in resumed.runtime.items():
+        assert sum(unit["phases"].values()) >= unit["wall_s"] > 0, (key, unit)
+    assert resumed.runtime["seed0__fedavg"]["phases"]["local training"] > 0

@@ -227,7 +227,7 @@ class Unit:
         Their evaluation time is theirs, not this unit's."""
         engine = self.algorithm.ctx.engine
         followers = followers or []
-        before, began_run = engine.phase_times(), time.perf_counter()
+        mark = (engine.phase_times(), time.perf_counter())
         theirs: dict[str, float] = {}
         try:
             if not self.records:
@@ -275,20 +275,31 @@ class Unit:
                          "time_unit": timing.time_unit, "profile": self.clock_profile.name}
                     )
                 if checkpoint is not None and (r % self.scenario.checkpoint_every == 0) and r < rounds:
+                    mark = self._charge_phases(mark, theirs)  # a resumed unit keeps the time before its kill
                     with engine.phase("checkpointing"):
                         checkpoint(self)
                         for follower in followers:
                             checkpoint(follower)
         finally:
-            # the engine is shared by a seed's units: count only what this call added (and not its followers)
-            phases = dict(self.phases)
-            phases["other"] = phases.get("other", 0.0) + time.perf_counter() - began_run - theirs.pop("wall", 0.0)
-            for label, seconds in engine.phase_times().items():
-                added = seconds - before.get(label, 0.0) - theirs.get(label, 0.0)
-                if added:
-                    phases[label] = phases.get(label, 0.0) + added
-                    phases["other"] -= added
-            self.phases = phases
+            self._charge_phases(mark, theirs)
+
+    def _charge_phases(self, mark: tuple[dict[str, float], float], theirs: dict[str, float]) -> tuple[dict[str, float], float]:
+        """Add to ``phases`` the wall time since ``mark`` (the engine's phase times and a clock reading), less
+        what followers spent (``theirs``, emptied), and return a new mark. The engine is shared by a seed's
+        units: only what this unit added counts."""
+        engine = self.algorithm.ctx.engine
+        before, began = mark
+        now, times = time.perf_counter(), engine.phase_times()
+        phases = dict(self.phases)
+        phases["other"] = phases.get("other", 0.0) + now - began - theirs.pop("wall", 0.0)
+        for label, seconds in times.items():
+            added = seconds - before.get(label, 0.0) - theirs.get(label, 0.0)
+            if added:
+                phases[label] = phases.get(label, 0.0) + added
+                phases["other"] -= added
+        self.phases = phases
+        theirs.clear()
+        return times, now
 
     def at_round(self, round: int) -> None:
         """Give the algorithm the client rate of ``round`` under ``training.lr_schedule`` (round 0: the base rate)."""
