@@ -17,11 +17,12 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 import yaml
-from plotly.colors import qualitative
+from plotly.subplots import make_subplots
 
 from wirelessfl.config import Scenario, TuneConfig, dump_scenario, load_scenario
 from wirelessfl.results.figures import PngExportError, export_png, png_skipped_note, write_plotly_js
 from wirelessfl.results.io import atomic_write_bytes, atomic_write_frame, atomic_write_text
+from wirelessfl.results.palette import curve_colors
 from wirelessfl.tune.space import split_trial
 
 STUDY_COLUMNS = ("curve", "algorithm", "trial", "state", "value", "last_round", "seconds")
@@ -85,25 +86,48 @@ def tuned_scenario(scenario: Scenario, targets, best: dict[str, dict[str, Any]])
     return raw
 
 
+HISTORY_COLUMNS = 4
+"""Panels per row of the tuning history (one panel per curve)."""
+
+
 def history_figure(table: pd.DataFrame) -> go.Figure:
-    """Each trial's objective by trial number (pruned ones hollow, at their last reported value) and the best so far."""
-    fig = go.Figure()
-    colors = qualitative.Plotly
-    for index, (curve, rows) in enumerate(table.groupby("curve", sort=False)):
-        color = colors[index % len(colors)]
-        rows = rows.sort_values("trial")
-        done = rows[rows["state"] == "complete"]
-        pruned = rows[rows["state"] == "pruned"]
-        fig.add_trace(go.Scatter(x=done["trial"], y=done["value"], mode="markers", name=f"{curve}", legendgroup=curve,
-                                 marker={"color": color}))
+    """One panel per curve, on one y axis: each trial's objective by trial number (pruned ones hollow, at their
+    last reported value) and the best so far. Twelve curves on one axis hid each other's trials."""
+    curves = list(dict.fromkeys(table["curve"])) if len(table) else []
+    columns = max(1, min(HISTORY_COLUMNS, len(curves)))
+    rows = max(1, math.ceil(len(curves) / columns))
+    fig = make_subplots(
+        rows=rows, cols=columns, subplot_titles=curves or None, shared_yaxes="all", shared_xaxes="all",
+        horizontal_spacing=0.04, vertical_spacing=0.12 if rows > 1 else 0.08,
+    )
+    colors = curve_colors(curves)
+    for index, curve in enumerate(curves):
+        row, col = divmod(index, columns)
+        where = {"row": row + 1, "col": col + 1}
+        trials = table[table["curve"] == curve].sort_values("trial")
+        done = trials[trials["state"] == "complete"]
+        pruned = trials[trials["state"] == "pruned"]
+        color = colors[curve]
+        fig.add_trace(go.Scatter(x=done["trial"], y=done["value"], mode="markers", name="complete", legendgroup="complete",
+                                 showlegend=False, marker={"color": color}), **where)
         if len(pruned):
-            fig.add_trace(go.Scatter(x=pruned["trial"], y=pruned["value"], mode="markers", name=f"{curve} (pruned)",
-                                     legendgroup=curve, marker={"color": color, "symbol": "circle-open"}))
+            fig.add_trace(go.Scatter(x=pruned["trial"], y=pruned["value"], mode="markers", name="pruned (last report)",
+                                     legendgroup="pruned", showlegend=False, marker={"color": color, "symbol": "circle-open"}),
+                          **where)
         if len(done):
-            fig.add_trace(go.Scatter(x=done["trial"], y=done["value"].cummax(), mode="lines", name=f"{curve} best",
-                                     legendgroup=curve, line={"color": color, "shape": "hv"}, showlegend=False))
-    fig.update_layout(title="tuning history: validation accuracy per trial, best so far", template="plotly_white",
-                      xaxis_title="trial", yaxis_title="objective (mean validation accuracy)")
+            fig.add_trace(go.Scatter(x=done["trial"], y=done["value"].cummax(), mode="lines", name="best so far",
+                                     legendgroup="best", showlegend=False, line={"color": color, "shape": "hv"}), **where)
+    # legend entries for the marker kinds, in grey: each panel has its own colour
+    for name, marker, line in (("complete", {"color": "grey"}, None), ("pruned (last report)", {"color": "grey", "symbol": "circle-open"}, None),
+                               ("best so far", None, {"color": "grey", "shape": "hv"})):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers" if marker else "lines", name=name, marker=marker,
+                                 line=line, legendgroup=name), row=1, col=1)
+    fig.update_layout(
+        title="tuning history: validation accuracy per trial (pruned: hollow), best so far",
+        template="plotly_white", height=260 * rows + 120, width=1200 if columns > 2 else 420 * columns + 200,
+    )
+    fig.update_xaxes(title_text="trial", row=rows)
+    fig.update_yaxes(title_text="objective", col=1)
     return fig
 
 
