@@ -58,6 +58,7 @@ def test_a_search_writes_its_study_tuned_scenario_and_history(pooled):
     assert set(table["state"]) <= {"complete", "pruned"} and (table["state"] == "complete").any()
     for name in ("study.db", "study.csv", "tuned.yaml", "history.html", "summary.md"):
         assert (pooled.dir / name).is_file(), name
+    assert str(pooled.dir) not in (pooled.dir / "tuned.yaml").read_text()  # a folder that moves, or is committed, stays right
     tuned = load_scenario(pooled.dir / "tuned.yaml")
     assert tuned.tune is None and [a.label for a in tuned.algorithms] == ["fedavg", "local"]
     for algo in tuned.algorithms:

@@ -165,7 +165,7 @@ def write_outputs(scenario: Scenario, out_dir: Path, targets, studies, notes: li
     tuned = tuned_scenario(scenario, targets, best)
     header = (
         f"# {scenario.name} with the values `wirelessfl tune` found on the validation split\n"
-        f"# (study: {out_dir / 'study.db'}; table: study.csv). Run: wirelessfl simulate tuned.yaml\n"
+        f"# (study.db and study.csv beside this file). Run: wirelessfl simulate tuned.yaml\n"
     )
     atomic_write_text(out_dir / "tuned.yaml", header + yaml.safe_dump(tuned, sort_keys=False))
     load_scenario(out_dir / "tuned.yaml")  # what we hand over must run
