@@ -215,4 +215,8 @@ def test_fit_table_by_hand(trace, clients):
 
     assert "## Fit to the training data" not in summary_markdown(trace, clients, "toy", 0.6, [])
     text = summary_markdown(with_fit, clients, "toy", 0.6, [])
-    assert "| fedavg | wired | 87.5 ± " in text and "| 0.200 | 75.0 ± " in text
+    assert "| fedavg | all | 87.5 ± " in text and "| 0.200 | 75.0 ± " in text  # replayed: one row for every profile
+    apart = with_fit.assign(fit_acc=with_fit.fit_acc.where(with_fit.profile == "wired", with_fit.fit_acc - 0.1))
+    text = summary_markdown(apart, clients, "toy", 0.6, [])
+    section = text[text.index("## Fit") : text.index("## Worst")]
+    assert "| fedavg | wired | 87.5 ± " in section and "| fedavg | slow | 77.5 ± " in section and "| all |" not in section

@@ -343,12 +343,19 @@ def _fit_section(trace: pd.DataFrame, last_rounds: int) -> list[str]:
     fit = fit_table(trace, last_rounds)
     if fit.empty:
         return []
+    replayed = [
+        curve for curve, rows in trace.groupby("curve", sort=False)
+        if identical_across_profiles(rows, ["seed", "round"], "fit_acc") and identical_across_profiles(rows, ["seed", "round"], "avg_acc")
+    ]
+    fit = pd.concat(
+        [fit[~fit["curve"].isin(replayed)], fit[fit["curve"].isin(replayed)].drop_duplicates("curve").assign(profile="all")]
+    ).set_index("curve").loc[list(dict.fromkeys(fit["curve"]))].reset_index()
     return [
         "## Fit to the training data (`eval_train`)",
         "",
         "Each client's own model on its own training split, the same measure for every method, beside its test "
         "accuracy; 'gap' = fit - test, mean over seeds. A low fit says a method under-fits at this budget, a "
-        "large gap that it over-fits.",
+        "large gap that it over-fits. Profile 'all': every profile gave the same numbers.",
         "",
         markdown_table(
             ["curve", "profile", "fit acc (%)", "fit loss", "test avg acc (%)", "gap (points)"],
