@@ -4,12 +4,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import pytest
 import yaml
 
-from wirelessfl.results import figures
+from wirelessfl.results import figures, palette
 from wirelessfl.results.figures import (
     PngExportError,
     export_png,
@@ -241,5 +242,27 @@ def test_twelve_curves_get_distinct_colours_and_a_png_tall_enough_for_the_legend
     fig = fig_accuracy_vs_time(many)
     colours = {t.line.color for t in fig.data if t.showlegend}
     assert len(colours) == 12
+    assert [t.line.dash for t in fig.data if t.showlegend] == list(palette.LARGE_DASHES[:12])
+    assert {t.line.dash for t in fig_accuracy_vs_time(trace).data if t.showlegend} == {"solid"}
     assert figures._png_height(fig) == 200 + 30 * 12
     assert figures._png_height(fig_accuracy_vs_time(trace)) == 480
+
+
+def _cielab(hex_colour: str) -> np.ndarray:
+    """sRGB hex -> CIELAB (D65), the textbook formulas."""
+    rgb = np.array([int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)])
+    linear = np.where(rgb <= 0.04045, rgb / 12.92, ((rgb + 0.055) / 1.055) ** 2.4)
+    xyz = np.array([[0.4124, 0.3576, 0.1805], [0.2126, 0.7152, 0.0722], [0.0193, 0.1192, 0.9505]]) @ linear
+    f = np.cbrt(np.maximum(xyz / np.array([0.95047, 1.0, 1.08883]), (6 / 29) ** 3))
+    return np.array([116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])])
+
+
+def test_large_palette_look_alike_colours_get_different_dashes():
+    """Dark24 pairs magentas (#DA16FF, #FB00D1) and pinks (#E15F99, #FC0080) under 30 CIELAB units apart: in a
+    13-curve figure they read as one colour, so every pair closer than 40 units is told apart by its dash."""
+    assert len(palette.LARGE_DASHES) == len(palette.LARGE_PALETTE)
+    labs = [_cielab(c) for c in palette.LARGE_PALETTE]
+    close = [(i, j) for i in range(len(labs)) for j in range(i) if np.linalg.norm(labs[i] - labs[j]) < 40]
+    assert (4, 11) in [(j, i) for i, j in close] and len(close) > 20
+    assert all(palette.LARGE_DASHES[i] != palette.LARGE_DASHES[j] for i, j in close)
+    assert _cielab("#FFFFFF") == pytest.approx([100, 0, 0], abs=0.05)

@@ -19,7 +19,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from wirelessfl.results.palette import curve_colors
+from wirelessfl.results.palette import curve_colors, curve_dashes
 from wirelessfl.results.tables import METRIC_LABELS, first_reached, markdown_table
 
 ENERGY_COLUMNS = ("energy_j", "cum_energy_j", "cum_energy_max_j", "energy_mean_j", "energy_max_j", "depleted")
@@ -141,7 +141,7 @@ def fig_accuracy_vs_energy(trace: pd.DataFrame, metric: str = "avg_acc") -> go.F
     """Accuracy against the devices' cumulative energy, one panel per profile, mean over seeds per round."""
     profiles = list(dict.fromkeys(trace["profile"]))
     curves = list(dict.fromkeys(trace["curve"]))
-    colors = curve_colors(curves)
+    colors, dashes = curve_colors(curves), curve_dashes(curves)
     means = (
         trace.dropna(subset=[metric]).groupby(_KEYS + ["round"], sort=False)
         .agg(energy=("cum_energy_j", "mean"), value=(metric, "mean"), time=("time", "mean")).reset_index()
@@ -157,7 +157,7 @@ def fig_accuracy_vs_energy(trace: pd.DataFrame, metric: str = "avg_acc") -> go.F
                 continue
             traces.append(go.Scatter(
                 x=rows["energy"].to_numpy(), y=rows["value"].to_numpy(), mode="lines+markers" if len(rows) <= 30 else "lines",
-                line={"color": colors[curve]}, name=curve, legendgroup=curve, showlegend=column == 1,
+                line={"color": colors[curve], "dash": dashes[curve]}, name=curve, legendgroup=curve, showlegend=column == 1,
                 customdata=rows[["round", "time"]].to_numpy(),
                 hovertemplate=f"{curve}<br>round %{{customdata[0]}}<br>time %{{customdata[1]:.2f}}"
                 "<br>energy %{x:.3g} J<br>accuracy %{y:.3f}<extra></extra>",

@@ -41,7 +41,7 @@ from wirelessfl.results.io import (
     validate_trace,
 )
 from wirelessfl.results.palette import PALETTE as _PALETTE
-from wirelessfl.results.palette import curve_colors
+from wirelessfl.results.palette import curve_colors, curve_dashes
 from wirelessfl.results.plotly_js import write_plotly_js
 from wirelessfl.results.tables import ACCURACY_METRICS, METRIC_LABELS, identical_across_profiles, write_summary_md
 
@@ -113,7 +113,7 @@ def _seed_bands(trace: pd.DataFrame, metric: str) -> pd.DataFrame:
     return bands.assign(low=bands["mean"] - bands["half"], high=bands["mean"] + bands["half"])
 
 
-def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: str, column: int, legend: bool) -> None:
+def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: str, dash: str, column: int, legend: bool) -> None:
     x_values = rows[x].to_numpy()
     if rows["seeds"].max() > 1:
         fig.add_trace(
@@ -137,7 +137,7 @@ def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: st
             x=x_values,
             y=rows["mean"].to_numpy(),
             mode="lines+markers" if len(rows) <= 30 else "lines",
-            line={"color": color},
+            line={"color": color, "dash": dash},
             name=curve,
             legendgroup=curve,
             showlegend=legend,
@@ -151,14 +151,14 @@ def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: st
 
 def _panels(trace: pd.DataFrame, metric: str, x: str, panel_profiles: list[str], titles: list[str], x_titles: list[str], title: str):
     curves = _ordered(trace["curve"])
-    colors = curve_colors(curves)
+    colors, dashes = curve_colors(curves), curve_dashes(curves)
     bands = _seed_bands(trace, metric)
     fig = make_subplots(rows=1, cols=len(panel_profiles), shared_yaxes=True, subplot_titles=titles, horizontal_spacing=0.04)
     for column, profile in enumerate(panel_profiles, start=1):
         for curve in curves:
             rows = bands[(bands["curve"] == curve) & (bands["profile"] == profile)]
             if len(rows):
-                _add_curve(fig, rows, x, curve, colors[curve], column, legend=column == 1)
+                _add_curve(fig, rows, x, curve, colors[curve], dashes[curve], column, legend=column == 1)
         fig.update_xaxes(title_text=x_titles[column - 1], row=1, col=column)
     fig.update_yaxes(title_text=METRIC_LABELS[metric], tickformat=".0%", row=1, col=1)
     fig.update_yaxes(range=[0, 1.02])
