@@ -8,6 +8,7 @@ from wirelessfl.results.tables import (
     last_change,
     last_rounds_rows,
     markdown_table,
+    paired_ranking,
     summary_table,
     time_to_target,
     worst_client_table,
@@ -220,3 +221,49 @@ def test_fit_table_by_hand(trace, clients):
     text = summary_markdown(apart, clients, "toy", 0.6, [])
     section = text[text.index("## Fit") : text.index("## Worst")]
     assert "| fedavg | wired | 87.5 ± " in section and "| fedavg | slow | 77.5 ± " in section and "| all |" not in section
+
+
+def _final_trace(values: dict[str, list[float]], profiles=("wired", "slow")) -> pd.DataFrame:
+    """One final round per (curve, profile, seed) with the given accuracy per seed, the same on every profile."""
+    return pd.DataFrame([
+        {"curve": curve, "algorithm": curve.split("-")[0], "profile": profile, "seed": seed, "round": 5, "avg_acc": value}
+        for curve, per_seed in values.items() for profile in profiles for seed, value in enumerate(per_seed)
+    ])  # fmt: skip
+
+
+def test_paired_ranking_by_hand():
+    """Seeds spread the accuracies by 10 points, so separate intervals overlap everywhere; paired by seed, b
+    is 1 point below a in every seed (interval 0: below the best), c is -3, +3, 0 against a (mean 0 with an
+    interval: tied), and the oracle, 2 above a in every seed, is a reference: above the best, never it."""
+    trace = _final_trace({
+        "a": [0.50, 0.60, 0.70], "b-1": [0.49, 0.59, 0.69], "c": [0.47, 0.63, 0.70], "oracle": [0.52, 0.62, 0.72],
+    })  # fmt: skip
+    ranking = paired_ranking(trace).set_index("curve")
+    assert set(ranking["profile"]) == {"all"}  # the same on both profiles
+    assert ranking.loc["a", "verdict"] == "best" and ranking.loc["a", "avg_acc"] == pytest.approx(0.60)
+    assert ranking.loc["b-1", "diff"] == pytest.approx(-0.01) and ranking.loc["b-1", "diff_ci"] == pytest.approx(0, abs=1e-12)
+    assert ranking.loc["b-1", "verdict"] == "below the best"
+    half_c = 4.302652729911275 * 0.03 / math.sqrt(3)  # t(0.975, 2) x std(-3, 3, 0 points) / sqrt(3)
+    assert ranking.loc["c", "diff"] == pytest.approx(0) and ranking.loc["c", "diff_ci"] == pytest.approx(half_c)
+    assert ranking.loc["c", "verdict"] == "tied with the best"
+    assert ranking.loc["oracle", "verdict"] == "above the best" and bool(ranking.loc["oracle", "reference"])
+    assert list(ranking.index) == ["oracle", "a", "c", "b-1"]
+    apart = trace.assign(avg_acc=trace.avg_acc.where((trace.profile == "wired") | (trace.curve != "c"), 0.9))
+    by_profile = paired_ranking(apart)
+    assert set(by_profile["profile"]) == {"wired", "slow"}
+    assert by_profile.set_index(["profile", "curve"]).loc[("slow", "c"), "verdict"] == "best"
+    one_seed = paired_ranking(_final_trace({"a": [0.5], "b-1": [0.4]})).set_index("curve")
+    assert one_seed.loc["b-1", "verdict"] == "one seed"
+
+
+def test_summary_ranks_by_paired_differences_from_two_seeds_on(trace, clients):
+    from wirelessfl.results.tables import summary_markdown
+
+    text = summary_markdown(trace, clients, "toy", 0.6, [])
+    assert "## Ranking, paired by seed" in text
+    section = text[text.index("## Ranking") : text.index("## Worst")]
+    ranking = paired_ranking(trace)
+    for r in ranking.itertuples():
+        assert f"| {r.profile} | {r.curve} | {100 * r.avg_acc:.1f} |" in section
+    assert section.count("| best |") == ranking["profile"].nunique()
+    assert "## Ranking" not in summary_markdown(trace[trace.seed == trace.seed.min()], clients, "toy", 0.6, [])

@@ -27,7 +27,7 @@ from wirelessfl.results.io import (
     validate_trace,
     write_trace,
 )
-from wirelessfl.results.tables import fit_table, summary_table, time_to_target, worst_client_table, write_summary_md
+from wirelessfl.results.tables import fit_table, paired_ranking, summary_table, time_to_target, worst_client_table, write_summary_md
 
 __all__ = [
     "CLIENT_COLUMNS",
@@ -42,6 +42,7 @@ __all__ = [
     "fig_accuracy_vs_time",
     "fig_worst_client",
     "fit_table",
+    "paired_ranking",
     "new_run_dir",
     "plot_run",
     "read_clients",

@@ -247,6 +247,50 @@ def fit_table(trace: pd.DataFrame, last_rounds: int = 1) -> pd.DataFrame:
     return stats[_KEYS + [c for name in columns + ["gap"] for c in (name, f"{name}_ci")]]
 
 
+REFERENCE_ALGORITHMS = frozenset({"oracle"})
+"""Algorithms that know the truth (the true groups): shown beside a contest, never its winner."""
+
+
+def paired_ranking(trace: pd.DataFrame, last_rounds: int = 1, metric: str = "avg_acc") -> pd.DataFrame:
+    """Per profile (``"all"`` when every curve gave the same numbers on every profile), every curve's
+    ``metric`` against the contest's best, the difference taken seed by seed.
+
+    Every curve of a seed shares its random numbers (initial model, batches, participants, network draws), so
+    the per-seed difference ``diff`` (mean over the shared seeds, ``diff_ci`` its interval) removes the
+    seed-to-seed spread that two separate intervals both carry. ``verdict``: ``best``; ``tied with the best``
+    when the interval holds 0; ``below the best``; ``above the best`` (a reference only); ``one seed`` when
+    no interval exists. References (``REFERENCE_ALGORITHMS``) are ranked beside the contest, never its best.
+    """
+    per_seed = last_rounds_rows(trace, [metric], last_rounds)
+    algorithms = trace.groupby("curve", sort=False)["algorithm"].first()
+    if trace["profile"].nunique() > 1 and identical_across_profiles(trace, ["curve", "seed", "round"], metric):
+        per_seed = per_seed[per_seed["profile"] == per_seed["profile"].iloc[0]].assign(profile="all")
+    rows = []
+    for profile, group in per_seed.groupby("profile", sort=False):
+        values = group.pivot_table(index="seed", columns="curve", values=metric, aggfunc="first")
+        means = values.mean().sort_values(ascending=False, kind="stable")
+        contest = [c for c in means.index if algorithms[c] not in REFERENCE_ALGORITHMS]
+        if not contest:
+            continue
+        best = contest[0]
+        for curve in means.index:
+            diff = (values[curve] - values[best]).dropna()
+            half = interval_half_width(diff.to_numpy())
+            if curve == best:
+                verdict = "best"
+            elif math.isnan(half):
+                verdict = "one seed"
+            elif abs(diff.mean()) <= half:
+                verdict = "tied with the best"
+            else:
+                verdict = "above the best" if diff.mean() > 0 else "below the best"
+            rows.append({
+                "profile": profile, "curve": curve, metric: means[curve], "diff": diff.mean(), "diff_ci": half,
+                "seeds": len(diff), "reference": algorithms[curve] in REFERENCE_ALGORITHMS, "verdict": verdict,
+            })  # fmt: skip
+    return pd.DataFrame(rows, columns=["profile", "curve", metric, "diff", "diff_ci", "seeds", "reference", "verdict"])
+
+
 def worst_client_table(clients: pd.DataFrame) -> pd.DataFrame:
     """Table I style: per curve, average and worst client accuracy after the last round.
 
@@ -370,6 +414,35 @@ def _fit_section(trace: pd.DataFrame, last_rounds: int) -> list[str]:
     ]
 
 
+def _ranking_section(trace: pd.DataFrame, last_rounds: int) -> list[str]:
+    """summary.md's ranking by per-seed differences (no lines for one curve or one seed)."""
+    if trace["curve"].nunique() < 2 or trace["seed"].nunique() < 2:
+        return []
+    ranking = paired_ranking(trace, last_rounds)
+    if ranking.empty:
+        return []
+    return [
+        "## Ranking, paired by seed",
+        "",
+        "Every curve of a seed starts from the same model and sees the same batches, participants and network "
+        "draws, so each curve is compared with the best one seed by seed: 'difference' is the mean over seeds "
+        f"of (curve - best) in points with its {CONFIDENCE:.0%} interval, and an interval that holds 0 is a "
+        f"tie. {', '.join(sorted(REFERENCE_ALGORITHMS))} knows the true groups: shown beside the contest, "
+        "never its best. Profile 'all': every profile gave the same numbers.",
+        "",
+        markdown_table(
+            ["profile", "curve", "avg acc (%)", "difference to the best (points)", "verdict"],
+            [
+                [r.profile, r.curve + (" (reference)" if r.reference else ""), percent(r.avg_acc),
+                 "" if r.verdict == "best" else percent(r.diff, r.diff_ci), r.verdict]
+                for r in ranking.itertuples()
+            ],
+            [False, False, True, True, False],
+        ),
+        "",
+    ]
+
+
 def summary_markdown(
     trace: pd.DataFrame, clients: pd.DataFrame, scenario_name: str, target: float, notes: list[str],
     sections: list[str] = (), last_rounds: int = 1,
@@ -458,6 +531,7 @@ def summary_markdown(
             [False, False, True, True, True, True],
         ),
         "",
+        *_ranking_section(trace, last_rounds),
         *_fit_section(trace, last_rounds),
         "## Worst client (Table I style)",
         "",

@@ -54,6 +54,7 @@ from wirelessfl.results.figures import PNG_TIMEOUT_S, PngExportError, export_png
 from wirelessfl.results.intervals import CONFIDENCE, interval_half_width
 from wirelessfl.results.io import atomic_write_bytes, atomic_write_text
 from wirelessfl.results.plotly_js import write_plotly_js
+from wirelessfl.results.tables import REFERENCE_ALGORITHMS
 
 TABLE_COLUMNS = (
     "point",
@@ -100,8 +101,6 @@ _AXIS_LABELS = {
     "training.lr": "learning rate",
     "training.participation": "participation",
 }
-#: Algorithms that know the truth (the true groups): shown beside a map's contest, never its winner.
-REFERENCE_ALGORITHMS = frozenset({"oracle"})
 _NA = "\x00NA"
 """Axis value of a row the axis does not apply to (the k column of a FedAvg row)."""
 
