@@ -60,7 +60,7 @@ def test_the_tune_block_adds_replaces_and_removes_and_fixed_params_are_not_searc
     assert [t.curve for t in found] == ["ucfl streams=2", "ucfl streams=3"]
     assert found[0].fixed == {"temperature": 0.03, "streams": 2}
     assert found[0].space == {
-        "training.lr": Param(0.01, 0.1), "warmup_rounds": Param.range(0, 5), "sigma_batches": Param.of(5, 10),
+        "training.lr": Param(0.01, 0.1), "warmup_rounds": Param.range(0, 20), "sigma_batches": Param.of(5, 10),
     }
     doc["tune"]["algorithms"]["ucfl"]["temperature"] = {"low": 0.01, "high": 1.0, "log": True}
     assert targets(parse_scenario(doc))[0].space["temperature"] == Param.range(0.01, 1.0, log=True)
