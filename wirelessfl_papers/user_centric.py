@@ -470,7 +470,19 @@ def _page(paper: Paper, runs: Runs, command: str) -> str:
         lines += ["", f"With {OUR_UCFL} in place of the paper's UCFL: {len(ours)} claims checked; {len(ours) - len(not_ours)} hold."]
         if not_ours:
             lines += ["", "Not reproduced with it:", ""] + [f"- {text}" for text in not_ours]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + DEVICE_ENERGY) + "\n"
+
+
+DEVICE_ENERGY = [
+    "",
+    "## Device energy",
+    "",
+    "What the extra streams cost the devices' batteries (UCFL k = 2, 4, 20 against FedAvg and Oracle) and what",
+    "FedFomo's M downloads cost is measured in docs/reproduction-notes.md §8 (runs in `docs/runs/energy-quickstart`",
+    "and `docs/runs/energy-fedfomo`; `wirelessfl report` puts a device-energy table under each run's section once",
+    "its trace has energy columns).",
+]
+"""The page's pointer to the energy measurements, which live beside it rather than in its runs."""
 
 
 PAPER = Paper(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -287,13 +288,17 @@ def test_fedem_emnist_local_far_below_and_fedem_not_below_fedavg_on_two_seeds(lo
     assert far.holds is holds  # closest federated method: FedAvg's 82.0, 6.0 or 2.0 above
     # with 2 seeds the 95% half-width is t(0.975, 1) = 12.7 times the two values' half-distance: 12.7 for 82/84
     assert f"Local {local * 100:.1f} ± 0.0 vs FedEM 83.0 ± 12.7, FedAvg 82.0 ± 12.7, FedAvg+ 85.0 ± 0.0" in far.evidence
-    assert far.evidence.endswith("on 2 seed(s); within the 95% intervals: Local vs FedEM, Local vs FedAvg; "
-                                 "Table 2: Local 71.9 vs 82.6 to 83.5")  # fmt: skip
+    # seed by seed Local - FedEM is (L - 82, L - 84), Local - FedAvg (L - 83, L - 81): 2 apart, so 12.7 again
+    assert far.evidence.endswith(
+        f"on 2 seed(s); within the 95% intervals: Local vs FedEM (Local - FedEM seed by seed: {local * 100 - 83:+.1f} ± "
+        f"12.7), Local vs FedAvg (Local - FedAvg seed by seed: {local * 100 - 82:+.1f} ± 12.7); Table 2: Local 71.9 vs "
+        "82.6 to 83.5"
+    )
     not_below = claim(fedem, "FedEM is not below FedAvg (Table 2)").check(run)
     assert not_below.holds is True
     assert not_below.evidence.startswith(
         "average accuracy: FedEM 83.0 ± 12.7 vs FedAvg 82.0 ± 12.7, on 2 seed(s); within the 95% intervals: FedEM vs "
-        "FedAvg; Table 2: 83.5 vs 82.6"
+        "FedAvg (FedEM - FedAvg seed by seed: +1.0 ± 25.4); Table 2: 83.5 vs 82.6"
     )
 
 
@@ -517,4 +522,18 @@ def test_an_ordering_claim_names_the_gaps_inside_the_95_percent_intervals():
     verdict = check.verdict({"pflego-emnist-k2-protocol": run})
     assert verdict.holds
     assert "PFLEGO 96.0 ± 2.5 / FedPer 96.0 ± 1.2 / FedAvg 50.3 ± 1.4, on 3 seed(s)" in verdict.evidence
-    assert "; within the 95% intervals: PFLEGO vs FedPer;" in verdict.evidence
+    # seed by seed PFLEGO - FedPer is -0.5, 0, +0.5: mean 0, half-width t(0.975, 2) x 0.5 / sqrt(3) = 1.2
+    assert "; within the 95% intervals: PFLEGO vs FedPer (PFLEGO - FedPer seed by seed: +0.0 ± 1.2);" in verdict.evidence
+
+
+def test_paired_difference_separates_what_two_overlapping_intervals_do_not():
+    """Seeds move both curves by 10 points (intervals 12.4 wide overlap), but a is 1 point above b in every
+    seed: seed by seed +1.0 ± 0.0. With one seed shared there is no paired interval."""
+    finals = {"fedem": {"avg_acc": (0.50, 0.60, 0.70)}, "fedavg": {"avg_acc": (0.49, 0.59, 0.69)}}
+    run = Run.from_trace(paper_trace("fedem-emnist", finals, seeds=(0, 1, 2)))
+    assert run.interval("fedem") == pytest.approx(4.302652729911275 * 10 / math.sqrt(3))
+    mean, half = run.paired("fedem", "fedavg")
+    assert mean == pytest.approx(1.0) and half == pytest.approx(0.0, abs=1e-9)
+    assert run.paired("fedem", "missing") is None
+    one = Run.from_trace(paper_trace("fedem-emnist", finals | {"fedavg": {"avg_acc": 0.5}}, seeds=(0,)))
+    assert one.paired("fedem", "fedavg") is None

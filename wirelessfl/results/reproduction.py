@@ -67,6 +67,8 @@ class Run:
     spread: pd.DataFrame | None = None
     """Half-width of the 95% Student-t interval over seeds of each curve's final accuracies (percent; NaN
     with one seed; ``results.intervals``)."""
+    per_seed: pd.DataFrame | None = None
+    """Each (curve, seed)'s final accuracies in percent, the rows :attr:`final` averages."""
 
     @classmethod
     def load(cls, directory: Path) -> Run:
@@ -86,13 +88,13 @@ class Run:
     ) -> Run:
         """A run from an in-memory trace (``simulate(...).trace``); accuracies in percent, each seed's taken
         over the evaluated rounds among its last ``last_rounds`` (1: the last round)."""
-        final, spread = _finals(trace, last_rounds)
-        return cls(directory, trace, final, diagnostics or {}, runtime or {}, spread=spread)
+        final, spread, per_seed = _finals(trace, last_rounds)
+        return cls(directory, trace, final, diagnostics or {}, runtime or {}, spread=spread, per_seed=per_seed)
 
     def over_last(self, last_rounds: int) -> Run:
         """The same run with its accuracies averaged over the evaluated rounds among the last ``last_rounds``."""
-        final, spread = _finals(self.trace, last_rounds)
-        return replace(self, final=final, spread=spread)
+        final, spread, per_seed = _finals(self.trace, last_rounds)
+        return replace(self, final=final, spread=spread, per_seed=per_seed)
 
     @property
     def scenario(self) -> str:
@@ -111,6 +113,20 @@ class Run:
             return None
         half = float(self.spread.loc[curve, column])
         return None if math.isnan(half) else half
+
+    def paired(self, a: str, b: str, column: str = "avg_acc") -> tuple[float, float] | None:
+        """``a - b`` seed by seed in points: its mean and the half-width of its 95% interval; None without two
+        seeds both curves ran. Every curve of a seed shares its random numbers, so this difference is free of
+        the seed-to-seed spread that :meth:`interval` carries."""
+        if self.per_seed is None or column not in self.per_seed.columns:
+            return None
+        values = self.per_seed[column].unstack("curve")
+        if a not in values.columns or b not in values.columns:
+            return None
+        diff = (values[a] - values[b]).dropna()
+        if len(diff) < 2:
+            return None
+        return float(diff.mean()), interval_half_width(diff.to_numpy())
 
     def acc_text(self, curve: str, column: str = "avg_acc") -> str:
         """:meth:`acc` as a table cell, with `` ± `` its 95% interval over seeds when the run has several."""
@@ -132,17 +148,19 @@ class Run:
         return int(self.trace["round"].max())
 
 
-def _finals(trace: pd.DataFrame, last_rounds: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per curve (first profile): the seed mean of each accuracy column (percent) and the last round, and the
-    half-width of each mean's 95% interval over seeds."""
+def _finals(trace: pd.DataFrame, last_rounds: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Per curve (first profile): the seed mean of each accuracy column (percent) and the last round, the
+    half-width of each mean's 95% interval over seeds, and the per-seed values (indexed by curve and seed)."""
     first = trace["profile"].iloc[0]
     rows = trace[trace["profile"] == first]
     columns = [c for c in ACCURACY_COLUMNS if c in rows.columns]
-    by_curve = last_rounds_rows(rows, columns, last_rounds).groupby("curve", sort=False)[columns + ["round"]]
+    per_seed = last_rounds_rows(rows, columns, last_rounds)
+    by_curve = per_seed.groupby("curve", sort=False)[columns + ["round"]]
     final, spread = by_curve.mean(), by_curve.agg(interval_half_width)
     final[columns] *= 100
     spread[columns] *= 100
-    return final, spread
+    per_seed = per_seed.set_index(["curve", "seed"])[columns] * 100
+    return final, spread, per_seed
 
 
 Runs = Mapping[str, Run]
@@ -283,14 +301,18 @@ def seeds_text(run: Run) -> str:
 def within_intervals(
     run: Run, pairs: Sequence[tuple[str, str]], names: Mapping[str, str] | None = None, column: str = "avg_acc"
 ) -> str:
-    """``"; within the 95% intervals: A vs B, ..."`` for the pairs of curves whose intervals over seeds of
-    ``column`` overlap (a gap a reader should not take as a ranking); empty with one seed or when every gap is clear."""
+    """``"; within the 95% intervals: A vs B (A - B seed by seed: +d ± h), ..."`` for the pairs of curves
+    whose intervals over seeds of ``column`` overlap (a gap a reader should not take as a ranking), each with
+    its per-seed difference (:meth:`Run.paired`), which separates them when its interval excludes 0; empty
+    with one seed or when every gap is clear."""
     names = names or {}
     close = []
     for a, b in pairs:
         values = (run.acc(a, column), run.acc(b, column), run.interval(a, column), run.interval(b, column))
         if all(v is not None for v in values) and abs(values[0] - values[1]) <= values[2] + values[3]:
-            close.append(f"{names.get(a, a)} vs {names.get(b, b)}")
+            paired = run.paired(a, b, column)
+            detail = "" if paired is None else f" ({names.get(a, a)} - {names.get(b, b)} seed by seed: {paired[0]:+.1f} ± {paired[1]:.1f})"
+            close.append(f"{names.get(a, a)} vs {names.get(b, b)}{detail}")
     return f"; within the 95% intervals: {', '.join(close)}" if close else ""
 
 
