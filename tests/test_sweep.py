@@ -426,15 +426,16 @@ def test_the_python_api_takes_a_model_factory():
 
 def test_summary_names_ties_and_shows_oracle_beside_the_contest(tmp_path):
     """Two seeds, target 8%: every curve of a seed starts from the same model (25%, 8.3%), so all reach it at time 0 on both
-    seeds. The best curve ties with the runner-up (equal intervals), and Oracle, though as fast, is beside."""
+    seeds. The best curve ties with the runner-up (equal times seed by seed), and Oracle, though as fast, is beside."""
     doc = {**TINY, "seeds": [0, 1], "target_accuracy": 0.08, "algorithms": [{"name": "oracle"}, {"name": "fedavg"}, {"name": "local"}]}
     swept = wirelessfl.sweep(doc, {"rho": [1, 2]}, out=tmp_path / "sw")
     summary = (swept.dir / "summary.md").read_text()
     assert "mean over seeds ± 95% t-interval; NaN unless every seed reached it" in summary
-    assert "| point | base profile | best curve | time to target | tie with | final avg acc | final worst acc | beside (reference) |" in summary
+    header = "| point | base profile | best curve | time to target | tie with | runner-up - best, seed by seed | final avg acc |"
+    assert header + " final worst acc | beside (reference) |" in summary
     rows = [line.split(" | ") for line in summary.splitlines() if line.startswith("| rho=")]
     assert len(rows) == 2
     for row in rows:
         assert row[2] in ("fedavg", "local") and row[3] == "0.0 ± 0.0 T_dl"
-        assert row[4] == ({"fedavg", "local"} - {row[2]}).pop()
+        assert row[4] == ({"fedavg", "local"} - {row[2]}).pop() and row[5] == f"{row[4]}: +0.0 ± 0.0"
         assert row[-1] == "oracle: 0.0 ± 0.0 T_dl |"

@@ -15,8 +15,11 @@ fedavg 5.0, (4,inf) not reached; best k (1,1) 4, (4,1) 1, (1,inf) 1 (k=4's
 fedavg 0.30, k=1 0.35, k=4 0.60, auto 0.55, plus 0.01 on seed 1.
 
 Two seeds 2 apart give a 95% t-interval of ± 12.706 (t = 12.706 at 1 degree of
-freedom, sd sqrt(2), n = 2); auto's 6 and 7 give ± 6.35. So most first places
-here are ties: two seeds cannot separate times this close.
+freedom, sd sqrt(2), n = 2); auto's 6 and 7 give ± 6.35. So every pair of
+intervals overlaps. But a tie is read seed by seed: seed 1 is 2 slower than seed
+0 for most curves, so their differences are the same in both seeds (interval
+± 0) and the faster one wins; only k=4 (5, 7) against auto (6, 7) differs by 1
+and 0, ± 6.35, a tie.
 """
 
 import math
@@ -107,13 +110,13 @@ def test_time_map_shows_the_fastest_curve_and_not_reached_in_grey():
     ((values, grey),) = _traces(fig)
     assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == ("ρ = T_ul / T_dl", "μ (compute-time rate, 1 / T_dl)")
     assert fig.layout.coloraxis.colorbar.title.text == "time to target (T_dl)"
-    assert "mean over the seeds that reached the target ± 95% t-interval</sup><br><sup>tie: the first two intervals overlap" in fig.layout.title.text
+    assert "mean over the seeds that reached the target ± 95% t-interval</sup><br><sup>tie: the first two's per-seed difference has a 95% interval holding 0" in fig.layout.title.text
     assert (list(values.x), list(values.y)) == (["1", "4"], ["1", "inf"])
     cells = _cells(values)
     assert cells["1", "1"] == (6.0, "tie:<br>ucfl streams=4: 6.00 ± 12.7<br>ucfl streams=auto: 6.50 ± 6.35")
-    # auto is as fast on mean but one seed of two
-    assert cells["4", "1"] == (15.0, "tie:<br>ucfl streams=1: 15.0 ± 12.7<br>fedavg: 20.0 ± 12.7")
-    assert cells["1", "inf"] == (5.0, "tie:<br>fedavg: 5.00 ± 12.7<br>ucfl streams=1: 9.00 ± 12.7")
+    # auto is as fast on mean but one seed of two; fedavg's interval overlaps, but it is 5 slower in both seeds
+    assert cells["4", "1"] == (15.0, "ucfl streams=1<br>15.0 ± 12.7")
+    assert cells["1", "inf"] == (5.0, "fedavg<br>5.00 ± 12.7")  # 4 faster than k=1 in both seeds
     assert math.isnan(cells["4", "inf"][0]) and cells["4", "inf"][1] == ""
     shaded = _cells(grey)
     assert shaded["4", "inf"] == (0.0, "not reached")
@@ -126,7 +129,7 @@ def test_best_k_ranks_every_seed_first_and_prints_auto_beside_it():
     ((values, grey),) = _traces(fig)
     assert list(fig.layout.coloraxis.colorbar.ticktext) == ["1", "4"]
     cells = _cells(values)
-    assert cells["1", "1"] == (1, "tie:<br>k=4: 6.00 ± 12.7<br>k=1: 12.0 ± 12.7<br>auto: 6.50 ± 6.35")
+    assert cells["1", "1"] == (1, "k=4<br>6.00 ± 12.7<br>auto: 6.50 ± 6.35")  # 6 faster than k=1 in both seeds
     assert cells["4", "1"] == (0, "k=1<br>15.0 ± 12.7<br>auto: 15.0*")
     assert cells["1", "inf"] == (0, "k=1<br>9.00 ± 12.7<br>auto: not reached")  # k=4: 3.0 on one seed of two
     assert _cells(grey)["4", "inf"] == (0.0, "not reached<br>auto: not reached")
@@ -153,20 +156,35 @@ def test_best_method_groups_stream_counts_into_one_method():
     assert methods == ["fedavg", "ucfl"]  # ucfl streams=auto wins no cell, so the colour bar does not list it
     cells = _cells(values)
     assert cells["1", "1"] == (1, "tie:<br>ucfl streams=4: 6.00 ± 12.7<br>ucfl streams=auto: 6.50 ± 6.35")
-    assert cells["4", "1"] == (1, "tie:<br>ucfl streams=1: 15.0 ± 12.7<br>fedavg: 20.0 ± 12.7")
-    assert cells["1", "inf"] == (0, "tie:<br>fedavg: 5.00 ± 12.7<br>ucfl streams=1: 9.00 ± 12.7")
+    assert cells["4", "1"] == (1, "ucfl streams=1<br>15.0 ± 12.7")
+    assert cells["1", "inf"] == (0, "fedavg<br>5.00 ± 12.7")
 
 
-def _three_seed_table(oracle: tuple[float, float, float]) -> pd.DataFrame:
+def _three_seed_table(oracle: tuple[float, float, float], **more: tuple[float, float, float]) -> pd.DataFrame:
     """One cell, three seeds: k=1 at 10, 11, 12 and k=4 at 20, 21, 22 (intervals ± 2.48, apart), k=20 at
-    10, 13, 16 (± 7.45, overlapping k=1's), oracle at ``oracle``."""
+    10, 13, 16 (± 7.45, overlapping k=1's), oracle at ``oracle``; ``more`` adds curves (``k2=(...)``)."""
     times = {"ucfl streams=1": (10, 11, 12), "ucfl streams=4": (20, 21, 22), "ucfl streams=20": (10, 13, 16), "oracle": oracle}
+    times.update({f"ucfl streams={name[1:]}": values for name, values in more.items()})
     rows = []
     for curve, values in times.items():
         k = curve.partition("=")[2]
         for seed, time in enumerate(values):
             rows.append(_row("rho=1 mu=1", "wired", curve, seed, time, 0.5, rho=1, mu=1, **{K: int(k) if k else None}))
     return pd.DataFrame(rows)
+
+
+def test_a_tie_is_read_from_the_seed_by_seed_difference():
+    """k=1 (10, 11, 12) against k=20 (10, 13, 16): differences 0, 2, 4, mean 2 ± 4.97 (t(0.975, 2) 2 / sqrt(3)): a tie.
+    Against k=2 at 12, 13, 14 the intervals overlap (± 2.48 each), but k=2 is 2 slower in every seed: no tie."""
+    assert tradeoff.paired_difference({0: 10, 1: 13, 2: 16}, {0: 10, 1: 11, 2: 12}) == pytest.approx((2.0, 4.302653 * 2 / math.sqrt(3)))
+    assert tradeoff.paired_difference({0: 1.0, 1: math.nan}, {0: 0.0, 1: 5.0, 7: 3.0}) == (1.0, pytest.approx(math.nan, nan_ok=True))
+    table = _three_seed_table((1.0, 1.0, 1.0))
+    cells = _cells(_traces(tradeoff_figures(table[table["curve"] != "ucfl streams=4"], AXES)["best_k"])[0][0])
+    assert cells["1", "1"][1].startswith("tie:<br>k=1: 11.0 ± 2.48<br>k=20: 13.0 ± 7.45")
+    close = _three_seed_table((1.0, 1.0, 1.0), k2=(12, 13, 14))
+    close = close[close["curve"].isin(["ucfl streams=1", "ucfl streams=2"])]
+    cells = _cells(_traces(tradeoff_figures(close, AXES)["best_k"])[0][0])
+    assert cells["1", "1"] == (0, "k=1<br>11.0 ± 2.48")
 
 
 def test_overlapping_intervals_are_a_tie_and_apart_ones_are_not():

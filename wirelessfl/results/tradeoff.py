@@ -23,11 +23,12 @@ seeds that reached the target (a cell reached by only some seeds is marked
 ``*``), with a 95% Student-t interval over those seeds (``± h``, from two seeds
 on); accuracies are means over all seeds. A curve reached by every seed
 ranks before one reached by only some, whatever their means, since a mean over
-the lucky seeds flatters. A cell whose first two candidates were both reached by
-every seed and whose intervals overlap is a *tie* ("tie: A / B"): the seeds do
-not tell them apart, so the map names both and the colour is only the better
-mean's. With one seed there is no interval and no tie can be seen; the title
-says the map is one draw. Failed units (``status`` "failed") are left out and
+the lucky seeds flatters. Every curve of a seed shares its random numbers, so
+the first two candidates of a cell are compared seed by seed: when both were
+reached by every seed and the 95% interval of their per-seed time difference
+holds 0, the cell is a *tie* ("tie: A / B"): the seeds do not tell them apart,
+so the map names both and the colour is only the better mean's. With one seed
+there is no interval and no tie can be seen; the title says the map is one draw. Failed units (``status`` "failed") are left out and
 a cell where every unit failed says so.
 
 References that know the truth (``REFERENCE_ALGORITHMS``: Oracle aggregates
@@ -51,7 +52,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from wirelessfl.results.figures import PNG_TIMEOUT_S, PngExportError, export_png
-from wirelessfl.results.intervals import CONFIDENCE, interval_half_width
+from wirelessfl.results.intervals import CONFIDENCE, interval_half_width, paired_difference
 from wirelessfl.results.io import atomic_write_bytes, atomic_write_text
 from wirelessfl.results.plotly_js import write_plotly_js
 from wirelessfl.results.tables import REFERENCE_ALGORITHMS
@@ -214,6 +215,7 @@ def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
     none), ``reached`` / ``seeds`` count them; ``worst_acc``, ``avg_acc`` are
     means over the seeds that ran; ``failed`` counts failed seeds; ``half`` is the half-width of the
     ``CONFIDENCE`` Student-t interval of ``time`` over the seeds that reached (NaN under two);
+    ``seed_times`` maps each seed that reached to its time (for the seed-by-seed comparison of :func:`is_tie`);
     ``reference`` marks an algorithm that knows the truth. Axis columns
     hold the shown value, ``label`` the curve name (with any swept algorithm
     parameter the curve name lacks), ``method`` the label without its stream
@@ -250,6 +252,7 @@ def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
                 "reached": len(reached),
                 "time": float(reached.mean()) if len(reached) else math.nan,
                 "half": interval_half_width(reached.to_numpy(dtype=float)),
+                "seed_times": dict(zip(ok.loc[reached.index, "seed"].tolist(), reached.tolist())),
                 "reference": str(first["algorithm"]) in REFERENCE_ALGORITHMS,
                 "energy_reached": len(energy),
                 "energy": float(energy.mean()) if len(energy) else math.nan,
@@ -262,12 +265,15 @@ def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
 
 
 def is_tie(competing: pd.DataFrame) -> bool:
-    """The first two of a ranked contest were reached by every seed (two or more) and their intervals overlap."""
+    """The first two of a ranked contest were reached by every seed (two or more) and the interval of their
+    seed-by-seed time difference (``seed_times``) holds 0."""
     if len(competing) < 2:
         return False
     a, b = competing.iloc[0], competing.iloc[1]
-    both = all(e["reached"] == e["seeds"] and e["reached"] >= 2 and not math.isnan(e["half"]) for e in (a, b))
-    return both and a["time"] + a["half"] >= b["time"] - b["half"]
+    if not all(e["reached"] == e["seeds"] and e["reached"] >= 2 for e in (a, b)):
+        return False
+    mean, half = paired_difference(b["seed_times"], a["seed_times"])
+    return not math.isnan(half) and abs(mean) <= half
 
 
 def _rank(entries: pd.DataFrame) -> pd.DataFrame:
@@ -318,7 +324,7 @@ def _seed_note(entries: pd.DataFrame) -> str:
         notes.append("one seed: no interval, a tie cannot be seen; read each cell as one draw")
     else:
         notes.append(f"mean over the seeds that reached the target ± {CONFIDENCE:.0%} t-interval")
-        notes.append("tie: the first two intervals overlap; * = reached by only some seeds")
+        notes.append("tie: the first two's per-seed difference has a 95% interval holding 0; * = reached by only some seeds")
     refs = sorted(set(entries.loc[entries["reference"], "label"]))
     if refs:
         notes.append(f"{', '.join(refs)} (knows the true groups) shown beside, not ranked")

@@ -416,7 +416,7 @@ def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> 
     """Per cell (unit x profile) the curve that reaches the target first, a tie when the seeds do not separate it
     from the runner-up, the references beside; the failed units."""
     from wirelessfl.results.tables import markdown_table
-    from wirelessfl.results.intervals import CONFIDENCE, interval_half_width
+    from wirelessfl.results.intervals import CONFIDENCE, interval_half_width, paired_difference
     from wirelessfl.results.tradeoff import REFERENCE_ALGORITHMS, is_tie
 
     table = result.table
@@ -433,7 +433,9 @@ def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> 
         f"## Fastest curve per cell (time to {' / '.join(f'{t:.0%}' for t in dict.fromkeys(table['target']))} average accuracy, "
         f"mean over seeds ± {CONFIDENCE:.0%} t-interval; NaN unless every seed reached it)",
         "",
-        "A tie names the runner-up whose interval overlaps the best one's: the seeds do not separate them. "
+        "A tie names the runner-up when the 95% interval of its seed-by-seed time difference from the best holds 0 "
+        "(every curve of a seed shares its random numbers): the seeds do not separate them. The runner-up column gives "
+        "that difference (mean ± 95% t-interval, from two seeds on) when every seed of both reached the target. "
         f"{', '.join(sorted(REFERENCE_ALGORITHMS))} (knows the true groups) is shown beside, never the best curve.",
         "",
     ]
@@ -452,6 +454,9 @@ def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> 
                 avg=("final_avg_acc", "mean"), worst=("final_worst_acc", "mean"), unit=("time_unit", "first"),
                 reference=("algorithm", lambda s: str(s.iloc[0]) in REFERENCE_ALGORITHMS),
             )
+            per_curve["seed_times"] = cell.groupby("curve", sort=False)[["seed", "time_to_target"]].apply(
+                lambda g: dict(zip(g["seed"], g["time_to_target"]))
+            )
             contest = per_curve[~per_curve["reference"]]
             if contest.empty:
                 continue
@@ -462,14 +467,19 @@ def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> 
             where = " ".join(x for x in (assignment_text(point.assignment), assignment_text(unit.assignment)) if x)
             when = f"{_mean_text(row.time, row.half)} {row.unit}" if reached else "not reached (best final avg acc shown)"
             tie = ranked.index[1] if reached and is_tie(ranked) else ""
+            margin = ""
+            if reached and len(ranked) > 1 and ranked["time"].iloc[1] == ranked["time"].iloc[1]:
+                gap, half = paired_difference(ranked["seed_times"].iloc[1], ranked["seed_times"].iloc[0])
+                margin = f"{ranked.index[1]}: +{_mean_text(gap, half)}"
             refs = "; ".join(
                 f"{name}: {_mean_text(r.time, r.half) + ' ' + r.unit if r.time == r.time else 'not reached'}"
                 for name, r in per_curve[per_curve["reference"]].iterrows()
             )
-            body.append([where or "-", point.base, best, when, tie, f"{row.avg:.1%}", f"{row.worst:.1%}", refs])
+            body.append([where or "-", point.base, best, when, tie, margin, f"{row.avg:.1%}", f"{row.worst:.1%}", refs])
     lines.append(markdown_table(
-        ["point", "base profile", "best curve", "time to target", "tie with", "final avg acc", "final worst acc", "beside (reference)"], body
-    ))
+        ["point", "base profile", "best curve", "time to target", "tie with", "runner-up - best, seed by seed", "final avg acc",
+         "final worst acc", "beside (reference)"], body,
+    ))  # fmt: skip
     lines += ["", "## Failed units", ""]
     failed = [(key, o) for key, o in result.outcomes.items() if o.status == "failed"]
     lines += [
