@@ -171,9 +171,9 @@ def test_resume_continues_an_interrupted_run_to_the_identical_trace(tmp_path, ru
 
 def test_resume_refuses_overrides_and_a_different_scenario(tmp_path, run):
     run_dir, _ = run
-    clash = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--rounds", "9"])
+    clash = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--seed", "9"])
     assert clash.exit_code == 2
-    assert clash.output.strip() == f"error: --resume continues {run_dir} with the settings in its scenario.yaml; leave out --rounds"
+    assert clash.output.strip() == f"error: --resume continues {run_dir} with the settings in its scenario.yaml; leave out --seed"
     other = _write(tmp_path, {**SCENARIO, "rounds": 3})
     differs = runner.invoke(app, ["simulate", str(other), "--resume", str(run_dir)])
     assert differs.exit_code == 2
@@ -184,6 +184,54 @@ def test_resume_refuses_overrides_and_a_different_scenario(tmp_path, run):
     nothing = runner.invoke(app, ["simulate"])
     assert nothing.exit_code == 2
     assert nothing.output.strip() == "error: give a SCENARIO file to run, or --resume RUN_DIR to continue an interrupted run"
+
+
+def test_a_run_kept_with_its_models_extends_to_the_trace_of_a_longer_run(tmp_path, monkeypatch):
+    """`--resume RUN --rounds N` trains every unit on from its last round, FedAvg+ still following FedAvg: the
+    trace is the one a run started with N rounds gives. An extension killed half-way completes when re-run."""
+    import wirelessfl.results.io as io_module
+
+    doc = {**SCENARIO, "algorithms": [{"name": "fedavg"}, {"name": "fedavg_ft"}, {"name": "local"}], "networks": [{"preset": "wired"}]}
+    source = _write(tmp_path, doc)
+    fresh = tmp_path / "fresh"
+    assert runner.invoke(app, ["simulate", str(source), "--rounds", "4", "--out", str(fresh), "--quiet"]).exit_code == 0
+    short = tmp_path / "short"
+    made = runner.invoke(app, ["simulate", str(source), "--rounds", "2", "--out", str(short), "--keep-models", "--quiet"])
+    assert made.exit_code == 0, made.output
+    written = io_module.atomic_write_text
+
+    def killed(path, text):
+        if path.name == "scenario.yaml":
+            raise KeyboardInterrupt
+        return written(path, text)
+
+    monkeypatch.setattr(io_module, "atomic_write_text", killed)
+    assert runner.invoke(app, ["simulate", "--resume", str(short), "--rounds", "3", "--quiet"]).exit_code != 0
+    assert sorted(p.name.split(".")[1] for p in (short / "checkpoints").iterdir()) == ["partial"] * 3
+    monkeypatch.setattr(io_module, "atomic_write_text", written)
+    for rounds in ("3", "4"):  # the killed extension completed, then extended once more (its models are kept)
+        result = runner.invoke(app, ["simulate", "--resume", str(short), "--rounds", rounds, "--quiet"])
+        assert result.exit_code == 0, result.output
+    assert yaml.safe_load((short / "scenario.yaml").read_text())["rounds"] == 4
+    pd.testing.assert_frame_equal(pd.read_parquet(short / "trace.parquet"), pd.read_parquet(fresh / "trace.parquet"))
+
+
+def test_a_run_is_extended_only_from_its_models_and_never_shortened(run):
+    run_dir, _ = run
+    files = {path: path.read_bytes() for path in [run_dir / "scenario.yaml", *(run_dir / "checkpoints").iterdir()]}
+    lean = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--rounds", "4"])
+    assert lean.exit_code == 2
+    assert lean.output.strip() == (
+        f"error: --rounds 4: {run_dir} cannot be extended: 2 finished units kept no models (seed0__fedavg, "
+        "seed0__local); a run keeps them to be extended when started with --keep-models"
+    )
+    shorter = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--rounds", "1"])
+    assert shorter.exit_code == 2
+    assert shorter.output.strip() == (
+        f"error: --rounds 1: {run_dir} runs 2 rounds; a run can be extended, not shortened (fewer rounds are a new "
+        f"run: `wirelessfl simulate {run_dir / 'scenario.yaml'} --rounds 1 --out NEW_DIR`)"
+    )
+    assert {path: path.read_bytes() for path in files} == files
 
 
 def test_an_interrupted_run_says_how_to_resume(tmp_path, monkeypatch):

@@ -115,7 +115,9 @@ def validate(
 def simulate(
     scenario: Path | None = typer.Argument(None, help="scenario YAML file (leave out with --resume)"),
     out: Path | None = typer.Option(None, "--out", help="new run directory (default: <output>/<name>-<timestamp>)"),
-    rounds: int | None = typer.Option(None, "--rounds", min=1, help="override the number of rounds"),
+    rounds: int | None = typer.Option(
+        None, "--rounds", min=1, help="override the number of rounds; with --resume, train the run on to this many rounds"
+    ),
     seed: int | None = typer.Option(None, "--seed", min=0, help="run this single seed instead of the scenario's seeds"),
     device: Device | None = typer.Option(None, "--device", help="where to train (default: the scenario's device)"),
     resume: Path | None = typer.Option(None, "--resume", help="continue an interrupted run directory with its own scenario.yaml"),
@@ -131,9 +133,14 @@ def simulate(
     from wirelessfl.config import dump_scenario, load_scenario
 
     if resume is not None:
-        given = {"--out": out, "--rounds": rounds, "--seed": seed, "--device": device, "--set": settings or None}
+        given = {"--out": out, "--seed": seed, "--device": device, "--set": settings or None}
         _refuse_beside_resume(resume, "the settings in its scenario.yaml", given)
         sc = _guard(_resumable, resume, scenario)
+        if rounds is not None and rounds != sc.rounds:
+            from wirelessfl.simulate import extend_run
+
+            sc = _guard(extend_run, resume, rounds)
+            keep_models = True  # so that the longer run can be extended again
         done = _guard(_check_checkpoints, sc, resume)
         _note(_guard(_check_cost, sc, None, done).line())
         run_dir = resume

@@ -851,6 +851,59 @@ def check_checkpoints(scenario: Scenario, run_dir: Path) -> dict[str, int]:
     return done
 
 
+def extend_run(run_dir: Path, rounds: int) -> Scenario:
+    """Make a run directory (finished or interrupted) continue to ``rounds``; returns the longer scenario.
+
+    Every unit continues from where it stopped, so the longer run's training equals a run started with
+    ``rounds`` (randomness derives from seed, round and purpose; the evaluated rounds of the first run stay
+    in its trace). A finished unit can only go on from its models, which its ``done`` checkpoint holds when
+    the run was started with ``keep_models``; a unit without them is refused in one line before anything
+    changes. Then each checkpoint becomes a ``partial`` one stamped for the longer scenario, and
+    ``scenario.yaml`` is rewritten last. Checkpoints already stamped for it are accepted, so the same call
+    completes an extension that was interrupted half-way.
+    """
+    from wirelessfl.config import dump_scenario, load_scenario
+    from wirelessfl.results.io import atomic_write_text
+
+    run_dir = Path(run_dir)
+    source = run_dir / "scenario.yaml"
+    started = load_scenario(source)
+    if rounds <= started.rounds:
+        if rounds == started.rounds:
+            return started
+        raise ScenarioError(
+            f"--rounds {rounds}: {run_dir} runs {started.rounds} rounds; a run can be extended, not shortened "
+            f"(fewer rounds are a new run: `wirelessfl simulate {source} --rounds {rounds} --out NEW_DIR`)"
+        )
+    longer = load_scenario(source, {"rounds": rounds})
+    ckpt_dir = checkpoint_dir(run_dir)
+    before, after = unit_stamps(started), unit_stamps(longer)
+    states: dict[str, tuple[str, dict[str, Any]]] = {}
+    lean = []
+    for key in after:
+        for kind in ("done", "partial"):
+            path = _checkpoint_path(ckpt_dir, key, kind)
+            if os.path.lexists(path):
+                if fingerprint_of(path) in after[key]:
+                    continue  # converted by an earlier, interrupted extension
+                state = _read(path, before[key])
+                if "algorithm" not in state:
+                    lean.append(key)
+                states[key] = (kind, state)
+    if lean:
+        raise CheckpointError(
+            f"--rounds {rounds}: {run_dir} cannot be extended: {len(lean)} finished units kept no models "
+            f"({', '.join(lean[:3])}{', ...' if len(lean) > 3 else ''}); a run keeps them to be extended when "
+            "started with --keep-models"
+        )
+    for key, (kind, state) in states.items():
+        _save(ckpt_dir, key, "partial", state, after[key][0])
+        if kind == "done":
+            _checkpoint_path(ckpt_dir, key, "done").unlink()
+    atomic_write_text(source, dump_scenario(longer))
+    return longer
+
+
 def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any], stamp: str) -> None:
     """Atomically; a full disk is one line saying to free space and resume (the last checkpoint is intact)."""
     with resumable_writes(ckpt_dir.parent):
