@@ -329,6 +329,27 @@ def test_plot_and_report_on_a_sweep_remake_its_maps_table_and_summary(local_swee
     pd.testing.assert_frame_equal(pd.read_parquet(copy / "sweep.parquet"), local_sweep.table)
 
 
+def test_a_sweep_folder_that_kept_only_its_table_is_reported_from_it(local_sweep, tmp_path):
+    """As the committed examples keep it: sweep.yaml and sweep.csv. The summary and the maps come from the
+    table, each row's unit told by its training.lr, the same as from the units; the table stays as it was."""
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    for name in ("sweep.yaml", "sweep.csv"):
+        shutil.copy(local_sweep.dir / name, kept / name)
+    table = (kept / "sweep.csv").read_bytes()
+    result = runner.invoke(app, ["report", str(kept)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == f"wrote {kept / 'summary.md'} (from its sweep.csv) and the trade-off maps"
+    summary, full = (kept / "summary.md").read_text().splitlines(), (local_sweep.dir / "summary.md").read_text().splitlines()
+    assert summary[2].startswith("2 units (2 finished, 0 failed), summarised from sweep.csv (the units' traces are not in this folder);")
+    failed = full.index("## Failed units")  # the notes after it say how PNG export went, which differs by caller
+    assert summary[3:failed] == full[3:failed] and " training.lr=0.1 |" in "\n".join(summary)
+    assert (kept / "time_to_target.html").is_file() and (kept / "sweep.csv").read_bytes() == table
+    refused = runner.invoke(app, ["report", str(kept), "--target", "0.5"])
+    assert refused.exit_code == 2
+    assert refused.output.strip() == f"error: --target: {kept} kept only its table (no units/ folder); another target needs the units' traces"
+
+
 def test_panels_of_several_networks_entries_are_titled_by_what_the_grid_leaves_them():
     base = parse_scenario({**TINY, "networks": [{"preset": "wired"}, {"preset": "slow-ul-unreliable"}]})
     assert profile_labels(plan_sweep(base, {"rho": [1, 4]})) == {"wired": "wired: mu=inf", "slow-ul-unreliable": "slow-ul-unreliable: mu=1"}

@@ -686,7 +686,8 @@ def report(
         existed, notes = (run_dir / "summary.md").exists(), []
         if is_sweep_dir(run_dir):
             result = _guard(rereport_sweep, run_dir, target)
-            path, also, notes = result.dir / "summary.md", ", sweep.csv, sweep.parquet and the trade-off maps", result.notes
+            tables = ", sweep.csv, sweep.parquet" if (run_dir / "units").is_dir() else " (from its sweep.csv)"
+            path, also, notes = result.dir / "summary.md", f"{tables} and the trade-off maps", result.notes
         else:
             path, also = _guard(_need_run(report_run), run_dir, target, last), ""
         at = f" with --target {target:g}" if target is not None else ""

@@ -229,7 +229,33 @@ def run_sweep(
 
 
 def is_sweep_dir(directory: Path) -> bool:
-    return (Path(directory) / "sweep.yaml").is_file() and (Path(directory) / "sweep.parquet").is_file()
+    directory = Path(directory)
+    return (directory / "sweep.yaml").is_file() and any((directory / f"sweep.{ext}").is_file() for ext in ("parquet", "csv"))
+
+
+def read_table(sweep_dir: Path) -> pd.DataFrame:
+    """The sweep table: ``sweep.parquet``, or ``sweep.csv`` where only that was kept (a folder committed as text)."""
+    parquet = Path(sweep_dir) / "sweep.parquet"
+    return pd.read_parquet(parquet) if parquet.is_file() else pd.read_csv(Path(sweep_dir) / "sweep.csv")
+
+
+def _axis_value(value: Any) -> Any:
+    """A unit's or a table cell's axis value in one comparable form (numbers as floats, the rest as text)."""
+    value = value.item() if hasattr(value, "item") else value
+    number = _number(value)
+    return number if number is not None else value_text(value)
+
+
+def units_of_rows(plan: SweepPlan, table: pd.DataFrame) -> list[str]:
+    """Each table row's unit, from its values of the axes that make units (every row of a unit has them)."""
+    keys = [key for key, _ in plan.units[0].assignment]
+    index = {tuple(_axis_value(v) for _, v in unit.assignment): unit.key for unit in plan.units}
+    rows = table[keys].itertuples(index=False, name=None) if keys else [()] * len(table)
+    units = [index.get(tuple(_axis_value(v) for v in values)) for values in rows]
+    if None in units:
+        values = dict(zip(keys, next(v for v, u in zip(table[keys].itertuples(index=False, name=None), units) if u is None)))
+        raise SweepError(f"sweep.csv: a row has {values}, which no unit of sweep.yaml's grid has; is the table from this sweep?")
+    return units
 
 
 def load_plan(sweep_dir: Path) -> SweepPlan:
@@ -245,7 +271,7 @@ def replot_sweep(sweep_dir: Path, png: bool = True) -> tuple[list[Path], list[st
 
     sweep_dir = Path(sweep_dir)
     plan = load_plan(sweep_dir)
-    table = pd.read_parquet(sweep_dir / "sweep.parquet")
+    table = read_table(sweep_dir)
     began = {name: _mtime(sweep_dir / name) for name in _figure_files(FIGURES)}
     notes = _figures(sweep_dir, table, list(plan.grid), png, profile_labels(plan))
     written = [sweep_dir / name for name in _figure_files(FIGURES) if _mtime(sweep_dir / name) not in (None, began[name])]
@@ -265,11 +291,15 @@ def rereport_sweep(sweep_dir: Path, target: float | None = None, png: bool = Tru
 
     Nothing is trained: a unit without its trace is a failed row ("not finished").
     The target changes the time-to-target columns, so the table is re-made with the summary.
+    A folder that kept only its table (no ``units/``, as the committed examples) gets its summary and maps
+    from that table, which it leaves as it is; another target needs the units' traces and is refused.
     """
     from wirelessfl.results.io import atomic_write_frame, atomic_write_text
 
     sweep_dir = Path(sweep_dir)
     plan = load_plan(sweep_dir)
+    if not (sweep_dir / "units").is_dir():
+        return _report_from_table(plan, sweep_dir, target, png)
     unfinished = f"not finished; `wirelessfl sweep --resume {sweep_dir}` runs it"
     outcomes = {
         task.key: Outcome("ok") if is_done(Path(task.dir)) else Outcome("failed", unfinished) for task in tasks_of(plan, sweep_dir)
@@ -283,6 +313,24 @@ def rereport_sweep(sweep_dir: Path, target: float | None = None, png: bool = Tru
     result = SweepResult(sweep_dir, table, trace, axes, outcomes, {u.key: u.label for u in plan.units}, profile_labels=profile_labels(plan))
     result.notes = _figures(sweep_dir, table, axes, png, result.profile_labels)
     atomic_write_text(sweep_dir / "summary.md", summary_markdown(plan, result, units))
+    return result
+
+
+def _report_from_table(plan: SweepPlan, sweep_dir: Path, target: float | None, png: bool) -> SweepResult:
+    from wirelessfl.results.io import atomic_write_text
+
+    if target is not None:
+        raise SweepError(f"--target: {sweep_dir} kept only its table (no units/ folder); another target needs the units' traces")
+    table = read_table(sweep_dir)
+    units = units_of_rows(plan, table)
+    finished = {key for key, status in zip(units, table["status"]) if status == "ok"}
+    outcomes = {u.key: Outcome("ok" if u.key in finished else "failed") for u in plan.units}
+    result = SweepResult(
+        sweep_dir, table, pd.DataFrame(), list(plan.grid), outcomes, {u.key: u.label for u in plan.units},
+        profile_labels=profile_labels(plan),
+    )
+    result.notes = _figures(sweep_dir, table, result.axes, png, result.profile_labels)
+    atomic_write_text(sweep_dir / "summary.md", summary_markdown(plan, result, units, from_table=True))
     return result
 
 
@@ -412,21 +460,26 @@ def _mean_text(mean: float, half: float) -> str:
     return f"{mean:.1f}" if half != half else f"{mean:.1f} ± {half:.1f}"
 
 
-def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str]) -> str:
+def summary_markdown(plan: SweepPlan, result: SweepResult, units: list[str], from_table: bool = False) -> str:
     """Per cell (unit x profile) the curve that reaches the target first, a tie when the seeds do not separate it
-    from the runner-up, the references beside; the failed units."""
+    from the runner-up, the references beside; the failed units. ``from_table``: made from sweep.csv alone."""
     from wirelessfl.results.tables import markdown_table
     from wirelessfl.results.intervals import CONFIDENCE, interval_half_width, paired_difference
     from wirelessfl.results.tradeoff import REFERENCE_ALGORITHMS, is_tie
 
     table = result.table
     done = sum(1 for o in result.outcomes.values() if o.status == "ok")
+    made = (
+        f"{len(result.outcomes)} units ({done} finished, {len(result.failed)} failed), summarised from sweep.csv "
+        "(the units' traces are not in this folder); "
+        if from_table
+        else f"{len(result.outcomes)} units ({len(result.computed)} run now, {done - len(result.computed)} from the cache, "
+        f"{len(result.failed)} failed); {result.trained_units} training runs now; "
+    )
     lines = [
         f"# Sweep {plan.base.name}",
         "",
-        f"{len(result.outcomes)} units ({len(result.computed)} run now, {done - len(result.computed)} from the cache, "
-        f"{len(result.failed)} failed); {result.trained_units} training runs now; "
-        f"{len(plan.profiles)} profiles per unit; axes: "
+        made + f"{len(plan.profiles)} profiles per unit; axes: "
         + ", ".join(f"{a.key} ({a.kind}, {len(a.values)} values)" for a in plan.axes)
         + ".",
         "",
