@@ -27,7 +27,7 @@ import pandas as pd
 import yaml
 
 from wirelessfl.results.energy import energy_comparison_md
-from wirelessfl.results.intervals import interval_half_width
+from wirelessfl.results.intervals import interval_half_width, paired_difference
 from wirelessfl.results.io import CLIENT_FILES, atomic_write_text, read_clients, read_trace
 from wirelessfl.results.tables import last_rounds_rows, markdown_table
 
@@ -123,10 +123,8 @@ class Run:
         values = self.per_seed[column].unstack("curve")
         if a not in values.columns or b not in values.columns:
             return None
-        diff = (values[a] - values[b]).dropna()
-        if len(diff) < 2:
-            return None
-        return float(diff.mean()), interval_half_width(diff.to_numpy())
+        mean, half = paired_difference(values[a].to_dict(), values[b].to_dict())
+        return None if math.isnan(half) else (mean, half)
 
     def acc_text(self, curve: str, column: str = "avg_acc") -> str:
         """:meth:`acc` as a table cell, with `` ± `` its 95% interval over seeds when the run has several."""

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from wirelessfl.results.intervals import CONFIDENCE, interval_half_width
+from wirelessfl.results.intervals import CONFIDENCE, interval_half_width, paired_difference
 from wirelessfl.results.io import atomic_write_text, validate_clients, validate_trace
 
 ACCURACY_METRICS: tuple[str, ...] = ("avg_acc", "worst_acc", "p10_acc", "avg_val_acc")
@@ -274,19 +274,19 @@ def paired_ranking(trace: pd.DataFrame, last_rounds: int = 1, metric: str = "avg
             continue
         best = contest[0]
         for curve in means.index:
-            diff = (values[curve] - values[best]).dropna()
-            half = interval_half_width(diff.to_numpy())
+            mean, half = paired_difference(values[curve].to_dict(), values[best].to_dict())
             if curve == best:
                 verdict = "best"
             elif math.isnan(half):
                 verdict = "one seed"
-            elif abs(diff.mean()) <= half:
+            elif abs(mean) <= half:
                 verdict = "tied with the best"
             else:
-                verdict = "above the best" if diff.mean() > 0 else "below the best"
+                verdict = "above the best" if mean > 0 else "below the best"
+            seeds = int((values[curve].notna() & values[best].notna()).sum())
             rows.append({
-                "profile": profile, "curve": curve, metric: means[curve], "diff": diff.mean(), "diff_ci": half,
-                "seeds": len(diff), "reference": algorithms[curve] in REFERENCE_ALGORITHMS, "verdict": verdict,
+                "profile": profile, "curve": curve, metric: means[curve], "diff": mean, "diff_ci": half,
+                "seeds": seeds, "reference": algorithms[curve] in REFERENCE_ALGORITHMS, "verdict": verdict,
             })  # fmt: skip
     return pd.DataFrame(rows, columns=["profile", "curve", metric, "diff", "diff_ci", "seeds", "reference", "verdict"])
 
