@@ -254,7 +254,7 @@ def units_of_rows(plan: SweepPlan, table: pd.DataFrame) -> list[str]:
     units = [index.get(tuple(_axis_value(v) for v in values)) for values in rows]
     if None in units:
         values = dict(zip(keys, next(v for v, u in zip(table[keys].itertuples(index=False, name=None), units) if u is None)))
-        raise SweepError(f"sweep.csv: a row has {values}, which no unit of sweep.yaml's grid has; is the table from this sweep?")
+        raise SweepError(f"the sweep table: a row has {values}, which no unit of sweep.yaml's grid has; is the table from this sweep?")
     return units
 
 
