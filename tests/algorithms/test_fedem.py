@@ -11,12 +11,13 @@ import torch
 
 import wirelessfl.algorithms.fedavg  # noqa: F401  (registers fedavg)
 import wirelessfl.algorithms.fedem  # noqa: F401  (registers fedem)
-from wirelessfl.algorithms.base import Context, derive_seed, draw_held_out, get_algorithm
-from wirelessfl.algorithms.fedem import batched_e_step, e_step, mixture_scores
+from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, Context, derive_seed, draw_held_out, get_algorithm
+from wirelessfl.algorithms.fedem import batched_e_step, e_step, mixture_scores, mixture_use
 from wirelessfl.learning import optim
 from wirelessfl.learning.data.federated import DataSpec, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
+from wirelessfl.tune.space import Param
 
 
 def make_ctx(seed: int = 1, participation: float = 1.0, unseen: float = 0.0, **spec) -> Context:
@@ -67,6 +68,22 @@ def test_e_step_by_hand():
     assert torch.allclose(q.sum(1), torch.ones(2, dtype=torch.float64), atol=1e-12)
     assert torch.allclose(pi, torch.tensor([(2 / 11 + 0.4) / 2, (9 / 11 + 0.6) / 2], dtype=torch.float64))
     assert abs(float(pi.sum()) - 1.0) < 1e-12
+
+
+def test_mixture_use_by_hand():
+    # M = 3: one client on one component (exp(0) = 1 used), one uniform over two (exp(ln 2) = 2 used)
+    use = mixture_use(torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]], dtype=torch.float64))
+    assert use["mixture_components_used"] == pytest.approx(1.5, abs=1e-12)
+    assert use["mixture_top_weight"] == pytest.approx(0.75, abs=1e-12)
+    assert use["component_share"] == pytest.approx([0.75, 0.25, 0.0], abs=1e-12)
+
+
+def test_step_reports_how_the_participants_mix(ctx):
+    algo = get_algorithm("fedem")(ctx, components=2)
+    info = algo.step(1, frozenset(range(6)))
+    members = algo.participants(1)
+    assert info.extra == mixture_use(algo.pi[members])
+    assert 1.0 < info.extra["mixture_components_used"] <= 2.0
 
 
 def test_batched_e_step_one_sample_updates_and_no_sample_keeps_pi():
@@ -207,6 +224,13 @@ def test_one_component_equals_fedavg(ctx, kept_adam):
 def test_defaults():
     """M = 3 (§4: "unless otherwise stated, the number of components ... was M = 3"); one EM step for new clients (§3.2)."""
     assert get_algorithm("fedem").hparams == {"components": 3, "unseen_em_steps": 1}
+
+
+def test_search_space_pairs_the_rate_with_m_from_fedavg_up():
+    """M from 1 (FedAvg, so a search can fall back to it) to 4, searched with the common rate and epochs."""
+    space = get_algorithm("fedem").search_space
+    assert space == {**COMMON_SEARCH_SPACE, "components": Param.range(1, 4)}
+    assert space["components"].endpoints() == [1, 4]
 
 
 def test_mixture_weights_start_uniform(ctx):

@@ -35,6 +35,8 @@ client would: ``unseen_em_steps`` EM iterations of eq. 8-9 on pi alone (default
 1, the "one E-step (8) and the first update in the M-step (9)" of §3.2; more
 steps climb towards the maximum-likelihood pi of §2, which is concave in pi).
 
+Each round's diagnostics say how the participants mix the components (:func:`mixture_use`).
+
 Network cost: one broadcast of M models to the participants, M models uploaded
 and M components trained per participant.
 """
@@ -75,6 +77,23 @@ def batched_e_step(pi: torch.Tensor, log_lik: torch.Tensor, mask: torch.Tensor) 
     count = real.sum(-1)
     new = torch.where(count > 0, (q * real).sum(-1) / count.clamp(min=1), pi)
     return q, new
+
+
+def mixture_use(pi: torch.Tensor) -> dict[str, Any]:
+    """How the participants mix the components, from their new pi ``[T, M]`` (the round's diagnostics).
+
+    ``mixture_components_used``: the mean over clients of exp(entropy of pi_t), the number of components a
+    client effectively uses (1: one component, as clustered FL; M: uniform, an ensemble of M FedAvg models
+    that each see 1/M of the gradient). ``mixture_top_weight``: the mean of each client's largest weight.
+    ``component_share``: the mean pi over clients, each component's share of the responsibilities.
+    """
+    pi = pi.double().cpu()
+    entropy = -(pi * torch.log(pi.clamp(min=1e-300))).sum(-1)
+    return {
+        "mixture_components_used": float(torch.exp(entropy).mean()),
+        "mixture_top_weight": float(pi.max(-1).values.mean()),
+        "component_share": [float(v) for v in pi.mean(0)],
+    }
 
 
 def e_step(pi: torch.Tensor, log_lik: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -182,7 +201,7 @@ class FedEM(Algorithm):
             sizes = self.ctx.sizes()[members[rows]]
             weights = torch.as_tensor(sizes / sizes.sum(), dtype=torch.float64).to(trained.dtype).to(trained.device)
             self.components = torch.einsum("t,tmp->mp", weights, trained[rows])
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = mixture_use(pi)
         if len(self._held_out):
             self.fit_unseen()
             extra["unseen_acc"] = float(self._mixture_eval(self._held_out, "test")[0].mean())
