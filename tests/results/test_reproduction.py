@@ -279,6 +279,20 @@ def test_fedem_synthetic_lead_on_average_and_bottom_decile():
     assert "FedEM 66.0 vs FedAvg 60.0 and Local 58.0, a lead of 6.0 points" in decile.evidence
 
 
+def test_fedem_claims_give_the_lead_seed_by_seed_when_the_intervals_do_not_overlap():
+    finals = {"fedem": {"avg_acc": (0.84, 0.85, 0.86), "unseen_acc": (0.77, 0.78, 0.78)},
+              "fedavg": {"avg_acc": (0.69, 0.70, 0.69), "unseen_acc": (0.68, 0.70, 0.69)},
+              "local": {"avg_acc": (0.66, 0.66, 0.67)}}  # fmt: skip
+    run = Run.from_trace(paper_trace("fedem-synthetic-protocol", finals, seeds=(0, 1, 2)))
+    average = claim(fedem, "FedEM is clearly above FedAvg and Local on the average (Table 2)").check(run)
+    # FedEM - FedAvg per seed: 15, 15, 17 -> mean 15.67, sd 1.155, t(0.975, 2) = 4.303: half-width 2.87
+    assert average.holds is True
+    assert "a lead of 15.7 points (needs >= 3) (FedEM - FedAvg seed by seed: +15.7 ± 2.9), on 3 seed(s); Table 2" in average.evidence
+    unseen = claim(fedem, "FedEM's unseen clients are at least as good as FedAvg's global model (Table 3)").check(run)
+    # per seed: 9, 8, 9 -> mean 8.67, sd 0.577, half-width 1.43
+    assert "vs FedAvg's global model 69.0 ± 2.5 (FedEM - FedAvg seed by seed: +8.7 ± 1.4), on 3 seed(s); Table 3" in unseen.evidence
+
+
 @pytest.mark.parametrize(("local", "holds"), [(0.76, True), (0.80, False)])
 def test_fedem_emnist_local_far_below_and_fedem_not_below_fedavg_on_two_seeds(local, holds):
     finals = {"fedem": {"avg_acc": (0.82, 0.84)}, "fedavg": {"avg_acc": (0.83, 0.81)}, "fedavg_ft": {"avg_acc": 0.85},
