@@ -47,3 +47,35 @@ def test_channel_aware_pairs_by_hand():
     mean, low, high = summary["round_time_ratio"]
     assert mean == 0.625 and high - mean == pytest.approx(12.7062047 * 0.125, rel=1e-6)
     assert "| cell | 2 | 4 | 0.625 [" in module.markdown(module.summarise(pairs))
+
+
+def test_paired_gaps_pair_curves_of_two_runs_by_seed(tmp_path):
+    """Run 1 holds curve a, run 2 curve b, seeds 0-2; each seed's last-2-round mean: a 80, 82, 84; b 70, 71, 72.
+    a - b per seed 10, 11, 12: mean 11, sd 1, half-width t(0.975, 2) / sqrt(3) = 4.303 / 1.732 = 2.48."""
+    import pandas as pd
+
+    from wirelessfl.results.io import TRACE_COLUMNS, write_trace
+
+    spec = importlib.util.spec_from_file_location("paired_gaps", ROOT / "scripts" / "paired_gaps.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    dirs = []
+    for name, curve, finals, scenario in (("one", "a", (0.80, 0.82, 0.84), "s"), ("two", "b", (0.70, 0.71, 0.72), "s"),
+                                          ("other", "c", (0.5, 0.5, 0.5), "t")):  # fmt: skip
+        rows = []
+        for seed, final in enumerate(finals):
+            for r, acc in ((1, 0.1), (2, final - 0.01), (3, final + 0.01)):  # last 2 rounds average to final
+                rows.append({**dict.fromkeys(TRACE_COLUMNS, 0.0), "scenario": scenario, "algorithm": curve, "variant": "",
+                             "curve": curve, "profile": "wired", "seed": seed, "round": r, "time_unit": "T_dl",
+                             "avg_acc": acc})  # fmt: skip
+        clients = pd.DataFrame([dict(scenario=scenario, algorithm=curve, variant="", curve=curve, profile="wired", seed=0,
+                                     client=0, group=0, accuracy=0.5)])  # fmt: skip
+        (tmp_path / name).mkdir()
+        write_trace(tmp_path / name, pd.DataFrame(rows), clients)
+        dirs.append(tmp_path / name)
+    values = module.per_seed(dirs[:2], last=2, column="avg_acc")
+    line = module.gap_line(values, "a", "b")
+    assert line.startswith("a - b: +11.00 points, ± 2.48 (seed 0: +10.00, seed 1: +11.00, seed 2: +12.00)")
+    assert module.gap_line(values.loc[[0]], "a", "b") == "a - b: +10.00 points, no interval with one seed (seed 0: +10.00)"
+    with pytest.raises(SystemExit, match="different scenarios"):
+        module.per_seed(dirs, last=2, column="avg_acc")
