@@ -13,6 +13,7 @@ main run can be compared seed by seed, as ``summary.md``'s paired ranking compar
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -58,9 +59,9 @@ def main(argv: list[str] | None = None) -> None:
 
 def gap_line(values: pd.DataFrame, a: str, b: str) -> str:
     """``A - B: mean ± half-width points (seed s: d, ...)`` over the seeds both curves ran."""
-    mean, half = paired_difference(values[a].dropna().to_dict(), values[b].dropna().to_dict())
+    mean, half = paired_difference(values[a].to_dict(), values[b].to_dict())
     seeds = ", ".join(f"seed {s}: {d:+.2f}" for s, d in (values[a] - values[b]).dropna().items())
-    interval = "no interval with one seed" if half != half else f"± {half:.2f}"
+    interval = "no interval with one seed" if math.isnan(half) else f"± {half:.2f}"
     return f"{a} - {b}: {mean:+.2f} points, {interval} ({seeds})"
 
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from wirelessfl.results.reproduction import (
     Claim, Paper, PaperTable, Run, Section, TableRow, Verdict, pp, seeds_text, within_intervals,
 )
+from wirelessfl.results.tables import last_rounds_rows
 
 CLEAR_GAP_PP = 3.0
 """'Clearly above': ahead by at least this many points (the paper's Synthetic leads are 6.5 to 9.0)."""
@@ -150,10 +151,11 @@ def fedem_not_below_fedavg(run: Run) -> Verdict:
 
 def last_round_mean(run: Run, curve: str, column: str) -> float | None:
     """``column`` of ``curve`` at each seed's last round (first profile), averaged over seeds."""
-    rows = run.trace[(run.trace["profile"] == run.trace["profile"].iloc[0]) & (run.trace["curve"] == curve)]
-    if rows.empty or column not in rows.columns:
+    if column not in run.trace.columns:
         return None
-    value = float(rows.sort_values("round").groupby("seed")[column].last().mean())
+    first = run.trace[run.trace["profile"] == run.trace["profile"].iloc[0]]
+    finals = last_rounds_rows(first, [column])
+    value = float(finals.loc[finals["curve"] == curve, column].mean())
     return None if math.isnan(value) else value
 
 
