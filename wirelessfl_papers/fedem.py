@@ -57,6 +57,8 @@ def _table3(fedavg: float, fedavg_ft: float, fedem: float) -> PaperTable:
 
 SYNTHETIC, SYNTHETIC_PROTOCOL = "fedem-synthetic", "fedem-synthetic-protocol"
 EMNIST, EMNIST_PROTOCOL = "fedem-emnist", "fedem-emnist-protocol"
+EMNIST_TABLE2 = {"local": (71.9, 64.3), "fedavg": (82.6, 75.0), "fedavg_ft": (83.1, 75.8), "fedem": (83.5, 76.6)}
+"""Table 2's EMNIST rows: (average, bottom decile) per curve."""
 NOT_RUN = "Table 2 also has FedProx, Clustered FL and pFedMe, which these scenarios do not run."
 
 
@@ -76,7 +78,7 @@ SECTIONS = (
     ),
     *_sections(
         (
-            _table2({"local": (71.9, 64.3), "fedavg": (82.6, 75.0), "fedavg_ft": (83.1, 75.8), "fedem": (83.5, 76.6)}),
+            _table2(EMNIST_TABLE2),
             _table3(83.4, 83.7, 84.0),
         ),
         (EMNIST, "EMNIST (Table 2, Table 3)"),
@@ -124,14 +126,45 @@ def local_far_below_federated(run: Run) -> Verdict:
     if run.acc("local") is None or not {"fedem", "fedavg"} <= set(present):
         return Verdict(None, "needs local, fedem and fedavg")
     local = run.acc("local")
-    gap = min(run.acc(c) for c in present) - local
+    closest = min(present, key=run.acc)
+    gap = run.acc(closest) - local
     shown = ", ".join(f"{NAMES[c]} {run.acc_text(c)}" for c in present)
     close = within_intervals(run, [("local", c) for c in present], NAMES)
+    holds = gap >= FAR_GAP_PP
     return Verdict(
-        gap >= FAR_GAP_PP,
-        f"average accuracy: Local {run.acc_text('local')} vs {shown}; the closest federated method is {gap:.1f} points "
-        f"above (needs >= {FAR_GAP_PP:.0f}), {seeds_text(run)}{close}; Table 2: Local 71.9 vs 82.6 to 83.5",
+        holds,
+        f"average accuracy: Local {run.acc_text('local')} vs {shown}; the closest federated method, {NAMES[closest]}, "
+        f"is {gap:+.1f} points from Local (needs >= +{FAR_GAP_PP:.0f}), {seeds_text(run)}{close}; Table 2: Local 71.9 vs 82.6 to 83.5"
+        + ("" if holds else why_local_close(run, closest)),
     )
+
+
+def why_local_close(run: Run, closest: str) -> str:
+    """Computed from the run: which side of the gap moved away from Table 2, and how each side fits its data.
+
+    The paper's reason Local trails is over-fitting (a client has a few hundred samples of 62 classes): a test NLL
+    far above the training loss. ``train_loss`` is the mean over the round's local steps; FedEM's is its eq. 10
+    objective, at most its mixture's NLL.
+    """
+    local, other = run.acc("local"), run.acc(closest)
+    paper_local, paper_other = EMNIST_TABLE2["local"][0], EMNIST_TABLE2[closest][0]
+    moved_local, moved_other = local - paper_local, other - paper_other
+    side = (
+        f"the gap narrows on the federated side: {NAMES[closest]} is {moved_other:+.1f} points from Table 2's "
+        f"{paper_other}, Local {moved_local:+.1f} from its {paper_local}"
+        if abs(moved_other) >= abs(moved_local)
+        else f"the gap narrows on Local's side: Local is {moved_local:+.1f} points from Table 2's {paper_local}, "
+        f"{NAMES[closest]} {moved_other:+.1f} from its {paper_other}"
+    )
+    text = (
+        f". Why, from the trace: Table 2 has {NAMES[closest]} - Local = {paper_other - paper_local:+.1f}; {side}"
+    )
+    fits = [(NAMES[c], last_round_mean(run, c, "train_loss"), last_round_mean(run, c, "mean_loss")) for c in ("local", closest)]
+    if all(train is not None and test is not None for _, train, test in fits):
+        text += "; after the last round " + " and ".join(
+            f"{name}'s training loss is {train:.3f} and its test NLL {test:.3f}" for name, train, test in fits
+        )
+    return text
 
 
 def fedem_not_below_fedavg(run: Run) -> Verdict:
