@@ -125,6 +125,12 @@ INTRO = (
 EVERY_P = "CIFAR-10, p = 0.2, 0.6, 1.0"
 
 
+WHY = {
+    "": "docs/reproduction-seed-notes.md, section 'Adaptive experts (Table 2)' (`scripts/moe_experts.py` on these runs' final checkpoints)",
+    "-protocol": "docs/reproduction-seed-notes.md, section 'The papers' own protocols, at their budgets (runs in progress)'",
+}
+
+
 def build(suffix: str) -> Paper:
     """The page of the scenarios ``experts-cifar10-p{0.2,0.6,1.0}{suffix}``."""
     scenarios = tuple(f"experts-cifar10-p{p}{suffix}" for p in (0.2, 0.6, 1.0))
@@ -140,6 +146,7 @@ def build(suffix: str) -> Paper:
         sections=tuple(_section(s) for s in scenarios),
         claims=claims,
         intro=INTRO,
+        why=WHY[suffix],
     )
 
 

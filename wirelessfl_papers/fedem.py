@@ -309,6 +309,10 @@ PAPER = Paper(
     source="fedem-mixture-of-distributions.txt",
     sections=SECTIONS,
     claims=CLAIMS,
+    why=(
+        "each claim's evidence ('Why, from the trace'), and docs/reproduction-seed-notes.md, sections 'FedEM (Tables 2 and 3)' and "
+        "'The papers' own protocols, at their budgets (runs in progress)'"
+    ),
     intro=(
         "The bottom decile is our trace's `p10_acc` (10th percentile of the users' accuracies; the paper takes the",
         "(T/10)-th worst user). The paper's average is weighted by local dataset size, ours is the plain mean over users.",

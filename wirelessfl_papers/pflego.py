@@ -86,7 +86,8 @@ def best(level: str, curve: str) -> Callable[[Run], Verdict]:
 
 
 def build(name: str, suffix: str = "", extra: dict[str, dict[str, tuple[str, str]]] | None = None,
-          claims: tuple[tuple[str, str, Callable[[Run], Verdict]], ...] = (), intro: tuple[str, ...] = ()) -> Paper:
+          claims: tuple[tuple[str, str, Callable[[Run], Verdict]], ...] = (), intro: tuple[str, ...] = (),
+          why: str = "") -> Paper:
     """The page of the scenarios ``pflego-emnist-{k2,k31,k62}{suffix}``: Table 1 beside each, its three claims and
     ``claims`` (level, text, check) more; ``extra[level]`` adds curves beside a method's row."""
     scenario = {level: f"pflego-emnist-{level}{suffix}" for level in TABLE_1}
@@ -102,6 +103,7 @@ def build(name: str, suffix: str = "", extra: dict[str, dict[str, tuple[str, str
         source="pflego.txt",
         sections=tuple(_section(scenario[level], level, (extra or {}).get(level, {})) for level in TABLE_1),
         claims=tuple(Claim(scenario[level], text, check) for level, text, check in every),
+        why=why,
         last_rounds=10,
         intro=(
             "Table 1's numbers are means over the final 10 rounds, with confidence intervals (±); ours are means over the",
@@ -112,4 +114,4 @@ def build(name: str, suffix: str = "", extra: dict[str, dict[str, tuple[str, str
     )
 
 
-PAPER = build("pflego")
+PAPER = build("pflego", why="docs/reproduction-seed-notes.md, section 'PFLEGO (Table 1, EMNIST)'")

@@ -32,6 +32,7 @@ PAPER = build(
              ordered(level, (AUTHORS, "fedper", AFTER_LOCAL), ("pflego", "fedper", "fedavg"))),
         )
     ),
+    why="docs/reproduction-seed-notes.md, section 'The papers' own protocols, at their budgets (runs in progress)'",
     intro=(
         "`fedavg-after-local-steps` is FedAvg's global model fine-tuned by tau = 50 full-batch steps on each client's",
         "own training split before it is evaluated: the authors' code (sotirisnik/PFLEGO, main.py) reports FedAvg's",

@@ -497,6 +497,11 @@ def test_fedem_page_lists_both_tables_and_the_verdicts(tmp_path):
     assert "Not run yet: simulate scenario `fedem-synthetic-protocol`, then add the run directory to the report command." in text
     assert "3 of 12 claims checked; 2 hold. 9 not checked" in text
     assert "Not reproduced:\n\n- Synthetic (Table 2, Table 3): FedEM is clearly above FedAvg and Local on the average (Table 2)\n" in text
+    assert text.endswith(
+        "\n\nWhy they do not hold, measured from these runs: each claim's evidence ('Why, from the trace'), and "
+        "docs/reproduction-seed-notes.md, sections 'FedEM (Tables 2 and 3)' and 'The papers' own protocols, at their "
+        "budgets (runs in progress)'.\n"
+    )
 
 
 def test_experts_page_has_one_section_per_p_and_one_row_per_multi_run_claim(tmp_path):
@@ -513,6 +518,7 @@ def test_experts_page_has_one_section_per_p_and_one_row_per_multi_run_claim(tmp_
     rows = [line for line in text.splitlines() if line.startswith("| CIFAR-10, p = 0.2, 0.6, 1.0 |")]
     assert [r.split(" | ")[2] for r in rows] == ["holds", "not checked", "not checked"]
     assert "1 of 3 claims checked; 1 holds. 2 not checked" in text
+    assert "Why they do not hold" not in text  # none checked fails
 
 
 def test_pflego_protocol_page_reads_fedavg_after_its_local_steps_beside_the_papers_fedavg(tmp_path):
@@ -534,6 +540,8 @@ def test_pflego_protocol_page_reads_fedavg_after_its_local_steps_beside_the_pape
     assert ("average accuracy PFLEGO (pflego-authors-code) 49.0 / FedPer 48.5 / FedAvg (fedavg-after-local-steps) 47.0, "
             "on 1 seed(s)") in text  # fmt: skip
     assert "Not run yet: simulate scenario `pflego-emnist-k31-protocol`" in text
+    assert text.endswith("\n\nWhy they do not hold, measured from these runs: docs/reproduction-seed-notes.md, section "
+                         "'The papers' own protocols, at their budgets (runs in progress)'.\n")  # fmt: skip
 
 
 def test_experts_protocol_page_checks_the_claims_over_the_protocol_runs_only(tmp_path):

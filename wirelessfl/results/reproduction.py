@@ -236,6 +236,8 @@ class Paper:
     intro: tuple[str, ...] = ()
     render: Callable[[Paper, Runs, str], str] | None = None
     """A page of its own instead of :func:`paper_markdown`."""
+    why: str = ""
+    """Where the claims that do not hold are measured (a doc and section), printed under them."""
     last_rounds: int = 1
     """Our accuracies are each seed's mean over the evaluated rounds among the last ``last_rounds``, as the
     paper averages its own (1: the last round)."""
@@ -420,6 +422,8 @@ def summary_markdown(paper: Paper, checked: Sequence[tuple[Claim, Verdict]]) -> 
         lines[-1] += f" {missing} not checked (scenario not run, or the run lacks the curves the claim needs)."
     if failed:
         lines += ["", "Not reproduced:", ""] + failed
+        if paper.why:
+            lines += ["", f"Why they do not hold, measured from these runs: {paper.why}."]
     return lines
 
 
