@@ -139,22 +139,24 @@ def test_ucfl_weight_round_happens_in_the_loop_and_k_streams_follow():
 
 
 def test_kept_optimizer_state_is_checkpointed_and_resumes_to_the_identical_trace(tmp_path):
-    """Adam moments kept between rounds live in the checkpoint: a killed run resumes to the same trace,
-    and the kept state changes the result (so the test would notice a checkpoint without it)."""
+    """Adam moments kept between rounds live in the checkpoint (FedAvg+'s fine-tuning moments too, kept between
+    evaluations while it follows FedAvg): a killed run resumes to the same trace, and the kept state changes the
+    result (so the test would notice a checkpoint without it)."""
     doc = {
         **TINY,
         "rounds": 4,
         "checkpoint_every": 1,
         "training": {"batch_size": 10, "optimizer": "adam", "lr": 0.01, "keep_optimizer_state": True},
-        "algorithms": [{"name": "fedavg"}, {"name": "local"}, {"name": "fedem", "params": {"components": 2}}],
+        "algorithms": [{"name": "fedavg"}, {"name": "local"}, {"name": "fedem", "params": {"components": 2}}, {"name": "fedavg_ft"}],
         "networks": [{"preset": "wired"}],
     }
     scenario = parse_scenario(doc)
     whole = simulate(scenario)
-    with pytest.raises(KeyboardInterrupt):
-        simulate(scenario, run_dir=tmp_path, stop_after_rounds=6)
-    resumed = simulate(scenario, run_dir=tmp_path)
-    pd.testing.assert_frame_equal(resumed.trace, whole.trace)
+    for stop in (2, 6, 10):  # killed inside the units of fedavg (with FedAvg+ following it), local, fedem
+        with pytest.raises(KeyboardInterrupt):
+            simulate(scenario, run_dir=tmp_path / str(stop), stop_after_rounds=stop)
+        resumed = simulate(scenario, run_dir=tmp_path / str(stop))
+        pd.testing.assert_frame_equal(resumed.trace, whole.trace)
     fresh = simulate(parse_scenario({**doc, "training": {**doc["training"], "keep_optimizer_state": False}}))
     assert not np.allclose(fresh.trace.avg_acc.to_numpy(), whole.trace.avg_acc.to_numpy(), equal_nan=True)
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 import wirelessfl.algorithms.fedavg_ft  # noqa: F401  (registers fedavg_ft)
 from wirelessfl.algorithms import Context, get_algorithm
+from wirelessfl.algorithms.base import torch_generator
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 
@@ -121,3 +124,31 @@ def test_the_default_is_the_papers_single_pass_at_the_training_rate(ctx):
     for algo in (default, single):
         algo.step(*ROUNDS[0])
     assert torch.equal(default.client_params(), single.client_params())
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_fine_tuning_keeps_its_own_optimizer_state_between_evaluations_only_when_asked(keep):
+    """With ``keep_optimizer_state`` the second evaluation's fine-tuning continues the momentum the first left
+    (the FedEM authors' tuned learners, client.py); without, it starts fresh. Training is FedAvg's either way."""
+    ctx = replace(make_ctx(), keep_optimizer_state=keep)
+    algo, fedavg = get_algorithm("fedavg_ft")(ctx), get_algorithm("fedavg")(ctx)
+    algo.step(1, frozenset(range(4)))
+    fedavg.step(1, frozenset(range(4)))
+    first = ctx.engine.train(algo.global_params(), ctx.train_sets(range(4)), ctx.train, torch_generator(ctx.seed, 1, "finetune"))
+    assert torch.equal(algo.client_params(), first.params)
+    algo.step(2, frozenset({0, 2}))
+    fedavg.step(2, frozenset({0, 2}))
+    assert torch.equal(algo.global_params(), fedavg.client_params())
+    again = dict(datasets=ctx.train_sets(range(4)), cfg=ctx.train)
+    fresh = ctx.engine.train(algo.global_params(), **again, generator=torch_generator(ctx.seed, 2, "finetune"))
+    continued = ctx.engine.train(algo.global_params(), **again, generator=torch_generator(ctx.seed, 2, "finetune"),
+                                 opt_state=first.opt_state)  # fmt: skip
+    assert not torch.allclose(fresh.params, continued.params)
+    assert torch.equal(algo.client_params(), continued.params if keep else fresh.params)
+    clone = get_algorithm("fedavg_ft")(ctx)
+    clone.load_state_dict(algo.state_dict())
+    clone.follow(fedavg, 2)  # following the trainer's state leaves the fine-tuning state alone
+    algo.step(3, frozenset({1, 3}))
+    clone.step(3, frozenset({1, 3}))
+    assert torch.equal(clone.client_params(), algo.client_params())
+    assert (algo.state_dict()["finetune_optimizer"] is None) is not keep

@@ -12,11 +12,17 @@ The global model trains exactly as FedAvg. Client i's own model is a copy of
 the current global model fine-tuned on client i's training data for
 ``finetune_epochs`` epochs (default 1, the single pass of the paper; a
 fraction is a fraction of an epoch's batches; 0 is plain FedAvg) with the
-scenario's local optimizer, freshly initialised (rate ``finetune_lr``,
-default ``train.lr``). All clients fine-tune together in one ``engine.train``
-call, lazily when the clients' models are asked for (evaluation), from a
-generator derived from (seed, round, "finetune"), so the result is a function
-of the state and the round.
+scenario's local optimizer (rate ``finetune_lr``, default ``train.lr``). All
+clients fine-tune together in one ``engine.train`` call, lazily when the
+clients' models are asked for (evaluation), from a generator derived from
+(seed, round, "finetune"), so the result is a function of the state and the
+round. The fine-tuning optimizer starts fresh each time, unless
+``keep_optimizer_state``: then each client's fine-tuning keeps its own
+optimizer state from one evaluation to the next, apart from the training
+optimizer's, as the FedEM authors' code does (omarfoq/FedEM, client.py: the
+tuned learners are a deepcopy of the learners, optimizer included, made once,
+and ``update_tuned_learners`` copies the global weights into them and fits
+them at every logged round).
 
 Fine-tuning is not counted as work in the CommPlan: the fine-tuned copy never
 leaves the device and never feeds back into the global model, so it does not
@@ -40,7 +46,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from wirelessfl.algorithms.base import Context, StepInfo, register, torch_generator
+from wirelessfl.algorithms.base import ClientOptimizerState, Context, StepInfo, register, torch_generator
 from wirelessfl.algorithms.fedavg import FedAvg
 
 
@@ -65,6 +71,7 @@ class FedAvgFineTuned(FedAvg):
             raise ValueError(f"fedavg_ft: finetune_lr must be a finite number > 0 or null (= train.lr), got {lr!r}")
         self.round = 0
         self._tuned: torch.Tensor | None = None
+        self.finetune_state = ClientOptimizerState(ctx)
 
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         info = super().step(round, arrived)
@@ -96,7 +103,9 @@ class FedAvgFineTuned(FedAvg):
             cfg,
             torch_generator(self.ctx.seed, self.round, "finetune"),
             epochs=[epochs] * len(clients),
+            opt_state=self.finetune_state.take(clients),
         )
+        self.finetune_state.put(clients, result.opt_state)
         return result.params
 
     def follow(self, trainer: FedAvg, round: int) -> None:
@@ -106,9 +115,10 @@ class FedAvgFineTuned(FedAvg):
         self._tuned = None
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "round": self.round}
+        return {**super().state_dict(), "round": self.round, "finetune_optimizer": self.finetune_state.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
         self.round = int(state["round"])
         self._tuned = None
+        self.finetune_state.load_state_dict(state.get("finetune_optimizer"))
