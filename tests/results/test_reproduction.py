@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -502,6 +503,21 @@ def test_fedem_page_lists_both_tables_and_the_verdicts(tmp_path):
         "docs/reproduction-seed-notes.md, sections 'FedEM (Tables 2 and 3)' and 'The papers' own protocols, at their "
         "budgets (runs in progress)'.\n"
     )
+
+
+def test_every_seed_notes_section_a_page_points_to_exists():
+    """``Paper.why`` names headings of docs/reproduction-seed-notes.md: a renamed heading must not leave a page
+    pointing nowhere."""
+    notes = Path(__file__).parents[2] / "docs" / "reproduction-seed-notes.md"
+    headings = [line.lstrip("#").strip() for line in notes.read_text().splitlines() if line.startswith("#")]
+    pointing = {name: paper.why for name, paper in papers().items() if "reproduction-seed-notes.md" in paper.why}
+    assert {"fedem", "pflego", "pflego-protocol", "adaptive-experts", "adaptive-experts-protocol"} <= set(pointing)
+    for name, why in pointing.items():
+        tail = why.split("reproduction-seed-notes.md", 1)[1]
+        named = [h for h in headings if f"'{h}'" in tail]
+        for heading in named:
+            tail = tail.replace(f"'{heading}'", "")
+        assert named and "'" not in tail, f"{name}: {why!r} names a section that is not a heading of {notes.name}"
 
 
 def test_experts_page_has_one_section_per_p_and_one_row_per_multi_run_claim(tmp_path):
