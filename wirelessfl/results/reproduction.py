@@ -346,6 +346,19 @@ def setup_line(directory: Path) -> str:
     )
 
 
+def curve_training(directory: Path, curve: str) -> dict:
+    """The training settings ``curve`` ran with, from the run's resolved scenario.yaml: the scenario's
+    ``training`` under the curve's own override; empty without that file or without that curve."""
+    path = directory / "scenario.yaml"
+    if not path.is_file():
+        return {}
+    sc = yaml.safe_load(path.read_text())
+    for algorithm in sc.get("algorithms", []):
+        if (algorithm.get("label") or algorithm.get("name")) == curve:
+            return {**sc.get("training", {}), **(algorithm.get("training") or {})}
+    return {}
+
+
 def not_run_line(section: Section) -> str:
     how = f"`wirelessfl simulate {section.scenario_file}`" if section.scenario_file else f"simulate scenario `{section.scenario}`"
     return f"Not run yet: {how}, then add the run directory to the report command."
