@@ -452,6 +452,24 @@ def test_a_deadline_that_drops_uploads_is_said_on_the_console_and_in_the_summary
     assert re.search(r"\| local \| slow-ul-unreliable \| .* \| n/a \|$", summary, re.M)
 
 
+def test_curves_still_moving_at_the_end_are_said_on_the_console_and_in_the_summary(tmp_path):
+    doc = {**SCENARIO, "rounds": 12, "algorithms": [{"name": "fedavg"}, {"name": "local"}], "networks": [{"preset": "wired"}]}
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(out), "--quiet"])
+    assert result.exit_code == 0, result.output
+    trace = pd.read_csv(out / "trace.csv")
+    mean = trace.groupby(["curve", "round"])["avg_acc"].mean()
+    moved = {curve: 100 * (mean[curve, 12] - mean[curve, 2]) for curve in ("fedavg", "local")}
+    assert any(abs(change) > 1 for change in moved.values())  # 12 rounds on 30 samples a client: still learning
+    named = ", ".join(f"{curve} {change:+.1f}" for curve, change in moved.items() if abs(change) > 1)
+    line = (
+        "warning: on wired, still moving by more than 1 point over the last 10 rounds (mean over seeds): "
+        f"{named}; the round budget, not convergence, ranks these"
+    )
+    assert line in result.output.splitlines()
+    assert f"- **warning** {line.removeprefix('warning: ')}" in (out / "summary.md").read_text()
+
+
 def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
     doc = {
         **SCENARIO,

@@ -311,15 +311,20 @@ def _warn(message: str) -> None:
 
 
 def _warnings(result) -> list[str]:
-    """What summary.md flags, said on the console too: dropped uploads and streams that miss the true groups."""
+    """What summary.md flags, said on the console too: dropped uploads, curves that have not settled and streams
+    that miss the true groups."""
     import json
 
     from wirelessfl.results.io import jsonable
     from wirelessfl.results.streams import stream_report, stream_warnings
-    from wirelessfl.results.tables import aggregation_warnings
+    from wirelessfl.results.tables import aggregation_warnings, convergence_warnings
 
     diagnostics = json.loads(json.dumps(result.diagnostics, default=jsonable))  # as diagnostics.json has them
-    return aggregation_warnings(result.trace) + stream_warnings(stream_report(diagnostics, result.clients))
+    return (
+        aggregation_warnings(result.trace)
+        + convergence_warnings(result.trace)
+        + stream_warnings(stream_report(diagnostics, result.clients))
+    )
 
 
 def _print_final(result, target: float) -> None:

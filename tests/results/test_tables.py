@@ -4,6 +4,7 @@ import pandas as pd
 import pytest
 
 from wirelessfl.results.tables import (
+    convergence_warnings,
     fit_table,
     last_change,
     last_rounds_rows,
@@ -198,6 +199,33 @@ def test_last_change_is_the_gain_over_the_last_window_rounds_by_hand():
     assert last_change(trace).loc[("a", "p")] == pytest.approx(0.25)
     assert last_change(trace, window=12).loc[("a", "p")] == pytest.approx(0.45)
     assert math.isnan(last_change(trace, window=15).loc[("a", "p")])
+
+
+def test_convergence_warnings_name_the_curves_still_moving_by_more_than_a_point():
+    """Rounds 0-20, evaluated every 5th. a rises 0.50 -> 0.52 over its last 10 rounds (+2 points), b moves
+    0.009 (under a point), c falls 0.60 -> 0.58: a and c are named, with their signed change; replayed through
+    two profiles, one line; trained apart (b moves 3 points on slow only), one line per profile."""
+    ends = {"a": (0.50, 0.52), "b": (0.700, 0.709), "c": (0.60, 0.58)}
+    rows = [
+        {"curve": curve, "profile": profile, "seed": seed, "round": r,
+         "avg_acc": (start if r <= 10 else end) if r % 5 == 0 else math.nan}
+        for curve, (start, end) in ends.items() for profile in ("wired", "slow") for seed in (0, 1)
+        for r in range(21)
+    ]  # fmt: skip
+    trace = pd.DataFrame(rows)
+    named = "a +2.0, c -2.0; the round budget, not convergence, ranks these"
+    assert convergence_warnings(trace) == [
+        f"on every profile, still moving by more than 1 point over the last 10 rounds (mean over seeds): {named}"
+    ]
+    slow_b = (trace["curve"] == "b") & (trace["profile"] == "slow") & (trace["round"] == 20)
+    trace.loc[slow_b, "avg_acc"] = 0.73
+    assert convergence_warnings(trace) == [
+        f"on wired, still moving by more than 1 point over the last 10 rounds (mean over seeds): {named}",
+        "on slow, still moving by more than 1 point over the last 10 rounds (mean over seeds): a +2.0, b +3.0, "
+        "c -2.0; the round budget, not convergence, ranks these",
+    ]
+    assert convergence_warnings(trace, tolerance=0.05) == []
+    assert convergence_warnings(trace[trace["round"] < 8]) == []  # no round 10 before the end: nothing measured
 
 
 def test_fit_table_by_hand(trace, clients):

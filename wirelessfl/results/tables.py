@@ -75,6 +75,11 @@ CONVERGENCE_WINDOW = 10
 """Rounds over which ``last_change`` measures whether a curve still moves at the end of its budget."""
 
 
+CONVERGENCE_TOLERANCE = 0.01
+"""A curve whose average accuracy moved by more than this over its last ``CONVERGENCE_WINDOW`` rounds has not
+settled: summary.md and the console warn that the budget, not convergence, ranks it."""
+
+
 def last_change(trace: pd.DataFrame, window: int = CONVERGENCE_WINDOW, metric: str = "avg_acc") -> pd.Series:
     """Per (curve, profile): ``metric`` at the last round minus its value at the last evaluated round at least
     ``window`` rounds before, mean over seeds (NaN where a seed has no such round).
@@ -173,6 +178,21 @@ def aggregation_warnings(trace: pd.DataFrame, threshold: float = AGGREGATION_WAR
         f"on {profile}, under {100 * threshold:.0f}% of the participants' uploads were aggregated per round "
         f"(missed the deadline): {', '.join(f'{r.curve} {100 * r.aggregated_fraction:.0f}%' for r in rows.itertuples())}"
         for profile, rows in low.groupby("profile", sort=False)
+    ]
+
+
+def convergence_warnings(trace: pd.DataFrame, tolerance: float = CONVERGENCE_TOLERANCE) -> list[str]:
+    """One line per profile (one for all when the profiles replayed the same training) naming the curves whose
+    average accuracy still moved by more than ``tolerance`` over the last ``CONVERGENCE_WINDOW`` rounds."""
+    change = last_change(trace).rename("change").reset_index()
+    if trace["profile"].nunique() > 1 and identical_across_profiles(trace, ["curve", "seed", "round"], "avg_acc"):
+        change = change[change["profile"] == change["profile"].iloc[0]].assign(profile="every profile")
+    moving = change[change["change"].abs() > tolerance]
+    return [
+        f"on {profile}, still moving by more than {100 * tolerance:.0f} point over the last {CONVERGENCE_WINDOW} "
+        f"rounds (mean over seeds): {', '.join(f'{r.curve} {_signed_points(r.change)}' for r in rows.itertuples())}; "
+        "the round budget, not convergence, ranks these"
+        for profile, rows in moving.groupby("profile", sort=False)
     ]
 
 
@@ -494,7 +514,7 @@ def summary_markdown(
         f"from the last evaluated round at least {CONVERGENCE_WINDOW} rounds before the end to the last round, "
         "mean over seeds: a curve that still gains more than a point is ranked by the round budget, not at "
         "convergence.",
-        *_warning_lines(aggregation_warnings(trace)),
+        *_warning_lines(aggregation_warnings(trace) + convergence_warnings(trace)),
         "",
         f"## Time to target accuracy (average client accuracy >= {100 * target:.1f}%)",
         "",
