@@ -488,6 +488,32 @@ def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
     assert len(warnings) == 1 and f"- **warning** {warnings[0].removeprefix('warning: ')}" in summary
 
 
+def test_report_keeps_the_streams_section_of_a_run_whose_diagnostics_are_gone(tmp_path):
+    doc = {
+        **SCENARIO,
+        "rounds": 1,
+        "data": {**SCENARIO["data"], "clients": 8, "partition": [{"name": "iid"}, {"name": "label_permutation", "groups": 4}]},
+        "algorithms": [{"name": "ucfl", "params": {"streams": 2, "temperature": 1.0}}],
+        "networks": [{"preset": "wired"}],
+    }
+    out = tmp_path / "out"
+    assert runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(out), "--quiet"]).exit_code == 0
+
+    def streams(text):
+        return text[text.index("## Streams and clusters") : text.index("\n## ", text.index("## Streams and clusters"))]
+
+    section = streams((out / "summary.md").read_text())
+    assert "| ucfl | 0 | 1 | 2 |" in section
+    note = "- streams and clusters: kept from the previous summary.md (no diagnostics.json in this run directory to remake them)"
+    assert runner.invoke(app, ["report", str(out)]).exit_code == 0
+    assert note not in (out / "summary.md").read_text()  # remade from diagnostics.json
+    (out / "diagnostics.json").unlink()  # a copy of the traces only, as docs/runs keeps some runs
+    for _ in range(2):
+        assert runner.invoke(app, ["report", str(out)]).exit_code == 0
+        text = (out / "summary.md").read_text()
+        assert streams(text) == section and text.count(note) == 1
+
+
 def test_version_prints_the_installed_version():
     from importlib.metadata import version
 

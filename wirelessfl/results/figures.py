@@ -423,11 +423,15 @@ def _run_notes(summary: Path) -> list[str]:
     return [note for note in notes if note != "none" and not note.startswith(("PNG export skipped", "no fig"))]
 
 
+KEPT_STREAMS_NOTE = "streams and clusters: kept from the previous summary.md (no diagnostics.json in this run directory to remake them)"
+
+
 def report_run(run_dir, target: float | None = None, last_rounds: int = 1) -> Path:
     """Re-make summary.md of a run directory; the target defaults to scenario.yaml's ``target_accuracy``;
     ``last_rounds`` > 1 reports accuracies as means over the evaluated rounds among the last ones.
 
-    The run's own notes (training mode, runtime) are kept; the PNG note is re-checked.
+    The run's own notes (training mode, runtime) are kept; the PNG note is re-checked. Without
+    diagnostics.json the streams section cannot be remade, so the previous one is kept, with a note.
     """
     directory = Path(run_dir)
     trace, clients = read_trace(directory), read_clients(directory)
@@ -437,11 +441,16 @@ def report_run(run_dir, target: float | None = None, last_rounds: int = 1) -> Pa
     missing = [name for name in PNG_FIGURES if not (directory / name).exists()]
     if missing:
         notes.append(f"no {', '.join(missing)} in this run directory: `wirelessfl plot {directory}` re-makes the figures")
-    from wirelessfl.results.streams import read_diagnostics, write_stream_outputs
-
     from wirelessfl.results.energy import energy_summary_md
+    from wirelessfl.results.streams import previous_stream_section, read_diagnostics, write_stream_outputs
 
-    sections = energy_summary_md(trace, target) + write_stream_outputs(directory, read_diagnostics(directory), clients)
+    if diagnostics := read_diagnostics(directory):
+        streams = write_stream_outputs(directory, diagnostics, clients)
+    else:
+        streams = previous_stream_section(directory / "summary.md")
+        if streams and KEPT_STREAMS_NOTE not in notes:
+            notes.append(KEPT_STREAMS_NOTE)
+    sections = energy_summary_md(trace, target) + streams
     return write_summary_md(
         directory, trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections, last_rounds
     )

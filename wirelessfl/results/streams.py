@@ -119,6 +119,22 @@ def last_formations(frame: pd.DataFrame) -> pd.DataFrame:
     return last.sort_values(["curve", "seed", "profile"], key=lambda s: s.map(order) if s.name == "curve" else s, kind="stable")
 
 
+STREAMS_HEADING = "## Streams and clusters"
+
+
+def previous_stream_section(summary: Path) -> list[str]:
+    """The streams section of an existing summary.md, for a run directory that has lost its diagnostics.json
+    (a copy of its traces only): the section cannot be remade there, and re-reporting must not drop it."""
+    if not summary.exists():
+        return []
+    lines = summary.read_text(encoding="utf-8").splitlines()
+    if STREAMS_HEADING not in lines:
+        return []
+    start = lines.index(STREAMS_HEADING)
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    return lines[start:end]
+
+
 def stream_summary_md(frame: pd.DataFrame) -> list[str]:
     """Markdown lines for summary.md: each run's last formation and a warning per curve whose streams
     miss the true groups (mean ARI < 0.2 with more than one true group, streams not all single users, and not
@@ -128,7 +144,7 @@ def stream_summary_md(frame: pd.DataFrame) -> list[str]:
     last = last_formations(frame)
     show_profile = bool((last["profile"] != "").any())
     lines = [
-        "## Streams and clusters",
+        STREAMS_HEADING,
         "",
         "Who shares a downlink stream (ucfl) or a cluster (cfl) at the last round that formed them: sizes, largest "
         "first, and the adjusted Rand index against the split's true groups (1 = the groups exactly, ~0 = chance).",
