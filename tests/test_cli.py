@@ -470,14 +470,18 @@ def test_curves_still_moving_at_the_end_are_said_on_the_console_and_in_the_summa
     assert f"- **warning** {line.removeprefix('warning: ')}" in (out / "summary.md").read_text()
 
 
+TWO_STREAMS_FOUR_GROUPS = {
+    **SCENARIO,
+    "rounds": 1,
+    "data": {**SCENARIO["data"], "clients": 8, "partition": [{"name": "iid"}, {"name": "label_permutation", "groups": 4}]},
+    "algorithms": [{"name": "ucfl", "params": {"streams": 2, "temperature": 1.0}}],
+    "networks": [{"preset": "wired"}],
+}
+"""UCFL with 2 streams for 4 label groups: streams that cannot follow the groups, so a streams section with a warning."""
+
+
 def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
-    doc = {
-        **SCENARIO,
-        "rounds": 1,
-        "data": {**SCENARIO["data"], "clients": 8, "partition": [{"name": "iid"}, {"name": "label_permutation", "groups": 4}]},
-        "algorithms": [{"name": "ucfl", "params": {"streams": 2, "temperature": 1.0}}],
-        "networks": [{"preset": "wired"}],
-    }
+    doc = TWO_STREAMS_FOUR_GROUPS
     result = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(tmp_path / "out"), "--quiet"])
     assert result.exit_code == 0, result.output
     trace = pd.read_csv(tmp_path / "out" / "trace.csv")
@@ -489,13 +493,7 @@ def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
 
 
 def test_report_keeps_the_streams_section_of_a_run_whose_diagnostics_are_gone(tmp_path):
-    doc = {
-        **SCENARIO,
-        "rounds": 1,
-        "data": {**SCENARIO["data"], "clients": 8, "partition": [{"name": "iid"}, {"name": "label_permutation", "groups": 4}]},
-        "algorithms": [{"name": "ucfl", "params": {"streams": 2, "temperature": 1.0}}],
-        "networks": [{"preset": "wired"}],
-    }
+    doc = TWO_STREAMS_FOUR_GROUPS
     out = tmp_path / "out"
     assert runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(out), "--quiet"]).exit_code == 0
 
