@@ -192,18 +192,14 @@ def lead_by_seed(run: Run) -> str:
         return ""
     accuracy = run.per_seed["avg_acc"].unstack("curve")
     seeds = []
-    for key, rounds in run.diagnostics.items():
-        seed, _, curve = key.partition("__")
+    for seed in sorted(accuracy.index):
+        rounds = run.diagnostics.get(f"seed{seed}__fedem") or {}  # simulate's unit key for a curve trained once
         last = rounds[max(rounds, key=int)] if rounds else {}
-        if curve != "fedem" or "mixture_components_used" not in last or not seed.startswith("seed"):
-            continue
-        number = int(seed.removeprefix("seed"))
-        if number in accuracy.index:
-            lead = accuracy.loc[number, "fedem"] - accuracy.loc[number, "fedavg"]
-            seeds.append((number, lead, last["mixture_components_used"], len(last["component_share"])))
+        if "mixture_components_used" in last:
+            lead = accuracy.loc[seed, "fedem"] - accuracy.loc[seed, "fedavg"]
+            seeds.append((seed, lead, last["mixture_components_used"], len(last["component_share"])))
     if not seeds:
         return ""
-    seeds.sort()
     text = (
         f". What the lead is made of, per seed: FedEM - FedAvg, and the components FedEM's clients use (of "
         f"{seeds[0][3]}; exp of the entropy of their mixture weights, diagnostics.json): "

@@ -188,8 +188,9 @@ def convergence_warnings(trace: pd.DataFrame, tolerance: float = CONVERGENCE_TOL
     if trace["profile"].nunique() > 1 and identical_across_profiles(trace, ["curve", "seed", "round"], "avg_acc"):
         change = change[change["profile"] == change["profile"].iloc[0]].assign(profile="every profile")
     moving = change[change["change"].abs() > tolerance]
+    points = f"{100 * tolerance:g} point" + ("" if 100 * tolerance == 1 else "s")
     return [
-        f"on {profile}, still moving by more than {100 * tolerance:.0f} point over the last {CONVERGENCE_WINDOW} "
+        f"on {profile}, still moving by more than {points} over the last {CONVERGENCE_WINDOW} "
         f"rounds (mean over seeds): {', '.join(f'{r.curve} {_signed_points(r.change)}' for r in rows.itertuples())}; "
         "the round budget, not convergence, ranks these"
         for profile, rows in moving.groupby("profile", sort=False)
