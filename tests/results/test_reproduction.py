@@ -15,7 +15,7 @@ from wirelessfl.cli import app
 from wirelessfl.results.io import TRACE_COLUMNS, write_trace
 from wirelessfl_papers.user_centric import CLAIMS, FIG3_CLAIMS, OUR_UCFL, PAPER_UCFL, ucfl_curves
 from wirelessfl.results.reproduction import Run, Verdict, get_paper, paper_of, reproduction_markdown
-from wirelessfl_papers import adaptive_experts, fedem, papers, pflego
+from wirelessfl_papers import adaptive_experts, fedem, papers, pflego, pflego_protocol
 
 COVARIATE = "paper-emnist-covariate-label-shift"
 ROUND_TIME = {"fedavg": 1.0, "local": 0.5, "oracle": 1.0, "cfl": 1.0, "fedfomo": 3.0,
@@ -502,6 +502,28 @@ def test_pflego_orderings(scenario, text, finals, holds, evidence):
     run = Run.from_trace(paper_trace(scenario, {c: {"avg_acc": v} for c, v in finals.items()}))
     verdict = claim(pflego, text).check(run)
     assert verdict == Verdict(holds, evidence)
+
+
+def test_pflego_protocol_checks_fedavg_at_k62_on_the_authors_rate_curves():
+    """At K = 62 the protocol's FedAvg claim reads the ``*-lr0.007`` curves, each named with the paper's method."""
+    finals = {"fedavg-lr0.007": 0.70, "fedavg-after-local-steps-lr0.007": 0.55, "pflego-authors-code": 0.56,
+              "fedper-lr0.007": 0.49}  # fmt: skip
+    run = Run.from_trace(paper_trace("pflego-emnist-k62-protocol", {c: {"avg_acc": v} for c, v in finals.items()}))
+    at_rate = claim(pflego_protocol, "FedAvg is the best with no personalization, at the authors' client rate and as "
+                                     "their code runs PFLEGO (Table 1)").check(run)  # fmt: skip
+    assert at_rate == Verdict(
+        True,
+        "average accuracy FedAvg (fedavg-lr0.007) 70.0 vs PFLEGO (pflego-authors-code) 56.0 and FedPer (fedper-lr0.007) "
+        "49.0, on 1 seed(s); Table 1: 69.4 / 55.4 / 48.1",
+    )
+    evaluated = claim(pflego_protocol, "FedAvg is the best with no personalization, evaluated as the authors' code "
+                                       "evaluates it, at their client rate (Table 1)").check(run)  # fmt: skip
+    assert evaluated.holds is False and evaluated.evidence.startswith(
+        "average accuracy FedAvg (fedavg-after-local-steps-lr0.007) 55.0 vs PFLEGO (pflego-authors-code) 56.0"
+    )
+    assert claim(pflego_protocol, "FedAvg is the best with no personalization (Table 1)").check(run) == Verdict(
+        None, "needs fedavg, pflego, fedper"
+    )
 
 
 @pytest.mark.parametrize("paper", [fedem, adaptive_experts, pflego], ids=lambda m: m.PAPER.name)
