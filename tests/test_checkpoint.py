@@ -332,7 +332,7 @@ def test_keep_models_and_a_full_disk_while_writing_results_through_the_cli(tmp_p
     calls = [0]
     real = io_module._write_fully
 
-    def full_on_third_write(fd, data):  # scenario.yaml, the done checkpoint, then runtime.json (the trace comes last)
+    def full_on_third_write(fd, data):  # scenario.yaml, the done checkpoint, then provenance.json (the trace comes last)
         calls[0] += 1
         if calls[0] == 3:
             raise OSError(errno.ENOSPC, "No space left on device")
@@ -342,7 +342,7 @@ def test_keep_models_and_a_full_disk_while_writing_results_through_the_cli(tmp_p
     result = runner.invoke(app, ["simulate", str(scenario), "--out", str(run_dir), "--quiet", "--keep-models"])
     assert result.exit_code == 2
     assert _error(result) == (
-        f"error: cannot write {run_dir / 'runtime.json'}: no space left on device; the previous version (if any) is unchanged; "
+        f"error: cannot write {run_dir / 'provenance.json'}: no space left on device; the previous version (if any) is unchanged; "
         f"free space and run `wirelessfl simulate --resume {run_dir}`"
     )
     assert not [p.name for p in run_dir.iterdir() if p.name.startswith(".")]

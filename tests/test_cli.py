@@ -13,7 +13,8 @@ from typer.testing import CliRunner
 from wirelessfl.accounting import TRACE_ENERGY_COLUMNS
 from wirelessfl.cli import app
 from wirelessfl.config import dump_scenario, parse_scenario, resolved
-from wirelessfl.results.io import TRACE_COLUMNS
+from wirelessfl.results.io import PROVENANCE_FILE, TRACE_COLUMNS, read_provenance
+from wirelessfl.results.tables import SEPARATE_DRAWS_TEXT, SHARED_DRAWS_TEXT
 
 runner = CliRunner()
 
@@ -510,6 +511,31 @@ def test_report_keeps_the_streams_section_of_a_run_whose_diagnostics_are_gone(tm
         assert runner.invoke(app, ["report", str(out)]).exit_code == 0
         text = (out / "summary.md").read_text()
         assert streams(text) == section and text.count(note) == 1
+
+
+def test_the_paired_ranking_says_whether_the_curves_shared_their_draws_from_provenance_json(tmp_path):
+    """A finished run records its seeding; a folder without the record (made before it existed, when each
+    algorithm drew its own numbers) keeps its ranking, worded for separate draws, and no summary claims otherwise."""
+    out = tmp_path / "out"
+    doc = {**SCENARIO, "seeds": [0, 1], "networks": [{"preset": "wired"}]}
+    assert runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(out), "--quiet"]).exit_code == 0
+    assert read_provenance(out) == {"seeding": "common-random-numbers"}
+
+    def ranking():
+        text = (out / "summary.md").read_text()
+        return text[text.index("## Ranking, paired by seed") : text.index("\n## ", text.index("## Ranking"))]
+
+    made = ranking()
+    assert SHARED_DRAWS_TEXT in made and SEPARATE_DRAWS_TEXT not in made
+    (out / PROVENANCE_FILE).unlink()
+    assert read_provenance(out) == {}
+    assert runner.invoke(app, ["report", str(out)]).exit_code == 0
+    old = ranking()
+    assert SEPARATE_DRAWS_TEXT in old and SHARED_DRAWS_TEXT not in old
+    assert old.replace(SEPARATE_DRAWS_TEXT, SHARED_DRAWS_TEXT) == made  # the same numbers, worded for their draws
+    (out / PROVENANCE_FILE).write_text(json.dumps({"seeding": "common-random-numbers"}))
+    assert runner.invoke(app, ["report", str(out)]).exit_code == 0
+    assert ranking() == made
 
 
 def test_version_prints_the_installed_version():

@@ -59,7 +59,7 @@ from wirelessfl.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from wirelessfl.results.io import FIT_COLUMNS, resumable_writes
+from wirelessfl.results.io import FIT_COLUMNS, SEEDING, resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -414,17 +414,16 @@ def learning_seed(seed: int) -> int:
     return derive_seed(seed, "learning")
 
 
-SEEDING = "common-random-numbers"
-"""How a run derives its draws from its seed, recorded in every checkpoint (``provenance``).
+PROVENANCE = {"seeding": SEEDING}
+"""How a run derives its draws from its seed (:data:`wirelessfl.results.io.SEEDING`), recorded in every checkpoint
+and in the finished run's ``provenance.json``.
 
 A run resumed under another scheme would continue its curves from draws the
 scheme that started them never made, and mix two seedings in one trace; so
 ``--resume`` refuses a checkpoint written with another scheme, or before the
 scheme was recorded (then each algorithm was seeded apart, ``derive_seed(seed,
-algorithm)``). Change the value whenever a change of code changes the draws of
-an existing scenario.
+algorithm)``).
 """
-PROVENANCE = {"seeding": SEEDING}
 
 
 def network_rng(seed: int, profile: str, round: int) -> np.random.Generator:
@@ -598,6 +597,8 @@ class SimulationResult:
     links: pd.DataFrame = field(default_factory=pd.DataFrame)
     #: one row per participant x round x curve x profile x seed (None when not asked for)
     client_rounds: pd.DataFrame | None = None
+    #: how the run drew its random numbers (``provenance.json``)
+    provenance: dict[str, str] = field(default_factory=lambda: dict(PROVENANCE))
 
 
 def simulate(

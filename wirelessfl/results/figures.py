@@ -37,6 +37,7 @@ from wirelessfl.results.io import (
     atomic_write_text,
     read_clients,
     read_trace,
+    shares_draws,
     validate_clients,
     validate_trace,
 )
@@ -431,7 +432,8 @@ def report_run(run_dir, target: float | None = None, last_rounds: int = 1) -> Pa
     ``last_rounds`` > 1 reports accuracies as means over the evaluated rounds among the last ones.
 
     The run's own notes (training mode, runtime) are kept; the PNG note is re-checked. Without
-    diagnostics.json the streams section cannot be remade, so the previous one is kept, with a note.
+    diagnostics.json the streams section cannot be remade, so the previous one is kept, with a note. The paired
+    ranking says whether the curves of a seed share their draws, from the run's ``provenance.json``.
     """
     directory = Path(run_dir)
     trace, clients = read_trace(directory), read_clients(directory)
@@ -452,5 +454,6 @@ def report_run(run_dir, target: float | None = None, last_rounds: int = 1) -> Pa
             notes.append(KEPT_STREAMS_NOTE)
     sections = energy_summary_md(trace, target) + streams
     return write_summary_md(
-        directory, trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections, last_rounds
+        directory, trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections, last_rounds,
+        shares_draws(directory),
     )

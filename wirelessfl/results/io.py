@@ -71,6 +71,16 @@ CLIENT_COLUMNS: tuple[str, ...] = (
 )
 """One row per client x curve x profile x seed: the client's own-model accuracy after the last round."""
 
+SEEDING = "common-random-numbers"
+"""How simulate derives a run's draws from its seed: every curve of a seed shares them (the same initial model,
+batch order, participants and network draws; docs/results.md, "What `seed` fixes"). Recorded in every checkpoint
+and in each finished run's ``provenance.json``. Change the value whenever a change of code changes the draws of
+an existing scenario."""
+
+PROVENANCE_FILE = "provenance.json"
+"""``{"seeding": SEEDING}`` in a finished run directory. A directory without it was made before wirelessfl recorded
+its seeding (2026-11-25), when each algorithm was seeded apart: its curves of a seed do not share their draws."""
+
 TRACE_FILES = ("trace.parquet", "trace.csv")
 CLIENT_FILES = ("clients.parquet", "clients.csv")
 TEXT_COLUMNS = ("scenario", "algorithm", "variant", "curve", "profile", "time_unit")
@@ -201,6 +211,17 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (set, frozenset, tuple)):
         return list(value)
     return str(value)
+
+
+def read_provenance(run_dir) -> dict[str, Any]:
+    """The run directory's ``provenance.json``; ``{}`` when it has none (made before runs recorded their seeding)."""
+    path = Path(run_dir) / PROVENANCE_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def shares_draws(run_dir) -> bool:
+    """Whether the curves of a seed in this run directory share their random numbers (its provenance says so)."""
+    return read_provenance(run_dir).get("seeding") == SEEDING
 
 
 def atomic_write_json(path, obj: Any) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from wirelessfl.results.energy import energy_summary_md
-from wirelessfl.results.io import atomic_write_frame, atomic_write_json, write_trace
+from wirelessfl.results.io import PROVENANCE_FILE, SEEDING, atomic_write_frame, atomic_write_json, write_trace
 from wirelessfl.results.links import write_link_report
 from wirelessfl.results.streams import stream_report, stream_summary_md, write_stream_outputs
 from wirelessfl.results.tables import write_summary_md
@@ -22,7 +22,8 @@ FIGURES = ("png", "html", "none")
 
 
 def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = "png", notes: list[str] = ()) -> list[str]:
-    """diagnostics.json, runtime.json, streams, figures, summary.md, then the trace; returns the figures' notes.
+    """provenance.json, diagnostics.json, runtime.json, streams, figures, summary.md, then the trace; returns the
+    figures' notes.
 
     ``notes`` come first in summary.md's notes. With ``figures="none"`` the
     streams section is still in summary.md, without its streams.html.
@@ -34,6 +35,9 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
     run_dir = Path(run_dir)
     notes = list(notes)
     sections: list[str] = []
+    provenance = getattr(result, "provenance", None) or {}
+    if provenance:
+        atomic_write_json(run_dir / PROVENANCE_FILE, provenance)
     if result.diagnostics:
         diagnostics = atomic_write_json(run_dir / "diagnostics.json", result.diagnostics)
         notes.append("diagnostics.json: per-round algorithm diagnostics (e.g. ucfl silhouette curve, cfl splits).")
@@ -73,7 +77,8 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
         run_dir, result.trace, result.clients, png=figures == "png", client_rounds=rounds, target=scenario.target_accuracy
     )
     write_summary_md(
-        run_dir, result.trace, result.clients, scenario.name, scenario.target_accuracy, notes + figure_notes, sections
+        run_dir, result.trace, result.clients, scenario.name, scenario.target_accuracy, notes + figure_notes, sections,
+        shared_draws=provenance.get("seeding") == SEEDING,
     )
     write_trace(run_dir, result.trace, result.clients)
     return figure_notes

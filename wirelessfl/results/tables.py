@@ -435,8 +435,21 @@ def _fit_section(trace: pd.DataFrame, last_rounds: int) -> list[str]:
     ]
 
 
-def _ranking_section(trace: pd.DataFrame, last_rounds: int) -> list[str]:
-    """summary.md's ranking by per-seed differences (no lines for one curve or one seed)."""
+SHARED_DRAWS_TEXT = (
+    "Every curve of a seed starts from the same model and sees the same batches, participants and network draws, so "
+    "each curve is compared with the best one seed by seed"
+)
+SEPARATE_DRAWS_TEXT = (
+    "This run directory has no provenance.json: it was made before wirelessfl recorded its seeding, when each "
+    "algorithm of a seed drew its own initial model, batches and participants (variants of one algorithm shared "
+    "them). Between algorithms its per-seed differences are still a fair test, but they carry that "
+    "initialisation noise, which shared draws would remove. Each curve is compared with the best one seed by seed"
+)
+
+
+def _ranking_section(trace: pd.DataFrame, last_rounds: int, shared_draws: bool = True) -> list[str]:
+    """summary.md's ranking by per-seed differences (no lines for one curve or one seed); ``shared_draws``: the
+    run's provenance says its curves of a seed share their random numbers."""
     if trace["curve"].nunique() < 2 or trace["seed"].nunique() < 2:
         return []
     ranking = paired_ranking(trace, last_rounds)
@@ -445,8 +458,7 @@ def _ranking_section(trace: pd.DataFrame, last_rounds: int) -> list[str]:
     return [
         "## Ranking, paired by seed",
         "",
-        "Every curve of a seed starts from the same model and sees the same batches, participants and network "
-        "draws, so each curve is compared with the best one seed by seed: 'difference' is the mean over seeds "
+        f"{SHARED_DRAWS_TEXT if shared_draws else SEPARATE_DRAWS_TEXT}: 'difference' is the mean over seeds "
         f"of (curve - best) in points with its {CONFIDENCE:.0%} interval, and an interval that holds 0 is a "
         f"tie. {', '.join(sorted(REFERENCE_ALGORITHMS))} knows the true groups: shown beside the contest, "
         "never its best. Profile 'all': every profile gave the same numbers.",
@@ -466,9 +478,10 @@ def _ranking_section(trace: pd.DataFrame, last_rounds: int) -> list[str]:
 
 def summary_markdown(
     trace: pd.DataFrame, clients: pd.DataFrame, scenario_name: str, target: float, notes: list[str],
-    sections: list[str] = (), last_rounds: int = 1,
+    sections: list[str] = (), last_rounds: int = 1, shared_draws: bool = True,
 ) -> str:
-    """The text of summary.md (see docs/results.md for how to read it)."""
+    """The text of summary.md (see docs/results.md for how to read it); ``shared_draws``: the curves of a seed
+    share their random numbers (the run's ``provenance.json`` says so), which the paired ranking states."""
     summary = summary_table(trace, clients, target, last_rounds)
     when = "after the last round" if last_rounds == 1 else f"each seed's mean over the evaluated rounds among the last {last_rounds}"
     ttt = time_to_target(trace, target)
@@ -552,7 +565,7 @@ def summary_markdown(
             [False, False, True, True, True, True],
         ),
         "",
-        *_ranking_section(trace, last_rounds),
+        *_ranking_section(trace, last_rounds, shared_draws),
         *_fit_section(trace, last_rounds),
         "## Worst client (Table I style)",
         "",
@@ -576,11 +589,12 @@ def summary_markdown(
 
 def write_summary_md(
     run_dir, trace, clients, scenario_name: str, target: float, notes: list[str], sections: list[str] = (),
-    last_rounds: int = 1,
+    last_rounds: int = 1, shared_draws: bool = True,
 ) -> Path:
     """Write ``run_dir/summary.md`` atomically and return its path; ``sections`` are markdown lines before the notes."""
     path = Path(run_dir) / "summary.md"
     atomic_write_text(
-        path, summary_markdown(trace, clients, scenario_name, target, list(notes), list(sections), last_rounds)
+        path,
+        summary_markdown(trace, clients, scenario_name, target, list(notes), list(sections), last_rounds, shared_draws),
     )
     return path
