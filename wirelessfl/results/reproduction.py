@@ -116,8 +116,9 @@ class Run:
 
     def paired(self, a: str, b: str, column: str = "avg_acc") -> tuple[float, float] | None:
         """``a - b`` seed by seed in points: its mean and the half-width of its 95% interval; None without two
-        seeds both curves ran. Every curve of a seed shares its random numbers, so this difference is free of
-        the seed-to-seed spread that :meth:`interval` carries."""
+        seeds both curves ran. Where every curve of a seed shares its random numbers (the run's provenance.json),
+        this difference is free of the seed-to-seed spread that :meth:`interval` carries; in an older run it is
+        still a fair test, only wider."""
         if self.per_seed is None or column not in self.per_seed.columns:
             return None
         values = self.per_seed[column].unstack("curve")
