@@ -536,6 +536,15 @@ def test_the_paired_ranking_says_whether_the_curves_shared_their_draws_from_prov
     (out / PROVENANCE_FILE).write_text(json.dumps({"seeding": "common-random-numbers"}))
     assert runner.invoke(app, ["report", str(out)]).exit_code == 0
     assert ranking() == made
+    (out / PROVENANCE_FILE).write_text("[]")
+    broken = runner.invoke(app, ["report", str(out)])
+    assert broken.exit_code == 2 and broken.output.strip() == (
+        f'error: {out / PROVENANCE_FILE}: must be a JSON object such as {{"seeding": "common-random-numbers"}}, got []'
+    )
+    assert ranking() == made  # nothing rewritten
+    (out / PROVENANCE_FILE).write_text("{")
+    broken = runner.invoke(app, ["report", str(out)])
+    assert broken.exit_code == 2 and broken.output.startswith(f"error: {out / PROVENANCE_FILE}: not JSON (")
 
 
 def test_version_prints_the_installed_version():

@@ -36,6 +36,7 @@ from wirelessfl.results.io import (
     atomic_write_bytes,
     atomic_write_text,
     read_clients,
+    read_provenance,
     read_trace,
     shares_draws,
     validate_clients,
@@ -455,5 +456,5 @@ def report_run(run_dir, target: float | None = None, last_rounds: int = 1) -> Pa
     sections = energy_summary_md(trace, target) + streams
     return write_summary_md(
         directory, trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections, last_rounds,
-        shares_draws(directory),
+        shares_draws(read_provenance(directory)),
     )

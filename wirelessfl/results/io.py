@@ -77,6 +77,9 @@ batch order, participants and network draws; docs/results.md, "What `seed` fixes
 and in each finished run's ``provenance.json``. Change the value whenever a change of code changes the draws of
 an existing scenario."""
 
+SEEDINGS_SHARING_DRAWS = frozenset({SEEDING})
+"""Every seeding scheme under which the curves of a seed share their draws; a new ``SEEDING`` that does joins it."""
+
 PROVENANCE_FILE = "provenance.json"
 """``{"seeding": SEEDING}`` in a finished run directory. A directory without it was made before wirelessfl recorded
 its seeding (2026-11-25), when each algorithm was seeded apart: its curves of a seed do not share their draws."""
@@ -216,12 +219,20 @@ def jsonable(value: Any) -> Any:
 def read_provenance(run_dir) -> dict[str, Any]:
     """The run directory's ``provenance.json``; ``{}`` when it has none (made before runs recorded their seeding)."""
     path = Path(run_dir) / PROVENANCE_FILE
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        provenance = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not JSON ({err}); it holds {{\"seeding\": \"{SEEDING}\"}}") from None
+    if not isinstance(provenance, dict):
+        raise ValueError(f"{path}: must be a JSON object such as {{\"seeding\": \"{SEEDING}\"}}, got {provenance!r}")
+    return provenance
 
 
-def shares_draws(run_dir) -> bool:
-    """Whether the curves of a seed in this run directory share their random numbers (its provenance says so)."""
-    return read_provenance(run_dir).get("seeding") == SEEDING
+def shares_draws(provenance: dict[str, Any]) -> bool:
+    """Whether a run's curves of a seed share their random numbers, from its provenance (:func:`read_provenance`)."""
+    return provenance.get("seeding") in SEEDINGS_SHARING_DRAWS
 
 
 def atomic_write_json(path, obj: Any) -> Any:

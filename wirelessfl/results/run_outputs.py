@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from wirelessfl.results.energy import energy_summary_md
-from wirelessfl.results.io import PROVENANCE_FILE, SEEDING, atomic_write_frame, atomic_write_json, write_trace
+from wirelessfl.results.io import PROVENANCE_FILE, atomic_write_frame, atomic_write_json, shares_draws, write_trace
 from wirelessfl.results.links import write_link_report
 from wirelessfl.results.streams import stream_report, stream_summary_md, write_stream_outputs
 from wirelessfl.results.tables import write_summary_md
@@ -78,7 +78,7 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
     )
     write_summary_md(
         run_dir, result.trace, result.clients, scenario.name, scenario.target_accuracy, notes + figure_notes, sections,
-        shared_draws=provenance.get("seeding") == SEEDING,
+        shared_draws=shares_draws(provenance),
     )
     write_trace(run_dir, result.trace, result.clients)
     return figure_notes
