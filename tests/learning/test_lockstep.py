@@ -134,6 +134,25 @@ def test_a_coordinate_level_trainable_mask_matches_the_reference():
     assert torch.equal(engine.params[:, ~trainable], params[:, ~trainable])
 
 
+def strided_pointwise(input_shape, num_classes, padding=0):
+    """A ResNet shortcut alone: a 1x1 convolution at stride 2 on few channels."""
+    channels, height, width = input_shape
+    side = (height - 1) // 2 + 1
+    return nn.Sequential(nn.Conv2d(channels, 6, 1, stride=2, padding=padding), nn.Flatten(), nn.Linear(6 * side * ((width - 1) // 2 + 1), num_classes))
+
+
+@pytest.mark.parametrize("channels, side, padding", [(3, 8, 0), (4, 9, "valid"), (2, 7, 0)])
+def test_a_strided_pointwise_convolution_trains_as_in_the_reference(channels, side, padding):
+    """Run as subsample + 1x1 (stacked._pointwise_strided): the strided kernel corrupted the heap on AVX2 CPUs."""
+    arch = Architecture.of(lambda shape, classes: strided_pointwise(shape, classes, padding), (channels, side, side), 5)
+    sizes = [5, 3, 4]
+    data = make_data(arch, sizes)
+    params = arch.init_flat(len(sizes), torch.Generator().manual_seed(4))
+    engine, reference = both(arch, params, data, TrainConfig(epochs=2, batch_size=2, lr=0.1, momentum=0.9))
+    assert_same(engine, reference)
+    assert (engine.params - params).abs().max() > 1e-3
+
+
 @pytest.mark.parametrize("name, shape", [("lenet5", (1, 28, 28)), ("cifar_cnn", (3, 12, 12))])
 @pytest.mark.parametrize("convs", [(0,), (0, 1)])
 def test_conv_biases_alone_train_as_in_the_reference(name, shape, convs):

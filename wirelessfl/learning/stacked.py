@@ -169,6 +169,23 @@ def _wrap(value, n: int):
 _RNG_LOCK = threading.Lock()
 
 
+def _pointwise_strided(conv: nn.Conv2d) -> bool:
+    """Whether ``conv`` is a strided 1x1 convolution without padding (a ResNet shortcut), run here as subsample + 1x1.
+
+    Both give the same values: a 1x1 kernel at stride s reads every s-th pixel.
+    The engine runs each slot group with one intra-op thread, and there
+    torch 2.14.1's oneDNN 3.12 corrupts the heap in the weight gradient of a
+    strided 1x1 channels_last convolution with fewer than 8 input channels on
+    an AVX2 CPU (``munmap_chunk(): invalid pointer``, then an abort or a segfault;
+    measured on the 2-core AMD EPYC), a known oneDNN defect: its 1x1 backward
+    writes past the workspace that holds the subsampled source when the input
+    channels are fewer than a SIMD block (uxlfoundation/oneDNN#6035; with more
+    threads it hangs or returns wrong weight gradients). Its stride-1 kernel is not affected.
+    """
+    unpadded = conv.padding == "valid" or tuple(conv.padding) == (0, 0)
+    return tuple(conv.kernel_size) == (1, 1) and unpadded and tuple(conv.stride) != (1, 1)
+
+
 class StackedModel:
     """An architecture's graph run on n stacked models (see the module docstring)."""
 
@@ -395,7 +412,10 @@ class StackedModel:
     def _conv(self, sub: nn.Conv2d, own, x: Stacked, n: int) -> Stacked:
         weight = own["weight"].reshape(n * sub.out_channels, *sub.weight.shape[1:])
         bias = own["bias"].reshape(-1) if "bias" in own else None
-        return images(F.conv2d(x.as_image(), weight, bias, sub.stride, sub.padding, sub.dilation, n * sub.groups), n)
+        image, stride = x.as_image(), sub.stride
+        if _pointwise_strided(sub):
+            image, stride = image[:, :, :: stride[0], :: stride[1]], 1
+        return images(F.conv2d(image, weight, bias, stride, sub.padding, sub.dilation, n * sub.groups), n)
 
     def _dropout(self, x: Stacked, p: float, training: bool, generators) -> Stacked:
         """Each slot's mask drawn for its real samples only (a module sees no padding), zero on the padding."""
