@@ -137,8 +137,8 @@ def test_a_coordinate_level_trainable_mask_matches_the_reference():
 def strided_pointwise(input_shape, num_classes, padding=0):
     """A ResNet shortcut alone: a 1x1 convolution at stride 2 on few channels."""
     channels, height, width = input_shape
-    side = (height - 1) // 2 + 1
-    return nn.Sequential(nn.Conv2d(channels, 6, 1, stride=2, padding=padding), nn.Flatten(), nn.Linear(6 * side * ((width - 1) // 2 + 1), num_classes))
+    pixels = ((height - 1) // 2 + 1) * ((width - 1) // 2 + 1)
+    return nn.Sequential(nn.Conv2d(channels, 6, 1, stride=2, padding=padding), nn.Flatten(), nn.Linear(6 * pixels, num_classes))
 
 
 @pytest.mark.parametrize("channels, side, padding", [(3, 8, 0), (4, 9, "valid"), (2, 7, 0)])
