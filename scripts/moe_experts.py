@@ -1,14 +1,16 @@
 """Where a finished FedMoE run loses accuracy: the gated mixture against its own experts.
 
-Loads a run's final FedMoE checkpoint and, for every client on its test split,
-prints the accuracy of the gated mixture (what the trace reports), of the
-client's chosen cluster model (IFCA's prediction), of its local expert, of the
-best single expert picked per client with hindsight (an upper bound for any
-gate that picks one expert), and the gate's mean weight per expert kind. The
-checkpoint is read through the safe loader (wirelessfl.checkpoint) and holds the
-models only when the run was made with ``wirelessfl simulate --keep-models``.
+Loads a run's final FedMoE checkpoint of every seed (or of ``--seed``) and, for
+every client on its test split, measures the accuracy of the gated mixture (what
+the trace reports), of the client's chosen cluster model (IFCA's prediction), of
+its local expert, of the best single expert picked per client with hindsight (an
+upper bound for any gate that picks one expert), and the gate's mean weight on
+the local expert. Prints one line per seed (means over the clients), then the mean
+over seeds with the half-width of its 95% interval. The checkpoints are read
+through the safe loader (wirelessfl.checkpoint) and hold the models only when the
+run was made with ``wirelessfl simulate --keep-models``.
 
-    python scripts/moe_experts.py RUN_DIR [--curve fedmoe]
+    python scripts/moe_experts.py RUN_DIR [--curve fedmoe] [--seed S]
 """
 
 from __future__ import annotations
@@ -21,18 +23,16 @@ import torch
 
 from wirelessfl import checkpoint
 from wirelessfl.config import load_scenario
+from wirelessfl.results.intervals import interval_half_width
 from wirelessfl.simulate import CHECKPOINT_TYPES, build_units
 
+COLUMNS = ("gated mixture", "chosen cluster model", "local expert", "best single expert per client", "gate weight on the local expert")
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path)
-    parser.add_argument("--curve", default="fedmoe")
-    args = parser.parse_args()
-    scenario = load_scenario(args.run_dir / "scenario.yaml")
-    unit = next(u for u in build_units(scenario, scenario.seeds[0], torch.device("cpu"), False) if u.curve.curve == args.curve)
-    key = f"seed{scenario.seeds[0]}__{args.curve}"
-    path = args.run_dir / "checkpoints" / f"{key}.done{checkpoint.SUFFIX}"
+
+def measure(run_dir: Path, scenario, seed: int, curve: str) -> np.ndarray:
+    """The five columns for one seed: accuracies in %, the gate weight as a fraction."""
+    unit = next(u for u in build_units(scenario, seed, torch.device("cpu"), False) if u.curve.curve == curve)
+    path = run_dir / "checkpoints" / f"seed{seed}__{curve}.done{checkpoint.SUFFIX}"
     state = checkpoint.load_checkpoint(path, CHECKPOINT_TYPES)
     if "algorithm" not in state:
         raise SystemExit(f"{path}: no models in it; re-run the scenario with `wirelessfl simulate --keep-models`")
@@ -48,12 +48,31 @@ def main() -> None:
         correct = (experts.argmax(-1) == y.unsqueeze(1)).double().mean(0)  # per expert
         weights = algo.gate.weights(algo.gates[i : i + 1], x.reshape(1, len(x), -1))[0].mean(0)
         chosen = int(algo.assignment[i])
-        rows.append((float(correct[chosen]), float(correct[-1]), float(correct.max()), weights.detach().numpy()))
+        rows.append((float(correct[chosen]), float(correct[-1]), float(correct.max()), float(weights[-1])))
     mixture = algo.evaluate("test").accuracy.double().mean().item()
-    chosen_acc, local_acc, best_acc, weights = (np.mean([r[k] for r in rows], axis=0) for k in range(4))
-    print(f"{args.run_dir.name} {args.curve}: gated mixture {100 * mixture:.1f}%, chosen cluster model {100 * chosen_acc:.1f}%, "
-          f"local expert {100 * local_acc:.1f}%, best single expert per client {100 * best_acc:.1f}%")
-    print("mean gate weight per expert (cluster models 0..J-1, then the local expert):", np.round(weights, 3).tolist())
+    chosen_acc, local_acc, best_acc, local_weight = np.mean(rows, axis=0)
+    return np.array([100 * mixture, 100 * chosen_acc, 100 * local_acc, 100 * best_acc, local_weight])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--curve", default="fedmoe")
+    parser.add_argument("--seed", type=int, help="one seed of the run (default: every seed)")
+    args = parser.parse_args()
+    scenario = load_scenario(args.run_dir / "scenario.yaml")
+    seeds = [args.seed] if args.seed is not None else list(scenario.seeds)
+    per_seed = np.array([measure(args.run_dir, scenario, seed, args.curve) for seed in seeds])
+    for seed, row in zip(seeds, per_seed):
+        print(f"{args.run_dir.name} {args.curve} seed {seed}: " + ", ".join(_cell(name, value) for name, value in zip(COLUMNS, row)))
+    if len(seeds) > 1:
+        print(f"{args.run_dir.name} {args.curve}, mean over {len(seeds)} seeds ± 95% interval: " + ", ".join(
+            _cell(name, value, interval_half_width(per_seed[:, k])) for k, (name, value) in enumerate(zip(COLUMNS, per_seed.mean(0)))))
+
+
+def _cell(name: str, value: float, half: float | None = None) -> str:
+    digits = 2 if name == COLUMNS[-1] else 1
+    return f"{name} {value:.{digits}f}" + ("" if half is None else f" ± {half:.{digits}f}")
 
 
 if __name__ == "__main__":
