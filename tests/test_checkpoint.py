@@ -305,6 +305,29 @@ def test_done_checkpoints_keep_models_only_on_request(tmp_path):
     assert not list((lean_dir / "checkpoints").glob("*.partial.*"))
 
 
+def test_a_resumed_run_keeps_models_when_it_was_started_with_keep_models(tmp_path):
+    """Analysis scripts need every finished unit's models; a plain `--resume` must not drop those it finishes."""
+    doc = {**SMALL, "algorithms": [{"name": "fedavg"}, {"name": "local"}]}
+    scenario = parse_scenario(doc)
+    run_dir = _run_dir(tmp_path / "run", doc)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario, run_dir, keep_models=True, stop_after_rounds=5)
+    ckpt = run_dir / "checkpoints"
+    assert sorted(p.name for p in ckpt.iterdir()) == ["KEEP_MODELS", "seed0__fedavg.done.safetensors", "seed0__local.partial.safetensors"]
+    resumed = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
+    assert resumed.exit_code == 0, resumed.output
+    for curve in ("fedavg", "local"):
+        assert "algorithm" in checkpoint.load_checkpoint(ckpt / f"seed0__{curve}.done.safetensors", CHECKPOINT_TYPES)
+    lean_dir = _run_dir(tmp_path / "lean", doc)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario, lean_dir, stop_after_rounds=5)
+    simulate(scenario, lean_dir)
+    assert "algorithm" not in checkpoint.load_checkpoint(
+        lean_dir / "checkpoints" / "seed0__local.done.safetensors", CHECKPOINT_TYPES
+    )
+    assert not (lean_dir / "checkpoints" / "KEEP_MODELS").exists()
+
+
 def test_html_figures_share_one_plotly_js_beside_them(tmp_path):
     result = simulate(parse_scenario({**SMALL, "rounds": 1}))
     written = write_figures(tmp_path, result.trace, result.clients, png=False, client_rounds=result.client_rounds, target=0.5)
@@ -332,13 +355,13 @@ def test_keep_models_and_a_full_disk_while_writing_results_through_the_cli(tmp_p
     calls = [0]
     real = io_module._write_fully
 
-    def full_on_third_write(fd, data):  # scenario.yaml, the done checkpoint, then provenance.json (the trace comes last)
+    def full_on_fourth_write(fd, data):  # scenario.yaml, KEEP_MODELS, the done checkpoint, then provenance.json
         calls[0] += 1
-        if calls[0] == 3:
+        if calls[0] == 4:
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(fd, data)
 
-    monkeypatch.setattr(io_module, "_write_fully", full_on_third_write)
+    monkeypatch.setattr(io_module, "_write_fully", full_on_fourth_write)
     result = runner.invoke(app, ["simulate", str(scenario), "--out", str(run_dir), "--quiet", "--keep-models"])
     assert result.exit_code == 2
     assert _error(result) == (

@@ -59,7 +59,7 @@ from wirelessfl.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from wirelessfl.results.io import FIT_COLUMNS, SEEDING, resumable_writes
+from wirelessfl.results.io import FIT_COLUMNS, SEEDING, atomic_write_text, resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -617,7 +617,8 @@ def simulate(
     A finished unit's ``done`` checkpoint holds only what re-reporting needs
     (records, timings, clock, wall time) unless ``keep_models`` also keeps its
     algorithm state (models, optimizer state) for analysis scripts; ``partial``
-    checkpoints always hold everything, to resume.
+    checkpoints always hold everything, to resume. The run directory remembers ``keep_models``
+    (``checkpoints/KEEP_MODELS``), so that a resumed run keeps the models of the units it finishes too.
 
     ``stop_after_rounds`` interrupts the run after that many trained rounds in
     total (used to test resumption); it raises ``KeyboardInterrupt`` as a kill
@@ -630,6 +631,8 @@ def simulate(
     profiles = scenario.profiles()
     per_profile = force_per_profile or profiles_can_change_training(profiles, budgets=has_budgets(scenario))
     ckpt_dir = checkpoint_dir(run_dir) if run_dir is not None else None
+    if ckpt_dir is not None:
+        keep_models = _remember_keep_models(ckpt_dir, keep_models)
     legacy = scenario_fingerprint(scenario)
     rows: list[dict[str, Any]] = []
     clients: list[dict[str, Any]] = []
@@ -815,6 +818,19 @@ CHECKPOINT_TYPES = (*SEAM_TYPES, RoundRecord)
 
 def _checkpoint_path(ckpt_dir: Path, key: str, kind: str) -> Path:
     return ckpt_dir / f"{key}.{kind}{SUFFIX}"
+
+
+KEEP_MODELS_MARK = "KEEP_MODELS"
+
+
+def _remember_keep_models(ckpt_dir: Path, keep_models: bool) -> bool:
+    """True when this call or the one that started the run asked to keep models; marks the run for its resumes."""
+    mark = ckpt_dir / KEEP_MODELS_MARK
+    if keep_models and not mark.is_file():
+        with resumable_writes(ckpt_dir.parent):
+            ckpt_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(mark, "done checkpoints of this run keep their models (wirelessfl simulate --keep-models)\n")
+    return keep_models or mark.is_file()
 
 
 def checkpoint_dir(run_dir: Path) -> Path:
