@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from wirelessfl.cli import app
 from wirelessfl.results.io import TRACE_COLUMNS, write_trace
 from wirelessfl_papers.user_centric import CLAIMS, FIG3_CLAIMS, OUR_UCFL, PAPER_UCFL, ucfl_curves
-from wirelessfl.results.reproduction import Run, Verdict, get_paper, paper_of, reproduction_markdown
+from wirelessfl.results.reproduction import Run, Verdict, get_paper, paper_of, reproduction_markdown, setup_line
 from wirelessfl_papers import adaptive_experts, fedem, papers, pflego, pflego_protocol
 
 COVARIATE = "paper-emnist-covariate-label-shift"
@@ -707,3 +707,15 @@ def test_paired_difference_separates_what_two_overlapping_intervals_do_not():
     assert run.paired("fedem", "missing") is None
     one = Run.from_trace(paper_trace("fedem-emnist", finals | {"fedavg": {"avg_acc": 0.5}}, seeds=(0,)))
     assert one.paired("fedem", "fedavg") is None
+
+
+@pytest.mark.parametrize(
+    "data, start",
+    [
+        ({"dataset": "cifar10", "clients": 20}, "cifar10, 20 users,"),
+        ({"dataset": "emnist", "options": {"split": "byclass"}, "clients": 100}, "emnist {'split': 'byclass'}, 100 users,"),
+    ],
+)
+def test_setup_line_names_the_dataset_and_its_options_without_a_stray_space(tmp_path, data, start):
+    (tmp_path / "scenario.yaml").write_text(yaml.safe_dump({"data": data, "model": {"name": "mlp"}, "training": {"lr": 0.1}}))
+    assert setup_line(tmp_path).startswith(start)

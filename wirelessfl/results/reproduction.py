@@ -339,8 +339,9 @@ def setup_line(directory: Path) -> str:
     steps = " + ".join(
         step["name"] + "".join(f" {k}={v}" for k, v in step.items() if k != "name") for step in data.get("partition", [])
     )
+    dataset = " ".join(str(part) for part in (data.get("dataset"), data.get("options")) if part)
     return (
-        f"{data.get('dataset')} {data.get('options') or ''}, {data.get('clients')} users, samples {data.get('samples')}, "
+        f"{dataset}, {data.get('clients')} users, samples {data.get('samples')}, "
         f"partition {steps}, train/val/test {data.get('split')}; {sc.get('model', {}).get('name')}, "
         f"{training.get('local_epochs')} local epoch(s) of batch {training.get('batch_size')}, "
         f"SGD lr {training.get('lr')} momentum {training.get('momentum')}"
