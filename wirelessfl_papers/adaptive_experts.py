@@ -65,6 +65,13 @@ def _by_p(runs: Runs, *curves: str) -> dict[float, dict[str, float]]:
     return found
 
 
+def _paired(runs: Runs, p: float, a: str, b: str) -> str:
+    """``a - b`` at ``p`` seed by seed (``Run.paired``: mean ± 95% interval), or nothing with one seed."""
+    run = next(run for scenario, run in runs.items() if P[scenario] == p)
+    gap = run.paired(a, b)
+    return "" if gap is None else f"{gap[0]:+.1f} ± {gap[1]:.1f} seed by seed"
+
+
 def _seeds(runs: Runs) -> str:
     counts = sorted({run.seeds() for run in runs.values()})
     return f"on {'/'.join(map(str, counts))} seed(s) per p"
@@ -75,7 +82,10 @@ def moe_beats_ifca_more_as_p_grows(runs: Runs) -> Verdict:
     if len(found) < 2:
         return Verdict(None, "needs fedmoe and ifca in the runs of at least two p")
     gaps = {p: v["fedmoe"] - v["ifca"] for p, v in found.items()}
-    shown = "; ".join(f"p={p}: {pp(v['fedmoe'])} vs {pp(v['ifca'])} ({gaps[p]:+.1f})" for p, v in found.items())
+    shown = "; ".join(
+        f"p={p}: {pp(v['fedmoe'])} vs {pp(v['ifca'])} ({_paired(runs, p, 'fedmoe', 'ifca') or f'{gaps[p]:+.1f}'})"
+        for p, v in found.items()
+    )
     steps = list(gaps.values())
     holds = all(g > 0 for g in steps) and all(b > a for a, b in zip(steps, steps[1:]))
     paper = ", ".join(f"{MOE[p] - IFCA[p]:+.1f}" for p in MOE)
@@ -91,7 +101,11 @@ def exploration_helps_moe(runs: Runs) -> Verdict:
     found = _by_p(runs, "fedmoe", "fedmoe-noexplore")
     if not found:
         return Verdict(None, "needs fedmoe and fedmoe-noexplore")
-    shown = "; ".join(f"p={p}: {pp(v['fedmoe'])} vs {pp(v['fedmoe-noexplore'])}" for p, v in found.items())
+    shown = "; ".join(
+        f"p={p}: {pp(v['fedmoe'])} vs {pp(v['fedmoe-noexplore'])}"
+        + (f" ({gap})" if (gap := _paired(runs, p, "fedmoe", "fedmoe-noexplore")) else "")
+        for p, v in found.items()
+    )
     paper = ", ".join(f"{MOE[p] - MOE_NOEXPLORE[p]:+.1f}" for p in MOE)
     return Verdict(
         all(v["fedmoe"] > v["fedmoe-noexplore"] for v in found.values()),
@@ -106,7 +120,11 @@ def local_climbs_to_moe(runs: Runs) -> Verdict:
     low, high = found[0.2]["fedmoe"] - found[0.2]["local"], found[1.0]["fedmoe"] - found[1.0]["local"]
     locals_ = [v["local"] for v in found.values()]
     rising = all(b > a for a, b in zip(locals_, locals_[1:]))
-    shown = "; ".join(f"p={p}: Local {pp(v['local'])} vs MoE {pp(v['fedmoe'])}" for p, v in found.items())
+    shown = "; ".join(
+        f"p={p}: Local {pp(v['local'])} vs MoE {pp(v['fedmoe'])}"
+        + (f" (MoE - Local {gap})" if (gap := _paired(runs, p, "fedmoe", "local")) else "")
+        for p, v in found.items()
+    )
     return Verdict(
         low >= FAR_GAP_PP and abs(high) <= NEAR_PP and rising,
         f"{shown} (needs Local >= {FAR_GAP_PP:.0f} points below at p = 0.2, within {NEAR_PP:.0f} at p = 1.0, rising with p), "

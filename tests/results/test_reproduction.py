@@ -484,6 +484,26 @@ def test_experts_claims_fail_or_wait_as_the_numbers_say():
     assert none_run == Verdict(None, "no scenario of the claim run")
 
 
+def test_experts_claims_give_each_gap_seed_by_seed_where_a_run_has_several_seeds():
+    """MoE 72/70/74 vs IFCA 70/69/71 over 3 seeds: gaps 2, 1, 3 -> +2.0 ± t(0.975, 2) * 1 / sqrt(3) = ± 2.5;
+    vs Local 40/42/44: gaps 32, 28, 30 -> +30.0 ± 4.303 * 2 / sqrt(3) = ± 5.0."""
+    seeds = (0, 1, 2)
+    runs = {
+        "experts-cifar10-p0.2": Run.from_trace(paper_trace("experts-cifar10-p0.2", {
+            "fedmoe": {"avg_acc": (0.72, 0.70, 0.74)}, "fedmoe-noexplore": {"avg_acc": (0.72, 0.70, 0.74)},
+            "ifca": {"avg_acc": (0.70, 0.69, 0.71)}, "local": {"avg_acc": (0.40, 0.42, 0.44)}}, seeds)),
+        "experts-cifar10-p1.0": Run.from_trace(paper_trace("experts-cifar10-p1.0", {
+            "fedmoe": {"avg_acc": 0.90}, "fedmoe-noexplore": {"avg_acc": 0.91}, "ifca": {"avg_acc": 0.50}, "local": {"avg_acc": 0.87}})),
+    }  # fmt: skip
+    ifca = claim(adaptive_experts, "MoE with ε-greedy beats IFCA at every p, by more as p grows (Table 2)").verdict(runs)
+    assert ifca.evidence.startswith("MoE vs IFCA average accuracy p=0.2: 72.0 vs 70.0 (+2.0 ± 2.5 seed by seed); "
+                                    "p=1.0: 90.0 vs 50.0 (+40.0), on 1/3 seed(s) per p")  # fmt: skip
+    explore = claim(adaptive_experts, "ε-greedy exploration beats no exploration for MoE at every p (Table 2)").verdict(runs)
+    assert "p=0.2: 72.0 vs 72.0 (+0.0 ± 0.0 seed by seed); p=1.0: 90.0 vs 91.0," in explore.evidence
+    local = claim(adaptive_experts, "Local climbs from far below MoE (p = 0.2) to near it (p = 1.0) (Table 2)").verdict(runs)
+    assert local.evidence.startswith("p=0.2: Local 42.0 vs MoE 72.0 (MoE - Local +30.0 ± 5.0 seed by seed); p=1.0: Local 87.0 vs MoE 90.0 (needs")
+
+
 @pytest.mark.parametrize(
     ("scenario", "text", "finals", "holds", "evidence"),
     [
