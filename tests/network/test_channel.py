@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import stats
 import pytest
 from scipy.special import exp1
 
@@ -214,9 +215,9 @@ def test_ergodic_rayleigh_rate_over_many_blocks():
 
 
 def test_the_rest_of_a_long_transfer_estimated_from_its_first_blocks_keeps_the_ergodic_mean():
-    """Past ``exact_blocks`` a transfer's rest lasts remaining / (bits per block so far): over 400 transfers of
-    ~2,000 blocks, 256 of them drawn, the mean rate is the ergodic one within 1%, and the estimate spreads
-    the times about as much as drawing every block does."""
+    """Past ``exact_blocks`` a transfer's rest is one renewal-theory draw from the fading law's bits per block:
+    over 400 transfers of ~2,000 blocks, 256 of them drawn, the mean rate is the ergodic one within 1%, and the
+    estimate spreads the times about as much as drawing every block does."""
     gamma, bandwidth, tc = 10.0, 1e6, 1e-3
     ergodic = bandwidth * ergodic_rayleigh_se(gamma)
     bits = 2_000 * ergodic * tc
@@ -341,3 +342,43 @@ def test_coherence_time_from_speed():
     # 3 km/h at 3.5 GHz: f_D = 0.8333·3.5e9/3e8 = 9.7222 Hz, T_c = 0.423/9.7222 = 43.5 ms.
     assert link.coherence_time_s(3 / 3.6, 3.5) == pytest.approx(0.423 / 9.722222, rel=1e-6)
     assert math.isinf(link.coherence_time_s(0.0, 3.5))
+
+
+def test_bits_per_block_moments_match_the_fading_laws_closed_forms():
+    """The mean over Rayleigh fading is the ergodic rate's closed form; the share of empty blocks under
+    truncated Shannon is P(γX < 0.1) = 1 - e^(-0.1/γ); the variance agrees with 200,000 drawn blocks."""
+    gamma, bandwidth, tc = 10.0, 1e6, 1e-3
+    mean, var, empty = link.block_bits_moments(bandwidth, gamma, tc)
+    assert float(mean[0]) == pytest.approx(bandwidth * tc * ergodic_rayleigh_se(gamma), rel=1e-5)
+    assert float(empty[0]) == 0.0
+    drawn = bandwidth * tc * np.log2(1.0 + gamma * np.random.default_rng(3).standard_exponential(200_000))
+    assert float(var[0]) == pytest.approx(drawn.var(), rel=0.02)
+    weak = 10 ** (-9.4 / 10)
+    mean, var, empty = link.block_bits_moments(bandwidth, weak, tc, link="truncated_shannon")
+    assert float(empty[0]) == pytest.approx(1.0 - math.exp(-0.1 / weak), abs=1e-4)
+    gains = np.random.default_rng(4).standard_exponential(400_000)
+    bits = bandwidth * tc * link.spectral_efficiency(weak * gains, "truncated_shannon")
+    assert float(mean[0]) == pytest.approx(bits.mean(), rel=0.01)
+    rician, _, _ = link.block_bits_moments(bandwidth, gamma, tc, "rician", 10 ** 0.9)
+    drawn = bandwidth * tc * np.log2(1.0 + gamma * link.draw_fading(np.random.default_rng(5), 400_000, "rician", 10 ** 0.9))
+    assert float(rician[0]) == pytest.approx(drawn.mean(), rel=0.002)
+
+
+def test_a_users_transfer_does_not_depend_on_how_many_users_share_the_call():
+    """A weak user (mean SNR -9.4 dB under truncated Shannon: 58% of its 1 ms blocks carry nothing) sending
+    100 kbit needs ~1,400 blocks. Alone (2,000 calls of one user) and among 10,000 such users in one call it
+    draws the same law: no outage either way, mean times within 2%, and a two-sample KS test does not tell
+    them apart. (With a draw budget shared by the call, 256 blocks each among 10,000 against a million alone,
+    the crowd's times were extrapolated from a few hundred blocks and some became outages.)"""
+    snr, bits, bandwidth, tc = 10 ** (-9.4 / 10), 1e5, 1e6, 1e-3
+    alone = np.array([
+        float(link.transfer_time(bits, bandwidth, snr, np.random.default_rng(seed), tc, link="truncated_shannon",
+                                 max_blocks=10**6).time_s)
+        for seed in range(2_000)
+    ])
+    crowd = link.transfer_time(np.full(10_000, bits), bandwidth, np.full(10_000, snr), np.random.default_rng(1), tc,
+                               link="truncated_shannon", max_blocks=10**6).time_s
+    assert np.isfinite(alone).all() and np.isfinite(crowd).all()
+    assert alone.mean() > 256 * tc
+    assert crowd.mean() == pytest.approx(alone.mean(), rel=0.02)
+    assert stats.ks_2samp(alone, crowd).pvalue > 1e-3

@@ -102,3 +102,27 @@ def test_nominal_downlink_rates_by_hand():
     np.testing.assert_allclose(net.nominal_downlink_rates(), 10e6 * np.log2(1 + 10 ** (snr_db / 10)), rtol=1e-12)
     np.testing.assert_allclose(snr_db, 108.5 - 35.0 * np.log10(net.distances_m), rtol=1e-12)
     assert NetworkModel(SystemProfile(name="plain", rho=1.0), 3, np.random.default_rng(0)).nominal_downlink_rates() is None
+
+
+def test_link_budget_terms_move_each_directions_mean_snr_by_their_decibels():
+    """Antenna gains add to both directions, other losses subtract from both, and each receiver's noise figure
+    (the phone's on the downlink, the gNB's on the uplink) subtracts from its own direction only."""
+    loss = np.array([100.0, 120.0])
+    plain = PhysicalChannel()
+    budget = PhysicalChannel(bs_antenna_gain_dbi=8.0, ue_antenna_gain_dbi=-1.0, noise_figure_ue_db=9.0,
+                             noise_figure_bs_db=5.0, other_losses_db=3.0)
+    for direction, figure in (("dl", 9.0), ("ul", 5.0)):
+        shift = 10 * np.log10(phy.link_snr(budget, direction, loss) / phy.link_snr(plain, direction, loss))
+        np.testing.assert_allclose(shift, 8.0 - 1.0 - 3.0 - figure, atol=1e-12)
+    assert plain.radiated_dbm("dl") == plain.bs_power_dbm and plain.noise_dbm_hz("ul") == plain.noise_density_dbm_hz
+
+
+def test_a_named_link_budget_fills_the_fields_and_the_scenario_overrides_them():
+    channel = PhysicalChannel.from_dict({"link_budget": "tr38901-calibration", "ue_power_dbm": 26.0})
+    assert (channel.bs_power_dbm, channel.ue_power_dbm, channel.bs_antenna_gain_dbi) == (44.0, 26.0, 8.0)
+    assert (channel.noise_figure_bs_db, channel.noise_figure_ue_db) == (5.0, 9.0)
+    assert "link_budget" not in channel.to_dict() and PhysicalChannel.from_dict(channel.to_dict()) == channel
+    with pytest.raises(ValueError, match=r"^physical.link_budget must be one of 'tr38901-calibration', got 'lte'$"):
+        PhysicalChannel.from_dict({"link_budget": "lte"})
+    with pytest.raises(ValueError, match=r"^physical.noise_figure_ue_db must be in \[0, 20\] \(9 dB is TR 38.901's calibration UT receiver\), got 50$"):
+        PhysicalChannel(noise_figure_ue_db=50)

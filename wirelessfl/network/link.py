@@ -42,20 +42,28 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
+from scipy import stats
 
 FADING_MODELS = ("rayleigh", "rician", "none")
 MULTICAST_POLICIES = ("worst_user", "coverage")
 DEFAULT_MAX_BLOCKS = 10_000
 MIN_EXACT_BLOCKS = 256
+"""Fading blocks every unicast transfer draws one by one before the rest of it is drawn in one step from renewal
+theory (``transfer_time``): the same for every user, whatever the call's population, so a user's outcome does not
+depend on how many others share the vectorised call."""
 DRAW_BUDGET = 1 << 20
-"""Fading draws a transfer call makes block by block before it estimates the rest: every row (user or
-receiver) gets ``max(MIN_EXACT_BLOCKS, DRAW_BUDGET // rows)`` blocks (one user: about a million; 10,000: 256)."""
+"""A multicast stream draws ``max(MIN_EXACT_BLOCKS, DRAW_BUDGET // receivers)`` blocks before it extrapolates: its
+receivers are its own, so its budget depends on nothing outside the stream."""
+TAIL_POINTS = 4096
+"""Points of the fading law over which a transfer's bits per block are averaged for its renewal-theory rest: half
+spread evenly over the probability mass, half over the tail from 1e-3 down to 1e-15 (rare good blocks count)."""
 
 
 def exact_blocks_for(rows: int) -> int:
-    """Blocks drawn one by one per row of a transfer call over ``rows`` users or receivers."""
+    """Blocks a multicast stream to ``rows`` receivers draws one by one before it extrapolates."""
     return max(MIN_EXACT_BLOCKS, DRAW_BUDGET // max(rows, 1))
 _CHUNK_ELEMENTS = 1 << 20  # at most ~1M block draws in memory at once (8 MB per float array)
 
@@ -277,7 +285,12 @@ def transfer_time(
     (even with 0 bits), so the generator advances the same way whatever the payloads.
     Otherwise the gains of the users still transferring are drawn as matrices
     (users, blocks) in chunks, row-major, so a user's draws depend on the other
-    users' (a seed still reproduces every result).
+    users' (a seed still reproduces every result), but not their law: every user
+    draws its first ``exact_blocks`` blocks (``MIN_EXACT_BLOCKS``) one by one, and a
+    transfer still going after them ends after a renewal-theory number of blocks,
+    ``R/m + sqrt(R·v/m³)·Z`` for R bits owed, m and v the mean and variance of its
+    bits per block over the fading law (``block_bits_moments``), Z one standard
+    normal draw per such user; m = 0 is an outage.
     """
     _check_common(coherence_s, max_blocks)
     _fading_args(fading, k_factor)
@@ -324,7 +337,7 @@ def transfer_time(
     remaining = b.copy()
     mean_rate = bw * se(snr)
     used = 0
-    drawn = min(max_blocks, exact_blocks or exact_blocks_for(todo.size))
+    drawn = min(max_blocks, exact_blocks or MIN_EXACT_BLOCKS)
     while todo.size and used < drawn:
         chunk = _chunk(remaining[todo], mean_rate[todo], coherence_s, todo.size, drawn - used)
         g = draw_fading(rng, (todo.size, chunk), fading, k_factor)
@@ -344,18 +357,58 @@ def transfer_time(
         todo = going
         used += chunk
     if todo.size and used < max_blocks:
-        per_block = (b[todo] - remaining[todo]) / used
-        with np.errstate(divide="ignore"):
-            more = np.where(per_block > 0, remaining[todo] / np.where(per_block > 0, per_block, 1.0), math.inf)
+        # The rest is a first passage of i.i.d. block bits (mean m, variance v) past what is owed: for R owed bits
+        # it takes R/m + sqrt(R·v/m³)·Z blocks (renewal central limit theorem), drawn once per user.
+        mean, var, empty = block_bits_moments(bw[todo], snr[todo], coherence_s, fading, k_factor, se)
+        owed, served = remaining[todo], mean > 0
+        m = np.where(served, mean, 1.0)
+        spread = np.sqrt(owed * var / m**3) * rng.standard_normal(todo.size)
+        more = np.where(served, np.maximum(owed / m + spread, 0.0), math.inf)
         fits = used + more <= max_blocks
         done = todo[fits]
         time[done] += more[fits] * coherence_s
         blocks[done] += np.ceil(more[fits]).astype(np.int64)
-        zero_blocks[done] += np.rint(zero_blocks[done] / used * more[fits]).astype(np.int64)
+        zero_blocks[done] += np.rint(empty[fits] * more[fits]).astype(np.int64)
         todo = todo[~fits]
     time[todo] = math.inf
     outage[todo] = True
     return Transfer(time.reshape(shape), blocks.reshape(shape), zero_blocks.reshape(shape), outage.reshape(shape))
+
+
+@lru_cache(maxsize=32)
+def _fading_points(fading: str, k_factor: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Gains of the fading law at ``TAIL_POINTS`` probability midpoints, and the mass each stands for."""
+    if fading == "none":
+        return np.ones(1), np.ones(1)
+    half = TAIL_POINTS // 2
+    tail = np.concatenate([np.linspace(1.0, 1e-3, half + 1), np.logspace(-3, -15, half + 1)[1:], [0.0]])
+    weight = -np.diff(tail)
+    survival = (tail[:-1] + tail[1:]) / 2.0
+    if fading == "rayleigh":
+        gain = -np.log(survival)
+    else:
+        gain = stats.ncx2.isf(survival, 2, 2.0 * k_factor) / (2.0 * (k_factor + 1.0))
+    return gain, weight
+
+
+def block_bits_moments(
+    bandwidth_hz, mean_snr, coherence_s: float, fading: str = "rayleigh", k_factor: float | None = None, link="shannon"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per user, the mean and variance of the bits one fading block delivers, ``B·SE(γ̄·g)·T_c`` over the fading
+    law of g, and the probability that it delivers none (an outage block): sums over ``_fading_points``."""
+    _fading_args(fading, k_factor)
+    se = _link(link)
+    bw, snr = np.broadcast_arrays(np.asarray(bandwidth_hz, dtype=float), np.asarray(mean_snr, dtype=float))
+    gain, weight = _fading_points(fading, k_factor)
+    mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
+    step = max(1, _CHUNK_ELEMENTS // gain.size)
+    for start in range(0, bw.size, step):
+        part = slice(start, start + step)
+        bits = bw.ravel()[part, None] * se(snr.ravel()[part, None] * gain[None, :]) * coherence_s
+        mean[part] = bits @ weight
+        square[part] = (bits * bits) @ weight
+        empty[part] = (bits <= 0) @ weight
+    return mean, np.maximum(square - mean * mean, 0.0), empty
 
 
 # --------------------------------------------------------------------------- multicast

@@ -164,7 +164,7 @@ class NetworkModel:
         channel = self.profile.physical
         if channel is None:
             return None
-        snr = phy.mean_snr(channel.bs_power_dbm, self.path_loss_db, channel.bandwidth_hz, channel.noise_density_dbm_hz)
+        snr = phy.link_snr(channel, "dl", self.path_loss_db)
         return 10.0 * np.log10(snr)
 
     def bits(self, plan: CommPlan) -> tuple[float, float]:

@@ -60,6 +60,13 @@ def mean_snr(tx_power_dbm: float, loss_db: np.ndarray, bandwidth_hz: float, nois
     return received_w / (dbm_to_watt(noise_density_dbm_hz) * bandwidth_hz)
 
 
+def link_snr(channel: PhysicalChannel, direction: str, loss_db: np.ndarray) -> np.ndarray:
+    """Each user's mean SNR on a direction through the profile's link budget (antenna gains, other losses,
+    the receiver's noise figure): ``mean_snr`` of the radiated power over the receiver's noise density."""
+    bandwidth = channel.bandwidth_hz if direction == "dl" else channel.uplink_bandwidth_hz
+    return mean_snr(channel.radiated_dbm(direction), loss_db, bandwidth, channel.noise_dbm_hz(direction))
+
+
 def link_model(channel: PhysicalChannel, direction: str):
     """The link abstraction of a direction: a ``link.LINKS`` name (TR 36.942 has its own uplink
     defaults) or, for ``nr``, the direction's ``nr.NrLink`` (PDSCH down, PUSCH up)."""
@@ -87,7 +94,7 @@ def uplink_mcs(channel: PhysicalChannel, loss_db: np.ndarray) -> np.ndarray | No
     if channel.link != "nr":
         return None
     ul = link_model(channel, "ul")
-    snr = mean_snr(channel.ue_power_dbm, loss_db, channel.uplink_bandwidth_hz, channel.noise_density_dbm_hz)
+    snr = link_snr(channel, "ul", loss_db)
     return ul.mcs[nr.snr_index(ul.tables, snr)].astype(np.int64)
 
 
@@ -113,8 +120,8 @@ def shannon_rate(
 
 def _rates(channel: PhysicalChannel, direction: str, power_dbm: float, bandwidth_hz: float, loss_db, fading_gain) -> np.ndarray:
     if channel.link == "shannon":
-        return shannon_rate(power_dbm, loss_db, fading_gain, bandwidth_hz, channel.noise_density_dbm_hz)
-    snr = mean_snr(power_dbm, loss_db, bandwidth_hz, channel.noise_density_dbm_hz) * fading_gain
+        return shannon_rate(power_dbm, loss_db, fading_gain, bandwidth_hz, channel.noise_dbm_hz(direction))
+    snr = mean_snr(power_dbm, loss_db, bandwidth_hz, channel.noise_dbm_hz(direction)) * fading_gain
     return bandwidth_hz * link.spectral_efficiency(snr, link_model(channel, direction))
 
 
@@ -138,11 +145,11 @@ def ergodic_downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray) -> np.
 
 
 def downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.ndarray) -> np.ndarray:
-    return _rates(channel, "dl", channel.bs_power_dbm, channel.bandwidth_hz, loss_db, fading_gain)
+    return _rates(channel, "dl", channel.radiated_dbm("dl"), channel.bandwidth_hz, loss_db, fading_gain)
 
 
 def uplink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.ndarray) -> np.ndarray:
-    return _rates(channel, "ul", channel.ue_power_dbm, channel.uplink_bandwidth_hz, loss_db, fading_gain)
+    return _rates(channel, "ul", channel.radiated_dbm("ul"), channel.uplink_bandwidth_hz, loss_db, fading_gain)
 
 
 def add_held_harq_tails(
@@ -151,8 +158,8 @@ def add_held_harq_tails(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Durations with one draw held per round, plus the HARQ round trips of each transfer's last TB
     (at the weakest receiver's SINR for a stream; uploads of 0 bits stay 0)."""
-    dl_snr = mean_snr(channel.bs_power_dbm, loss_db, channel.bandwidth_hz, channel.noise_density_dbm_hz) * dl_gain
-    ul_snr = mean_snr(channel.ue_power_dbm, loss_db, channel.uplink_bandwidth_hz, channel.noise_density_dbm_hz) * ul_gain
+    dl_snr = link_snr(channel, "dl", loss_db) * dl_gain
+    ul_snr = link_snr(channel, "ul", loss_db) * ul_gain
     weakest = np.array([dl_snr[m].min() for m in stream_members]) if stream_members else np.zeros(0)
     streams = np.asarray(streams, dtype=float) + harq_tail_s(channel, "dl", weakest)
     uploads = np.where(np.asarray(uploads) > 0, uploads + harq_tail_s(channel, "ul", ul_snr), uploads)
@@ -196,8 +203,8 @@ def block_durations(
     lasts ``inf``: it misses any deadline.
     """
     block, fading, k = channel.block_s, channel.fading, k_factor(channel)
-    dl_snr = mean_snr(channel.bs_power_dbm, loss_db, channel.bandwidth_hz, channel.noise_density_dbm_hz)[clients]
-    ul_snr = mean_snr(channel.ue_power_dbm, loss_db, channel.uplink_bandwidth_hz, channel.noise_density_dbm_hz)[clients]
+    dl_snr = link_snr(channel, "dl", loss_db)[clients]
+    ul_snr = link_snr(channel, "ul", loss_db)[clients]
     labels = labels or tuple(str(k) for k in range(len(stream_members)))
     deliveries = tuple(
         _stream_delivery(channel, label, float(bits), dl_snr[members], rng)

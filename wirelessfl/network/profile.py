@@ -60,9 +60,35 @@ PHYSICAL_RANGES: dict[str, tuple[float, float, str]] = {
     "coherence_s": (1e-5, 3600.0, "from a 10 us mmWave block to a static hour"),
     "ue_speed_mps": (0.0, 150.0, "still, walking 1.4 m/s, driving, high-speed train"),
     "coverage_q": (0.01, 1.0, "the share of a stream's receivers its rate serves"),
+    "bs_antenna_gain_dbi": (0.0, 30.0, "0 dBi isotropic, 8 dBi one TR 38.901 element, 15-25 dBi a macro panel"),
+    "ue_antenna_gain_dbi": (-10.0, 10.0, "0 dBi is TR 38.901's calibration UT; phones lose a few dB"),
+    "noise_figure_bs_db": (0.0, 20.0, "5 dB is TR 38.901's calibration gNB receiver"),
+    "noise_figure_ue_db": (0.0, 20.0, "9 dB is TR 38.901's calibration UT receiver"),
+    "other_losses_db": (0.0, 40.0, "cable, body and other losses on the path, both directions"),
 }
 """Plausible physical values, closed intervals: a value outside names its field and the range
 (``path_loss_exponent: 1e6`` or ``ue_power_dbm: -1e300`` made rates of 0 and rounds of inf)."""
+
+LINK_BUDGET_FIELDS = ("bs_antenna_gain_dbi", "ue_antenna_gain_dbi", "noise_figure_bs_db", "noise_figure_ue_db", "other_losses_db")
+"""The link budget beyond transmit powers and thermal noise: all 0 by default (the original model)."""
+
+LINK_BUDGETS: dict[str, dict[str, float]] = {
+    "tr38901-calibration": {
+        "bs_power_dbm": 44.0,
+        "ue_power_dbm": 23.0,
+        "bs_antenna_gain_dbi": 8.0,
+        "ue_antenna_gain_dbi": 0.0,
+        "noise_figure_bs_db": 5.0,
+        "noise_figure_ue_db": 9.0,
+        "noise_density_dbm_hz": -174.0,
+        "other_losses_db": 0.0,
+    },
+}
+"""Named link budgets for ``physical.link_budget``. ``tr38901-calibration``: the system-level calibration
+assumptions of 3GPP TR 38.901 Table 7.8-1 below 6 GHz (gNB transmit power 44 dBm over 20 MHz, gNB noise figure
+5 dB, UT noise figure 9 dB, isotropic 0 dBi UT antenna) with the maximum gain of one antenna element of Table
+7.3-1 (8 dBi) standing for the gNB antenna (no pattern, no array: the cell here has no sectors), and a power-class-3
+phone (23 dBm, TS 38.101-1 §6.2.1)."""
 
 NR_RANGES: dict[str, tuple[float, float, str]] = {
     "harq_rtt_ms": (0.0, 100.0, "NR's HARQ round trip is a few slots: 1-4 ms at 30 kHz"),
@@ -240,11 +266,16 @@ class PhysicalChannel:
     uplink: str = "orthogonal"
     nr: NrSettings | None = None
     drop: str = "per_profile"
+    bs_antenna_gain_dbi: float = 0.0
+    ue_antenna_gain_dbi: float = 0.0
+    noise_figure_bs_db: float = 0.0
+    noise_figure_ue_db: float = 0.0
+    other_losses_db: float = 0.0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         for name in ("min_distance_m", "cell_radius_m", "path_loss_exponent", "reference_loss_db", "bs_power_dbm",
-                     "ue_power_dbm", "bandwidth_hz", "noise_density_dbm_hz"):
+                     "ue_power_dbm", "bandwidth_hz", "noise_density_dbm_hz", *LINK_BUDGET_FIELDS):
             set_(self, name, _in_range(f"physical.{name}", getattr(self, name)))
         if self.cell_radius_m <= self.min_distance_m:
             raise ValueError(
@@ -336,12 +367,31 @@ class PhysicalChannel:
     def uplink_bandwidth_hz(self) -> float:
         return self.bandwidth_hz if self.ul_bandwidth_hz is None else self.ul_bandwidth_hz
 
+    def radiated_dbm(self, direction: str) -> float:
+        """The transmit power of a direction (``dl``: the gNB's, ``ul``: the phone's) plus both antenna gains, less
+        ``other_losses_db``: what the path loss is taken from. Exactly the transmit power with the default budget."""
+        power = self.bs_power_dbm if direction == "dl" else self.ue_power_dbm
+        return power + self.bs_antenna_gain_dbi + self.ue_antenna_gain_dbi - self.other_losses_db
+
+    def noise_dbm_hz(self, direction: str) -> float:
+        """The receiver's noise density of a direction: thermal density plus the receiving side's noise figure
+        (the phone's on the downlink, the gNB's on the uplink)."""
+        return self.noise_density_dbm_hz + (self.noise_figure_ue_db if direction == "dl" else self.noise_figure_bs_db)
+
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> PhysicalChannel:
+        """Build from plain data; ``link_budget: <name>`` starts from a ``LINK_BUDGETS`` preset's values,
+        which the other keys override."""
         if not isinstance(values, Mapping):
             raise ValueError(f"physical must be a mapping of channel settings or null, got {values!r}")
-        _check_keys("physical", values, [f.name for f in fields(cls)])
-        return cls(**dict(values))
+        _check_keys("physical", values, [*(f.name for f in fields(cls)), "link_budget"])
+        merged = dict(values)
+        if "link_budget" in merged:
+            name = merged.pop("link_budget")
+            if name not in LINK_BUDGETS:
+                raise ValueError(f"physical.link_budget must be one of {', '.join(repr(b) for b in LINK_BUDGETS)}, got {name!r}")
+            merged = {**LINK_BUDGETS[name], **merged}
+        return cls(**merged)
 
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}

@@ -99,6 +99,11 @@ _AXIS_LABELS = {
     "physical.ul_bandwidth_hz": "uplink bandwidth (Hz)",
     "physical.path_loss_exponent": "path-loss exponent",
     "physical.noise_density_dbm_hz": "noise density (dBm/Hz)",
+    "physical.bs_antenna_gain_dbi": "gNB antenna gain (dBi)",
+    "physical.ue_antenna_gain_dbi": "UE antenna gain (dBi)",
+    "physical.noise_figure_bs_db": "gNB noise figure (dB)",
+    "physical.noise_figure_ue_db": "UE noise figure (dB)",
+    "physical.other_losses_db": "other losses (dB)",
     "training.lr": "learning rate",
     "training.participation": "participation",
 }
