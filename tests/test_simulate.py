@@ -218,6 +218,20 @@ def test_the_nr_cell_scenario_runs_and_names_its_link(tmp_path):
     ) in _cell_summary(tmp_path, "nr-cell")
 
 
+def test_the_nr_multicell_scenario_runs_and_names_its_layout(tmp_path):
+    """scenarios/nr-multicell.yaml: 7 sites x 3 sectors with interference, the calibration link budget and the
+    NR link; every round finite, and summary.md names the layout."""
+    from wirelessfl.network import nr
+
+    if nr.find_sionna() is None:
+        pytest.skip("sionna-no-rt is not installed (pip install -e .)")
+    lines = _cell_summary(tmp_path, "nr-multicell")
+    assert any(line.startswith(
+        "- multicell-worst-user: 7 sites x 3 sectors at 500 m ISD with wraparound, neighbours at load 0.5, users of the "
+        "centre site, TR 38.901 UMa at 3.5 GHz (with shadowing), Rayleigh fading in 25.9 ms blocks (1.4 m/s), 5G NR"
+    ) for line in lines)
+
+
 def test_a_physical_run_reports_every_stream_on_the_air(tmp_path):
     """streams_link.csv: one row per stream of every round, whose bits add up to the trace's downlink bits,
     and one summary.md line per physical profile; a normalised run writes none."""

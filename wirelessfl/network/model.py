@@ -15,6 +15,7 @@ from ..seam import CommPlan, RoundTiming, StreamDelivery, frozen
 from . import physical as phy
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
+from .topology import CellDrop, drop_federation
 from .rounds import (
     RoundInputs,
     RoundTimes,
@@ -59,9 +60,20 @@ class NetworkModel:
         self.t_min, self.mu = client_compute_parameters(profile, self.num_clients)
         self.distances_m: np.ndarray | None = None
         self.path_loss_db: np.ndarray | None = None
-        if profile.physical is not None:
+        self.uplink_loss_db: np.ndarray | None = None
+        self.cell: CellDrop | None = None
+        if profile.physical is not None and profile.physical.topology is not None:
+            # Interference enters as a rise of each direction's loss: the same SINR as S / (N + I).
+            self.cell = drop_federation(profile.physical, profile.physical.topology, self.num_clients, rng)
+            self.path_loss_db = self.cell.coupling_loss_db + self.cell.dl_rise_db
+            self.uplink_loss_db = self.cell.coupling_loss_db + self.cell.ul_rise_db
+        elif profile.physical is not None:
             self.distances_m = phy.drop_users(profile.physical, self.num_clients, rng)
-            self.path_loss_db = phy.static_loss_db(profile.physical, self.distances_m, rng)
+            self.path_loss_db = self.uplink_loss_db = phy.static_loss_db(profile.physical, self.distances_m, rng)
+        if profile.physical is not None and profile.physical.ul_p0_dbm is not None:
+            # A phone below full power loses that much of its uplink SNR: it enters as extra loss.
+            serving = self.cell.coupling_loss_db if self.cell is not None else self.path_loss_db
+            self.uplink_loss_db = self.uplink_loss_db + (profile.physical.ue_power_dbm - profile.physical.uplink_power_dbm(serving))
 
     def time_round(self, plan: CommPlan, rng: np.random.Generator) -> RoundTiming:
         self._check_plan(plan)
@@ -111,7 +123,7 @@ class NetworkModel:
         elif profile.physical.block_s is not None:
             bits_per_model = plan.model_params * profile.bits_per_parameter
             stream_durations, upload, deliveries = phy.block_durations(
-                profile.physical, self.path_loss_db, members, payloads * bits_per_model,
+                profile.physical, self.path_loss_db, self.uplink_loss_db, members, payloads * bits_per_model,
                 uplink_payload * bits_per_model, clients, rng, labels,
             )
         else:
@@ -119,14 +131,14 @@ class NetworkModel:
             dl_gain = phy.draw_fading(channel, n, rng)
             ul_gain = dl_gain if profile.duplex == "tdd" else phy.draw_fading(channel, n, rng)
             dl_rate = phy.downlink_rates(channel, self.path_loss_db, dl_gain)[clients]
-            ul_rate = phy.uplink_rates(channel, self.path_loss_db, ul_gain)[clients]
+            ul_rate = phy.uplink_rates(channel, self.uplink_loss_db, ul_gain)[clients]
             bits_per_model = plan.model_params * profile.bits_per_parameter
             weakest = np.array([dl_rate[m].min() for m in members])
             stream_durations = payloads * bits_per_model / weakest if streams else np.zeros(0)
             upload = uplink_payload * bits_per_model / ul_rate
             if channel.link == "nr":
                 stream_durations, upload = phy.add_held_harq_tails(
-                    channel, self.path_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
+                    channel, self.path_loss_db[clients], self.uplink_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
                     stream_durations, upload,
                 )
             deliveries = tuple(
@@ -143,7 +155,7 @@ class NetworkModel:
             compute=compute,
             upload=upload,
             deliveries=deliveries,
-            mcs=phy.uplink_mcs(profile.physical, self.path_loss_db[clients]) if profile.physical is not None else None,
+            mcs=phy.uplink_mcs(profile.physical, self.uplink_loss_db[clients]) if profile.physical is not None else None,
         )
 
     def nominal_downlink_rates(self) -> np.ndarray | None:
@@ -160,7 +172,8 @@ class NetworkModel:
         return phy.downlink_rates(channel, self.path_loss_db, np.ones(self.num_clients))
 
     def nominal_downlink_snr_db(self) -> np.ndarray | None:
-        """Each client's mean downlink SNR (dB) from its static path loss, no fading; None without a physical channel."""
+        """Each client's mean downlink SINR (dB) from its static path loss (and, in a multi-cell topology, the
+        neighbours' interference), no fading; None without a physical channel."""
         channel = self.profile.physical
         if channel is None:
             return None

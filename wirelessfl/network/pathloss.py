@@ -127,6 +127,11 @@ def _heights(scenario: str, h_bs_m: float | None, h_ut_m: float) -> tuple[float,
     )
 
 
+def bs_height_m(scenario: str) -> float:
+    """The scenario's default base-station height (UMa 25 m, UMi 10 m, RMa 35 m)."""
+    return _scenario(scenario).h_bs_default_m
+
+
 def _frequency(scenario: str, fc_ghz: float) -> float:
     return _scalar_in("fc_ghz", fc_ghz, _scenario(scenario).fc_ghz, f"TR 38.901 applicability for {scenario}, GHz")
 

@@ -153,13 +153,13 @@ def uplink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.
 
 
 def add_held_harq_tails(
-    channel: PhysicalChannel, loss_db: np.ndarray, dl_gain: np.ndarray, ul_gain: np.ndarray,
+    channel: PhysicalChannel, loss_db: np.ndarray, ul_loss_db: np.ndarray, dl_gain: np.ndarray, ul_gain: np.ndarray,
     stream_members: tuple[np.ndarray, ...], streams: np.ndarray, uploads: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Durations with one draw held per round, plus the HARQ round trips of each transfer's last TB
     (at the weakest receiver's SINR for a stream; uploads of 0 bits stay 0)."""
     dl_snr = link_snr(channel, "dl", loss_db) * dl_gain
-    ul_snr = link_snr(channel, "ul", loss_db) * ul_gain
+    ul_snr = link_snr(channel, "ul", ul_loss_db) * ul_gain
     weakest = np.array([dl_snr[m].min() for m in stream_members]) if stream_members else np.zeros(0)
     streams = np.asarray(streams, dtype=float) + harq_tail_s(channel, "dl", weakest)
     uploads = np.where(np.asarray(uploads) > 0, uploads + harq_tail_s(channel, "ul", ul_snr), uploads)
@@ -189,7 +189,7 @@ def _stream_delivery(
 
 
 def block_durations(
-    channel: PhysicalChannel, loss_db: np.ndarray, stream_members: tuple[np.ndarray, ...], stream_bits: np.ndarray,
+    channel: PhysicalChannel, loss_db: np.ndarray, ul_loss_db: np.ndarray, stream_members: tuple[np.ndarray, ...], stream_bits: np.ndarray,
     upload_bits: np.ndarray, clients: np.ndarray, rng: np.random.Generator, labels: tuple[str, ...] = (),
 ) -> tuple[np.ndarray, np.ndarray, tuple[StreamDelivery, ...]]:
     """Stream and upload durations (s) over block fading of length ``channel.block_s``, and each stream's
@@ -204,7 +204,7 @@ def block_durations(
     """
     block, fading, k = channel.block_s, channel.fading, k_factor(channel)
     dl_snr = link_snr(channel, "dl", loss_db)[clients]
-    ul_snr = link_snr(channel, "ul", loss_db)[clients]
+    ul_snr = link_snr(channel, "ul", ul_loss_db)[clients]
     labels = labels or tuple(str(k) for k in range(len(stream_members)))
     deliveries = tuple(
         _stream_delivery(channel, label, float(bits), dl_snr[members], rng)

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .topology import Topology
+
 SCHEDULES = ("phased", "pipelined")
 DUPLEX_MODES = ("fdd", "tdd")
 STREAM_ORDERS = ("plan", "largest_first")
@@ -68,6 +70,9 @@ PHYSICAL_RANGES: dict[str, tuple[float, float, str]] = {
 }
 """Plausible physical values, closed intervals: a value outside names its field and the range
 (``path_loss_exponent: 1e6`` or ``ue_power_dbm: -1e300`` made rates of 0 and rounds of inf)."""
+
+UL_ALPHAS = (0.0, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+"""TS 38.213's fractional path-loss compensation factors of PUSCH open-loop power control."""
 
 LINK_BUDGET_FIELDS = ("bs_antenna_gain_dbi", "ue_antenna_gain_dbi", "noise_figure_bs_db", "noise_figure_ue_db", "other_losses_db")
 """The link budget beyond transmit powers and thermal noise: all 0 by default (the original model)."""
@@ -271,6 +276,9 @@ class PhysicalChannel:
     noise_figure_bs_db: float = 0.0
     noise_figure_ue_db: float = 0.0
     other_losses_db: float = 0.0
+    topology: Topology | None = None
+    ul_p0_dbm: float | None = None
+    ul_alpha: float = 1.0
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -289,6 +297,16 @@ class PhysicalChannel:
         _choice("physical.multicast", self.multicast, MULTICAST_POLICIES)
         _choice("physical.uplink", self.uplink, UPLINK_ACCESS)
         _choice("physical.drop", self.drop, DROPS)
+        if self.topology is not None:
+            set_(self, "topology", Topology.from_dict(self.topology))
+        if self.ul_p0_dbm is not None:
+            p0 = _number("physical.ul_p0_dbm", self.ul_p0_dbm)
+            if not -202.0 <= p0 <= 24.0:
+                raise ValueError(f"physical.ul_p0_dbm must be in [-202, 24] dBm (TS 38.213's P_O_PUSCH range; null: every phone at full power), got {p0:g}")
+            set_(self, "ul_p0_dbm", p0)
+        if isinstance(self.ul_alpha, bool) or self.ul_alpha not in UL_ALPHAS:
+            raise ValueError(f"physical.ul_alpha must be one of {', '.join(f'{a:g}' for a in UL_ALPHAS)} (TS 38.213's alpha), got {self.ul_alpha!r}")
+        set_(self, "ul_alpha", float(self.ul_alpha))
         if self.nr is not None:
             set_(self, "nr", NrSettings.from_dict(self.nr))
         if self.link == "nr":
@@ -345,8 +363,16 @@ class PhysicalChannel:
                 f"{nr.harq_retransmissions} HARQ retransmissions, {nr.subcarrier_spacing_khz} kHz)"
             )
         multicast = "worst-user multicast" if self.multicast == "worst_user" else f"coverage multicast (q = {self.coverage_q:g}, unicast repairs)"
+        cell = f"cell {self.min_distance_m:g}-{self.cell_radius_m:g} m"
+        if self.topology is not None:
+            t = self.topology
+            cell = (
+                f"{t.num_sites} sites x {t.sectors} sector{'s' if t.sectors > 1 else ''} at {t.isd_m:g} m ISD"
+                f"{' with wraparound' if t.wraparound else ''}, neighbours at load {t.load:g}, users of "
+                + ("the centre site" if t.users == "center" else "every site")
+            )
         return (
-            f"cell {self.min_distance_m:g}-{self.cell_radius_m:g} m, {loss}, {fading}{held}, {link} rates, "
+            f"{cell}, {loss}, {fading}{held}, {link} rates, "
             f"{self.bandwidth_hz / 1e6:g} MHz, {multicast}"
             + (", one uplink carrier shared equally by concurrent uploaders" if self.uplink == "shared" else "")
         )
@@ -373,6 +399,20 @@ class PhysicalChannel:
         power = self.bs_power_dbm if direction == "dl" else self.ue_power_dbm
         return power + self.bs_antenna_gain_dbi + self.ue_antenna_gain_dbi - self.other_losses_db
 
+    def uplink_power_dbm(self, coupling_loss_db):
+        """Each phone's PUSCH power from TS 38.213 §7.1.1's open loop, min(P_max, P0 + 10·log10(2^μ·M_RB) +
+        α·PL), with 2^μ·M_RB taken as the uplink bandwidth over 180 kHz and PL the coupling loss less both
+        antenna gains and plus other losses (what a phone measures on the downlink reference signals);
+        ``ue_power_dbm`` for every phone without ``ul_p0_dbm``."""
+        import numpy as np
+
+        loss = np.asarray(coupling_loss_db, dtype=float)
+        if self.ul_p0_dbm is None:
+            return np.full(loss.shape, self.ue_power_dbm)
+        measured = loss - self.bs_antenna_gain_dbi - self.ue_antenna_gain_dbi + self.other_losses_db
+        wanted = self.ul_p0_dbm + 10.0 * np.log10(self.uplink_bandwidth_hz / 180e3) + self.ul_alpha * measured
+        return np.minimum(self.ue_power_dbm, wanted)
+
     def noise_dbm_hz(self, direction: str) -> float:
         """The receiver's noise density of a direction: thermal density plus the receiving side's noise figure
         (the phone's on the downlink, the gNB's on the uplink)."""
@@ -396,6 +436,7 @@ class PhysicalChannel:
     def to_dict(self) -> dict[str, Any]:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["nr"] = None if self.nr is None else self.nr.to_dict()
+        out["topology"] = None if self.topology is None else self.topology.to_dict()
         return out
 
 
