@@ -633,11 +633,22 @@ def _describe(entry: Any) -> str:
     return "; ".join(p for p in parts if p) or str(entry)
 
 
+class ImageFormat(str, Enum):
+    """Static figure formats ``plot --format`` writes (matplotlib; no browser needed)."""
+
+    png = "png"
+    pdf = "pdf"
+    svg = "svg"
+
+
 @app.command()
 def plot(
     run_dir: Path = typer.Argument(..., help="a run directory written by simulate, or a sweep directory"),
     timeline: int | None = typer.Option(
         None, "--timeline", metavar="ROUND", help="only re-make timeline.html, the per-client Gantt chart, for this round"
+    ),
+    image_format: ImageFormat = typer.Option(
+        ImageFormat.png, "--format", help="format of the static figures beside the HTML ones (pdf and svg for papers)"
     ),
 ) -> None:
     """Re-make the figures of a finished run, or the trade-off maps of a sweep (from its sweep.parquet)."""
@@ -649,12 +660,12 @@ def plot(
     if is_sweep_dir(run_dir):
         if timeline is not None:
             _fail(f"--timeline: {run_dir} is a sweep directory; give one of its units/<key> run directories")
-        paths, notes = _guard(replot_sweep, run_dir)
+        paths, notes = _guard(replot_sweep, run_dir, image_format.value)
     elif timeline is not None:
-        written = _guard(_need_run(plot_timeline), run_dir, timeline)
+        written = _guard(_need_run(plot_timeline), run_dir, timeline, image_format.value)
         paths, notes = written.paths, written.notes
     else:
-        written = _guard(_need_run(plot_run), run_dir)
+        written = _guard(_need_run(plot_run), run_dir, image_format.value)
         paths, notes = written.paths, written.notes
     for path in paths:
         console.print(escape(str(path)), highlight=False, soft_wrap=True)

@@ -1,4 +1,4 @@
-"""What a tuning writes: ``study.csv``, ``tuned.yaml``, ``history.html`` (``.png`` when export works), ``summary.md``.
+"""What a tuning writes: ``study.csv``, ``tuned.yaml``, ``history.html`` and ``history.png``, ``summary.md``.
 
 ``tuned.yaml`` is the scenario ready to run: the ``tune:`` block left out and
 every curve its own algorithm entry (``label:`` its curve name), with the best
@@ -20,9 +20,10 @@ import yaml
 from plotly.subplots import make_subplots
 
 from wirelessfl.config import Scenario, TuneConfig, dump_scenario, load_scenario
-from wirelessfl.results.figures import PngExportError, export_png, png_skipped_note, write_plotly_js
-from wirelessfl.results.io import atomic_write_bytes, atomic_write_frame, atomic_write_text
+from wirelessfl.results.io import atomic_write_frame, atomic_write_text
 from wirelessfl.results.palette import curve_colors
+from wirelessfl.results.plotly_js import write_plotly_js
+from wirelessfl.results.static import write_static
 from wirelessfl.tune.space import split_trial
 
 STUDY_COLUMNS = ("curve", "algorithm", "trial", "state", "value", "last_round", "seconds")
@@ -174,10 +175,7 @@ def write_outputs(scenario: Scenario, out_dir: Path, targets, studies, notes: li
     atomic_write_text(out_dir / "history.html", figure.to_html(include_plotlyjs="directory", full_html=True))
     notes = list(notes)
     if png:
-        try:
-            atomic_write_bytes(out_dir / "history.png", export_png({"history.png": figure})["history.png"])
-        except PngExportError as error:
-            notes.append(png_skipped_note(error, out_dir).replace("wirelessfl plot", "wirelessfl tune --resume"))
+        write_static(out_dir, {"history": figure})
     missing = [t.curve for t in targets if t.curve not in best]
     if missing:
         notes.append(f"no complete trial for {', '.join(missing)}: tuned.yaml keeps their scenario values")
