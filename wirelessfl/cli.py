@@ -568,12 +568,14 @@ def _tune_with_progress(sc, run_dir: Path, runner, quiet: bool):
     """A line per finished trial without a terminal; a progress bar of trials on one."""
     from wirelessfl.tune.study import run_tune, targets, tune_config
 
+    from wirelessfl.results.tables import percent
+
     total = tune_config(sc).trials * len(targets(sc))
     if quiet:
         def log(kind: str, task, payload) -> None:
             if kind == "done":
                 value = payload.get("value")
-                shown = f"{value:.4f}" if value == value and value is not None else "nan"
+                shown = "n/a" if value is None or value != value else f"{percent(value)}%"
                 err_console.print(escape(f"{task.label}: {payload['state']} {shown}"), highlight=False, soft_wrap=True)
             elif kind == "failed":
                 err_console.print(escape(f"{task.label}: failed ({payload})"), highlight=False, soft_wrap=True)

@@ -34,6 +34,8 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
 
     run_dir = Path(run_dir)
     notes = list(notes)
+    if getattr(scenario, "tuned_from", None):
+        notes.insert(0, tuned_note(scenario.tuned_from))
     sections: list[str] = []
     provenance = getattr(result, "provenance", None) or {}
     if provenance:
@@ -82,6 +84,14 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
     )
     write_trace(run_dir, result.trace, result.clients)
     return figure_notes
+
+
+def tuned_note(study: str) -> str:
+    """summary.md's note on a run of tuned.yaml: which tuning chose its values."""
+    return (
+        f"tuned: the values `wirelessfl tune` chose on the validation split in the tuning directory {study} "
+        "(its summary.md, study.csv and study.db); this run measures them on the test split."
+    )
 
 
 def _training_mode(result: Any) -> str:
