@@ -119,12 +119,9 @@ def figure(summary: pd.DataFrame, path: Path) -> None:
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.write_html(path.with_suffix(".html"), include_plotlyjs="cdn")
-    from wirelessfl.results.figures import PngExportError, export_png
+    from wirelessfl.results.static import write_static
 
-    try:
-        path.with_suffix(".png").write_bytes(export_png({path.name: fig})[path.name])
-    except PngExportError as error:  # kaleido or its browser missing: the HTML is still there
-        print(f"note: no PNG ({error})")
+    write_static(path.parent, {path.stem: fig})
 
 
 def downlink_share(run: Path, trace: pd.DataFrame, rounds: int = 200) -> pd.DataFrame:

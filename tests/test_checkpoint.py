@@ -330,8 +330,10 @@ def test_a_resumed_run_keeps_models_when_it_was_started_with_keep_models(tmp_pat
 
 def test_html_figures_share_one_plotly_js_beside_them(tmp_path):
     result = simulate(parse_scenario({**SMALL, "rounds": 1}))
-    written = write_figures(tmp_path, result.trace, result.clients, png=False, client_rounds=result.client_rounds, target=0.5)
-    assert written == ["PNG export skipped: disabled"]
+    written = write_figures(tmp_path, result.trace, result.clients, image_format=None, client_rounds=result.client_rounds, target=0.5)
+    assert written == [
+        f"no fig3.png, fig2.png, energy.png, energy_pareto.png, timeline.png in this run directory: `wirelessfl plot {tmp_path}` draws them"
+    ]
     assert (tmp_path / "plotly.min.js").read_text(encoding="utf-8") == get_plotlyjs()
     figures = ["energy.html", "energy_pareto.html", "fig2.html", "fig3.html", "timeline.html", "worst_clients.html"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*figures, "plotly.min.js"])
@@ -343,12 +345,6 @@ def test_html_figures_share_one_plotly_js_beside_them(tmp_path):
 
 def test_keep_models_and_a_full_disk_while_writing_results_through_the_cli(tmp_path, monkeypatch):
     """--keep-models through the CLI, and result writes that fail on a full disk say to resume."""
-    import wirelessfl.results.figures as figures
-
-    def no_png(*args, **kwargs):
-        raise figures.PngExportError("kaleido is not installed")
-
-    monkeypatch.setattr(figures, "export_png", no_png)
     scenario = tmp_path / "s.yaml"
     scenario.write_text(dump_scenario(parse_scenario({**SMALL, "rounds": 1})))
     run_dir = tmp_path / "run"

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -35,6 +40,8 @@ SCENARIO = {
     "networks": [{"preset": "slow-ul-unreliable"}, {"preset": "wired"}],
 }
 ACCURACIES = ["avg_acc", "worst_acc", "p10_acc", "avg_val_acc"]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _write(tmp_path, doc, name="s.yaml"):
@@ -83,14 +90,58 @@ def test_simulate_writes_summary_figures_and_runtime(run):
         html = (run_dir / name).read_text()
         assert "fedavg" in html and "local" in html, name
     assert "slow-ul-unreliable" in (run_dir / "fig3.html").read_text()
-    if not (run_dir / "fig3.png").exists():
-        assert "note: PNG export skipped: " in output and "then run `wirelessfl plot" in output
-        assert "- PNG export skipped: " in summary
+    assert (run_dir / "fig3.png").read_bytes().startswith(PNG_MAGIC)
+    assert "PNG export" not in output and "PNG export" not in summary
     runtime = json.loads((run_dir / "runtime.json").read_text())
     assert set(runtime) == {"seed0__fedavg", "seed0__local"}
     assert all(unit["rounds"] == 2 and unit["train_samples_per_round"] > 0 for unit in runtime.values())
     assert "local-training samples/s" in summary
     assert f"results: {run_dir}" in output
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    """Width and height in pixels from the PNG header (IHDR, right after the signature)."""
+    head = path.read_bytes()[:24]
+    assert head.startswith(PNG_MAGIC) and head[12:16] == b"IHDR", path
+    return struct.unpack(">II", head[16:24])
+
+
+def test_a_quickstart_sized_run_draws_every_png_with_no_browser_installed(tmp_path):
+    """The quickstart's clients, curves and profiles (2 rounds, 1 seed) with a PATH that holds no browser."""
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable), "PYTHONPATH": str(ROOT)}
+    env.pop("BROWSER_PATH", None)
+    out = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "wirelessfl", "simulate", str(ROOT / "scenarios" / "quickstart.yaml"), "--out", str(out),
+         "--rounds", "2", "--seed", "0", "--device", "cpu"],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "PNG export" not in done.stdout + done.stderr and "Chrome" not in done.stdout + done.stderr
+    for name in ("fig3.png", "fig2.png", "energy.png", "energy_pareto.png", "timeline.png"):
+        width, height = _png_size(out / name)
+        assert 1000 <= width <= 4000 and 500 <= height <= 6000, (name, width, height)
+        assert (out / name).stat().st_size > 30_000, name  # curves and text, not an empty canvas
+    width, height = _png_size(out / "fig3.png")
+    assert width > 2 * height  # three profile panels side by side
+
+
+def test_plot_format_pdf_and_svg_and_a_bad_format(run):
+    run_dir, _ = run
+    for image_format, magic in (("pdf", b"%PDF"), ("svg", b"<?xml")):
+        plotted = runner.invoke(app, ["plot", str(run_dir), "--format", image_format])
+        assert plotted.exit_code == 0, plotted.output
+        for name in ("fig3", "fig2", "energy", "energy_pareto", "timeline"):
+            assert (run_dir / f"{name}.{image_format}").read_bytes().startswith(magic), (name, image_format)
+            assert str(run_dir / f"{name}.{image_format}") in plotted.output
+    before = sorted(p.name for p in run_dir.iterdir())
+    done = subprocess.run([sys.executable, "-m", "wirelessfl", "plot", str(run_dir), "--format", "eps"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "error: Invalid value for '--format': Value error, 'eps' is not one of 'png', 'pdf', 'svg'. (see `wirelessfl plot --help`)\n"
+    )
+    assert sorted(p.name for p in run_dir.iterdir()) == before
 
 
 def test_plot_and_report_remake_outputs_and_keep_the_run_notes(run):

@@ -568,12 +568,14 @@ def _tune_with_progress(sc, run_dir: Path, runner, quiet: bool):
     """A line per finished trial without a terminal; a progress bar of trials on one."""
     from wirelessfl.tune.study import run_tune, targets, tune_config
 
+    from wirelessfl.results.tables import percent
+
     total = tune_config(sc).trials * len(targets(sc))
     if quiet:
         def log(kind: str, task, payload) -> None:
             if kind == "done":
                 value = payload.get("value")
-                shown = f"{value:.4f}" if value == value and value is not None else "nan"
+                shown = "n/a" if value is None or value != value else f"{percent(value)}%"
                 err_console.print(escape(f"{task.label}: {payload['state']} {shown}"), highlight=False, soft_wrap=True)
             elif kind == "failed":
                 err_console.print(escape(f"{task.label}: failed ({payload})"), highlight=False, soft_wrap=True)
@@ -633,11 +635,22 @@ def _describe(entry: Any) -> str:
     return "; ".join(p for p in parts if p) or str(entry)
 
 
+class ImageFormat(str, Enum):
+    """Static figure formats ``plot --format`` writes (matplotlib; no browser needed)."""
+
+    png = "png"
+    pdf = "pdf"
+    svg = "svg"
+
+
 @app.command()
 def plot(
     run_dir: Path = typer.Argument(..., help="a run directory written by simulate, or a sweep directory"),
     timeline: int | None = typer.Option(
         None, "--timeline", metavar="ROUND", help="only re-make timeline.html, the per-client Gantt chart, for this round"
+    ),
+    image_format: ImageFormat = typer.Option(
+        ImageFormat.png, "--format", help="format of the static figures beside the HTML ones (pdf and svg for papers)"
     ),
 ) -> None:
     """Re-make the figures of a finished run, or the trade-off maps of a sweep (from its sweep.parquet)."""
@@ -649,12 +662,12 @@ def plot(
     if is_sweep_dir(run_dir):
         if timeline is not None:
             _fail(f"--timeline: {run_dir} is a sweep directory; give one of its units/<key> run directories")
-        paths, notes = _guard(replot_sweep, run_dir)
+        paths, notes = _guard(replot_sweep, run_dir, image_format.value)
     elif timeline is not None:
-        written = _guard(_need_run(plot_timeline), run_dir, timeline)
+        written = _guard(_need_run(plot_timeline), run_dir, timeline, image_format.value)
         paths, notes = written.paths, written.notes
     else:
-        written = _guard(_need_run(plot_run), run_dir)
+        written = _guard(_need_run(plot_run), run_dir, image_format.value)
         paths, notes = written.paths, written.notes
     for path in paths:
         console.print(escape(str(path)), highlight=False, soft_wrap=True)

@@ -362,6 +362,10 @@ class Scenario(_Strict):
         description="grid for `wirelessfl sweep`: axis -> values (checked by wirelessfl.sweep; `simulate` ignores it)",
     )
     tune: TuneConfig | None = Field(None, description="budget and search spaces of `wirelessfl tune` (`simulate` ignores it)")
+    tuned_from: str | None = Field(
+        None, max_length=MAX_NAME,
+        description="the tuning directory whose study chose this scenario's values (written by `wirelessfl tune` into tuned.yaml)",
+    )
 
     @field_validator("seeds")
     @classmethod
@@ -723,6 +727,8 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
     # optional blocks left out when absent, so scenarios without them resolve (and fingerprint) as before they existed
     if content["tune"] is None:
         del content["tune"]
+    if content["tuned_from"] is None:
+        del content["tuned_from"]
     if content["eval_last"] == 0:
         del content["eval_last"]
     if not content["eval_train"]:
@@ -746,7 +752,7 @@ def dump_scenario(scenario: Scenario) -> str:
 
 #: Fields that cannot change what a unit trains or its records: editing them in a run folder's scenario.yaml
 #: does not make its checkpoints stale (everything else does).
-FINGERPRINT_IGNORES = ("description", "output", "checkpoint_every", "target_accuracy", "sweep", "tune")
+FINGERPRINT_IGNORES = ("description", "output", "checkpoint_every", "target_accuracy", "sweep", "tune", "tuned_from")
 
 
 def scenario_fingerprint(scenario: Scenario) -> str:

@@ -12,8 +12,6 @@ import yaml
 
 from wirelessfl.results import figures, palette
 from wirelessfl.results.figures import (
-    PngExportError,
-    export_png,
     fig_accuracy_vs_round,
     fig_accuracy_vs_time,
     fig_worst_client,
@@ -100,8 +98,8 @@ def test_worst_client_figure_one_box_or_one_per_profile(clients):
 
 
 def test_write_figures_html_without_png(tmp_path, trace, clients):
-    notes = write_figures(tmp_path, trace, clients, png=False)
-    assert notes == ["PNG export skipped: disabled"]
+    notes = write_figures(tmp_path, trace, clients, image_format=None)
+    assert notes == [f"no fig3.png, fig2.png in this run directory: `wirelessfl plot {tmp_path}` draws them"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig2.html", "fig3.html", "plotly.min.js", "worst_clients.html"]
     assert "plotly.js v" in (tmp_path / "plotly.min.js").read_text(encoding="utf-8")
     for name in ("fig3.html", "fig2.html", "worst_clients.html"):
@@ -113,55 +111,10 @@ def test_write_figures_html_without_png(tmp_path, trace, clients):
             assert label in html, (name, label)
 
 
-def _fake_worker(tmp_path: Path, body: str) -> Path:
-    worker = tmp_path / "worker.py"
-    worker.write_text(body)
-    return worker
-
-
-def _failing_worker(tmp_path: Path, last_line: str) -> Path:
-    return _fake_worker(tmp_path, f"import sys\nprint('noise', file=sys.stderr)\nprint({last_line!r}, file=sys.stderr)\nsys.exit(1)\n")
-
-
-@pytest.mark.parametrize(
-    ("last_line", "reason", "fix"),
-    [
-        (
-            "ChromeNotFoundError: Kaleido v1 and later requires Chrome to be installed. Use `kaleido_get_chrome`.",
-            "no Chrome or Chromium found for kaleido",
-            "install one (Debian/Ubuntu: `apt-get install chromium-headless-shell`) or point BROWSER_PATH at it",
-        ),
-        ("ModuleNotFoundError: No module named 'kaleido'", "kaleido is not installed", "`pip install kaleido`"),
-        ("RuntimeError: the browser crashed", "RuntimeError: the browser crashed", "see docs/results.md, 'PNG export'"),
-    ],
-    ids=["no-chrome", "no-kaleido", "other"],
-)
-def test_png_failure_becomes_a_note_that_says_how_to_get_pngs(tmp_path, trace, clients, monkeypatch, last_line, reason, fix):
-    monkeypatch.setattr(figures, "_PNG_WORKER", _failing_worker(tmp_path, last_line))
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    assert write_figures(run_dir, trace, clients) == [
-        f"PNG export skipped: {reason}. The HTML figures are complete; for PNGs {fix}, then run `wirelessfl plot {run_dir}`."
-    ]
-    assert sorted(p.name for p in run_dir.iterdir()) == ["fig2.html", "fig3.html", "plotly.min.js", "worst_clients.html"]
-
-
-def test_png_export_that_hangs_is_cut_off(tmp_path, monkeypatch):
-    monkeypatch.setattr(figures, "_PNG_WORKER", _fake_worker(tmp_path, "import time\ntime.sleep(30)\n"))
-    with pytest.raises(PngExportError, match=r"^kaleido did not finish within 0.5 s$"):
-        export_png({"a.png": go.Figure()}, timeout_s=0.5)
-
-
-def test_png_export_with_garbage_output(tmp_path, monkeypatch):
-    monkeypatch.setattr(figures, "_PNG_WORKER", _fake_worker(tmp_path, "print('not json')\n"))
-    with pytest.raises(PngExportError, match=r"^export process returned unreadable output: "):
-        export_png({"a.png": go.Figure()})
-
-
-def test_real_png_export_when_a_browser_is_available(tmp_path, trace, clients):
-    notes = write_figures(tmp_path, trace, clients)
-    if notes:
-        pytest.skip(f"PNG export unavailable on this machine: {notes}")
+def test_pngs_are_drawn_with_no_browser_on_the_path(tmp_path, trace, clients, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv("BROWSER_PATH", raising=False)
+    assert write_figures(tmp_path, trace, clients) == []
     for name in ("fig3.png", "fig2.png"):
         assert (tmp_path / name).read_bytes().startswith(PNG_MAGIC)
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
@@ -178,9 +131,12 @@ def _run_dir(tmp_path: Path, trace, clients, scenario: dict | None) -> Path:
 
 def test_plot_run_remakes_figures_from_the_run_directory(tmp_path, trace, clients):
     run_dir = _run_dir(tmp_path, trace, clients, None)
-    written = plot_run(run_dir, png=False)
+    written = plot_run(run_dir, None)
     assert [p.name for p in written.paths] == ["plotly.min.js", "fig3.html", "fig2.html", "worst_clients.html"]
-    assert written.notes == ["PNG export skipped: disabled"]
+    assert written.notes == [f"no fig3.png, fig2.png in this run directory: `wirelessfl plot {run_dir}` draws them"]
+    pdfs = plot_run(run_dir, "pdf")
+    assert [p.name for p in pdfs.paths][-2:] == ["fig3.pdf", "fig2.pdf"] and pdfs.notes == []
+    assert (run_dir / "fig3.pdf").read_bytes().startswith(b"%PDF")
     assert "ucfl k=4" in (run_dir / "fig3.html").read_text(encoding="utf-8")
 
 
@@ -188,7 +144,7 @@ def test_report_run_reads_the_target_from_scenario_yaml(tmp_path, trace, clients
     run_dir = _run_dir(tmp_path, trace, clients, {"name": "toy", "target_accuracy": 0.6})
     text = report_run(run_dir).read_text(encoding="utf-8")
     assert "| fedavg | 3.5 ± 6.4 (round 1.5) | 9.5 ± 31.8 (round 1.5) |" in text
-    assert f"- no fig3.png, fig2.png in this run directory: `wirelessfl plot {run_dir}` re-makes the figures" in text
+    assert f"- no fig3.png, fig2.png in this run directory: `wirelessfl plot {run_dir}` draws them" in text
     explicit = report_run(run_dir, target=0.88).read_text(encoding="utf-8")
     assert "| fedavg | not reached (0/2 seeds) | not reached (0/2 seeds) |" in explicit
 
@@ -201,7 +157,7 @@ def test_report_run_keeps_the_run_notes_and_rechecks_the_png_note(tmp_path, trac
     text = report_run(run_dir).read_text(encoding="utf-8")
     assert text.endswith(
         "## Notes\n\n- 2 training runs (trained per profile); wall time 1.0 s.\n"
-        f"- no fig3.png, fig2.png in this run directory: `wirelessfl plot {run_dir}` re-makes the figures\n"
+        f"- no fig3.png, fig2.png in this run directory: `wirelessfl plot {run_dir}` draws them\n"
     )
     for name in ("fig3.png", "fig2.png"):
         (run_dir / name).write_bytes(PNG_MAGIC)
@@ -236,6 +192,8 @@ def test_results_package_imports_neither_torch_nor_simpy():
 def test_twelve_curves_get_distinct_colours_and_a_png_tall_enough_for_the_legend(trace):
     """The cross-paper scenario plots 12 methods: with the 10-colour palette two pairs shared a hue and
     the 480 px PNG cut the legend after ten entries."""
+    from wirelessfl.results.static import static_figure
+
     curves = [f"method-{i}" for i in range(12)]
     base = trace[trace.curve == "fedavg"]
     many = pd.concat([base.assign(curve=c, algorithm=c) for c in curves], ignore_index=True)
@@ -244,8 +202,12 @@ def test_twelve_curves_get_distinct_colours_and_a_png_tall_enough_for_the_legend
     assert len(colours) == 12
     assert [t.line.dash for t in fig.data if t.showlegend] == list(palette.LARGE_DASHES[:12])
     assert {t.line.dash for t in fig_accuracy_vs_time(trace).data if t.showlegend} == {"solid"}
-    assert figures._png_height(fig) == 200 + 30 * 12
-    assert figures._png_height(fig_accuracy_vs_time(trace)) == 480
+    drawn = static_figure(fig)
+    drawn.canvas.draw()
+    legend = drawn.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == curves
+    box, page = legend.get_window_extent(), drawn.bbox
+    assert page.y0 <= box.y0 and box.y1 <= page.y1 and box.x1 <= page.x1
 
 
 def _cielab(hex_colour: str) -> np.ndarray:

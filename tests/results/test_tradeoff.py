@@ -29,7 +29,6 @@ import pandas as pd
 import pytest
 
 from wirelessfl.results import tradeoff
-from wirelessfl.results.figures import PngExportError
 from wirelessfl.results.tradeoff import pareto_front, seed_summary, tradeoff_figures, write_tradeoff_figures
 
 NR = math.nan
@@ -312,7 +311,7 @@ def test_without_stream_counts_there_is_no_best_k_map(tmp_path):
     table = table[table["algorithm"] == "fedavg"].drop(columns=[K])
     figs = tradeoff_figures(table, ["rho", "mu"])
     assert list(figs) == ["time_to_target", "best_method", "pareto"]
-    notes = write_tradeoff_figures(tmp_path, table, ["rho", "mu"], png=False)
+    notes = write_tradeoff_figures(tmp_path, table, ["rho", "mu"], image_format=None)
     assert notes[0] == "no best_k map: no curve in the sweep has a number of streams (e.g. ucfl streams variants)"
 
 
@@ -326,8 +325,7 @@ def test_bad_arguments_are_one_line():
         tradeoff_figures(table, [*AXES, "channels"])
 
 
-def test_written_files_share_one_plotly_js(tmp_path, monkeypatch):
-    monkeypatch.setattr(tradeoff, "export_png", lambda figures, timeout: {name: b"\x89PNG fake" for name in figures})
+def test_written_files_share_one_plotly_js_and_each_has_its_png(tmp_path):
     notes = write_tradeoff_figures(tmp_path, make_table(), AXES)
     assert notes == []
     names = sorted(p.name for p in tmp_path.iterdir())
@@ -336,14 +334,24 @@ def test_written_files_share_one_plotly_js(tmp_path, monkeypatch):
     html = (tmp_path / "best_k.html").read_text(encoding="utf-8")
     assert '<script charset="utf-8" src="plotly.min.js"></script>' in html
     assert len(html) < 100_000  # plotly.js is not embedded
+    for stem in stems:
+        assert (tmp_path / f"{stem}.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), stem
 
 
-def test_a_png_failure_is_a_note(tmp_path, monkeypatch):
-    def fail(figures, timeout):
-        raise PngExportError("kaleido did not finish within 90 s")
-
-    monkeypatch.setattr(tradeoff, "export_png", fail)
-    notes = write_tradeoff_figures(tmp_path, make_table(), AXES)
-    assert notes == ["PNG export of the trade-off figures skipped: kaleido did not finish within 90 s. The HTML figures are complete."]
+def test_html_only_says_how_to_get_the_static_maps(tmp_path):
+    notes = write_tradeoff_figures(tmp_path, make_table(), AXES, image_format=None)
+    assert notes == ["trade-off figures as HTML only: `wirelessfl plot SWEEP_DIR` draws their PNGs"]
     assert not list(tmp_path.glob("*.png"))
     assert (tmp_path / "time_to_target.html").exists()
+
+
+def test_the_static_maps_show_every_cell_text_and_name_the_winners_on_the_colour_bar():
+    from wirelessfl.results.static import static_figure
+
+    figures = tradeoff_figures(make_table(), AXES)
+    drawn = static_figure(figures["best_k"])
+    texts = {t.get_text() for axes in drawn.axes for t in axes.texts}
+    cells = {str(t).replace("<br>", "\n") for trace in figures["best_k"].data for row in trace.text for t in row if t}
+    assert cells and cells <= texts
+    colour_bar = drawn.axes[-1]
+    assert [t.get_text() for t in colour_bar.get_yticklabels()] == list(figures["best_k"].layout.coloraxis.colorbar.ticktext) == ["1", "4"]

@@ -1,12 +1,10 @@
 """What turns a finished trace into files a researcher reads (see docs/results.md).
 
-Imports neither torch nor simpy: pandas, numpy, plotly (and pyyaml for the run's scenario) only.
+Imports neither torch nor simpy: pandas, numpy, plotly, matplotlib (and pyyaml for the run's scenario) only.
 """
 
 from wirelessfl.results.figures import (
-    PngExportError,
     Written,
-    export_png,
     fig_accuracy_vs_round,
     fig_accuracy_vs_time,
     fig_worst_client,
@@ -27,17 +25,17 @@ from wirelessfl.results.io import (
     validate_trace,
     write_trace,
 )
+from wirelessfl.results.static import STATIC_FORMATS, static_figure, write_static
 from wirelessfl.results.tables import fit_table, paired_ranking, summary_table, time_to_target, worst_client_table, write_summary_md
 
 __all__ = [
     "CLIENT_COLUMNS",
+    "STATIC_FORMATS",
     "TRACE_COLUMNS",
-    "PngExportError",
     "Written",
     "atomic_write_bytes",
     "atomic_write_frame",
     "atomic_write_text",
-    "export_png",
     "fig_accuracy_vs_round",
     "fig_accuracy_vs_time",
     "fig_worst_client",
@@ -48,12 +46,14 @@ __all__ = [
     "read_clients",
     "read_trace",
     "report_run",
+    "static_figure",
     "summary_table",
     "time_to_target",
     "validate_clients",
     "validate_trace",
     "worst_client_table",
     "write_figures",
+    "write_static",
     "write_summary_md",
     "write_trace",
 ]

@@ -138,7 +138,10 @@ def _reach(reach: pd.DataFrame, curve: str, profile: str, column: str) -> str:
 
 
 def fig_accuracy_vs_energy(trace: pd.DataFrame, metric: str = "avg_acc") -> go.Figure:
-    """Accuracy against the devices' cumulative energy, one panel per profile, mean over seeds per round."""
+    """Accuracy against the devices' cumulative energy, one panel per profile, mean over seeds per round.
+
+    The energy axis is logarithmic when every round after round 0 has spent some energy, so a method that
+    spends a hundredth of another's (Local) is a curve of its own and not a line on the y axis."""
     profiles = list(dict.fromkeys(trace["profile"]))
     curves = list(dict.fromkeys(trace["curve"]))
     colors, dashes = curve_colors(curves), curve_dashes(curves)
@@ -147,6 +150,10 @@ def fig_accuracy_vs_energy(trace: pd.DataFrame, metric: str = "avg_acc") -> go.F
         .agg(energy=("cum_energy_j", "mean"), value=(metric, "mean"), time=("time", "mean")).reset_index()
         .sort_values("round", kind="stable")
     )
+    spent = means[means["round"] > 0]
+    log_scale = len(spent) > 0 and bool((spent["energy"] > 0).all())
+    if log_scale:  # methods differ by orders of magnitude (Local sends nothing): on a linear axis the cheap ones hug zero
+        means = spent
     fig = make_subplots(rows=1, cols=len(profiles), shared_yaxes=True, subplot_titles=profiles, horizontal_spacing=0.04)
     lines = dict(tuple(means.groupby(["curve", "profile"], sort=False)))
     traces, columns = [], []
@@ -165,10 +172,11 @@ def fig_accuracy_vs_energy(trace: pd.DataFrame, metric: str = "avg_acc") -> go.F
             columns.append(column)
     if traces:
         fig.add_traces(traces, rows=[1] * len(traces), cols=columns)
-    fig.update_xaxes(title_text="devices' cumulative energy (J)")
+    fig.update_xaxes(title_text="devices' cumulative energy (J)", type="log" if log_scale else "linear")
     fig.update_yaxes(title_text=METRIC_LABELS[metric], tickformat=".0%", row=1, col=1)
     fig.update_yaxes(range=[0, 1.02])
-    fig.update_layout(title=f"{METRIC_LABELS[metric].capitalize()} vs device energy<br><sup>mean over seeds</sup>",
+    subtitle = "mean over seeds" + ("; log energy axis, from round 1 (round 0 has spent nothing)" if log_scale else "")
+    fig.update_layout(title=f"{METRIC_LABELS[metric].capitalize()} vs device energy<br><sup>{subtitle}</sup>",
                       template="plotly_white", legend={"title": {"text": "curve"}}, hovermode="closest")
     return fig
 

@@ -7,20 +7,13 @@ Fig. 2 plots it against the round. Both are reproduced here for any trace, with
 the mean over seeds as a line and its 95% Student-t interval as a band.
 
 HTML files load one shared ``plotly.min.js`` written beside them (the
-machines this runs on are offline; one 4.7 MB copy instead of one per figure). PNG export
-needs kaleido and a Chrome/Chromium; it runs in a child process with a timeout
-and any failure becomes a one-line note instead of an error.
+machines this runs on are offline; one 4.7 MB copy instead of one per figure). The
+static copies (PNG, PDF or SVG) are the same figures drawn by matplotlib
+(:mod:`wirelessfl.results.static`); no browser is involved.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import NamedTuple
 
@@ -33,7 +26,6 @@ from plotly.subplots import make_subplots
 
 from wirelessfl.results.intervals import CONFIDENCE, interval_half_width
 from wirelessfl.results.io import (
-    atomic_write_bytes,
     atomic_write_text,
     read_clients,
     read_provenance,
@@ -45,37 +37,20 @@ from wirelessfl.results.io import (
 from wirelessfl.results.palette import PALETTE as _PALETTE
 from wirelessfl.results.palette import curve_colors, curve_dashes
 from wirelessfl.results.plotly_js import write_plotly_js
+from wirelessfl.results.static import write_static
 from wirelessfl.results.tables import ACCURACY_METRICS, METRIC_LABELS, identical_across_profiles, write_summary_md
 
 HTML_FIGURES = ("fig3.html", "fig2.html", "worst_clients.html")
 """The plotly.js the HTML figures load by a relative path (``include_plotlyjs="directory"``)."""
 PNG_FIGURES = ("fig3.png", "fig2.png")
-PNG_TIMEOUT_S = 90.0
-_PNG_WORKER = Path(__file__).with_name("_png_export.py")
-# Browser names kaleido's own search does not know (Debian's chromium-headless-shell package).
-_EXTRA_BROWSERS = ("chromium-headless-shell", "headless_shell")
-
-
-class PngExportError(RuntimeError):
-    """PNG export failed; the message is one line fit for a note."""
+"""Static figures every finished run has (``report`` says when they are missing)."""
 
 
 class Written(NamedTuple):
-    """Files a figure writer wrote, and notes for the user (e.g. why PNG export was skipped)."""
+    """Files a figure writer wrote, and notes for the user (e.g. that the figures are HTML only)."""
 
     paths: list[Path]
     notes: list[str]
-
-
-# What the worker's last stderr line starts with -> (reason, how to get PNGs).
-_PNG_FIXES = (
-    (
-        "ChromeNotFoundError",
-        "no Chrome or Chromium found for kaleido",
-        "install one (Debian/Ubuntu: `apt-get install chromium-headless-shell`) or point BROWSER_PATH at it",
-    ),
-    ("ModuleNotFoundError: No module named 'kaleido'", "kaleido is not installed", "`pip install kaleido`"),
-)
 
 
 def _check_metric(metric: str) -> None:
@@ -257,123 +232,49 @@ def fig_worst_client(clients: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _browser_env() -> dict[str, str]:
-    env = dict(os.environ)
-    if "BROWSER_PATH" not in env:
-        found = next((path for path in map(shutil.which, _EXTRA_BROWSERS) if path), None)
-        if found:
-            env["BROWSER_PATH"] = found
-    return env
-
-
-def export_png(figures: dict[str, go.Figure], timeout_s: float = PNG_TIMEOUT_S) -> dict[str, bytes]:
-    """Render figures to PNG bytes with kaleido in a child process; raise PngExportError on any failure."""
-    request = {
-        name: {
-            "figure": fig.to_json(),
-            "width": fig.layout.width or max(700, 420 * _panel_count(fig)),
-            "height": fig.layout.height or _png_height(fig),
-        }
-        for name, fig in figures.items()
-    }
-    try:
-        worker = subprocess.Popen(
-            [sys.executable, str(_PNG_WORKER)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=_browser_env(),
-            start_new_session=True,  # its own process group, so a hung Chrome dies with it
-        )
-    except OSError as error:
-        raise PngExportError(f"could not start the export process: {error}") from None
-    try:
-        stdout, stderr = worker.communicate(json.dumps(request), timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(worker.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        worker.communicate()
-        raise PngExportError(f"kaleido did not finish within {timeout_s:g} s") from None
-    if worker.returncode != 0:
-        lines = [line for line in stderr.splitlines() if line.strip()]
-        reason = lines[-1] if lines else f"export process exited with status {worker.returncode}"
-        raise PngExportError(reason[:400])
-    try:
-        return {name: base64.b64decode(text) for name, text in json.loads(stdout).items()}
-    except (ValueError, AttributeError, TypeError) as error:
-        raise PngExportError(f"export process returned unreadable output: {error}") from None
-
-
-def _png_height(fig: go.Figure) -> int:
-    """Tall enough for the whole legend (about 30 px an entry below the title) and never below 480 px."""
-    entries = sum(1 for trace in fig.data if trace.showlegend is not False and trace.name)
-    return max(480, 200 + 30 * entries)
-
-
-def _panel_count(fig: go.Figure) -> int:
-    return sum(1 for key in fig.layout.to_plotly_json() if key.startswith("xaxis"))
-
-
-def png_skipped_note(error: PngExportError, run_dir) -> str:
-    """One line for summary.md and the terminal: why there are no PNGs and how to get them."""
-    reason, fix = str(error), "see docs/results.md, 'PNG export'"
-    for prefix, known_reason, known_fix in _PNG_FIXES:
-        if reason.startswith(prefix):
-            reason, fix = known_reason, known_fix
-            break
-    return f"PNG export skipped: {reason}. The HTML figures are complete; for PNGs {fix}, then run `wirelessfl plot {run_dir}`."
+def _static_note(directory: Path, names) -> str:
+    """The note of a run whose figures are HTML only; ``report`` writes the same one."""
+    return f"no {', '.join(names)} in this run directory: `wirelessfl plot {directory}` draws them"
 
 
 def _write_figures(
-    run_dir, trace, clients, png: bool, png_timeout_s: float, client_rounds: pd.DataFrame | None = None,
+    run_dir, trace, clients, image_format: str | None, client_rounds: pd.DataFrame | None = None,
     target: float | None = None, timeline_round: int | None = None,
 ) -> Written:
     from wirelessfl.results.energy import fig_accuracy_vs_energy, fig_energy_time_pareto, has_energy
-    from wirelessfl.results.timeline import TIMELINE_HTML, TIMELINE_PNG, fig_timeline
+    from wirelessfl.results.timeline import fig_timeline
 
     directory = Path(run_dir)
-    fig3, fig2 = fig_accuracy_vs_time(trace), fig_accuracy_vs_round(trace)
-    html = {"fig3.html": fig3, "fig2.html": fig2, "worst_clients.html": fig_worst_client(clients)}
-    pngs = {"fig3.png": fig3, "fig2.png": fig2}
+    figures = {"fig3": fig_accuracy_vs_time(trace), "fig2": fig_accuracy_vs_round(trace)}
+    html_only = {"worst_clients": fig_worst_client(clients)}
     if has_energy(trace):
-        html["energy.html"] = pngs["energy.png"] = fig_accuracy_vs_energy(trace)
+        figures["energy"] = fig_accuracy_vs_energy(trace)
         if target is not None:
-            html["energy_pareto.html"] = fig_energy_time_pareto(trace, target)
+            figures["energy_pareto"] = fig_energy_time_pareto(trace, target)
     if client_rounds is not None and len(client_rounds):
-        html[TIMELINE_HTML] = pngs[TIMELINE_PNG] = fig_timeline(client_rounds, trace, timeline_round)
+        figures["timeline"] = fig_timeline(client_rounds, trace, timeline_round)
     written = [write_plotly_js(directory)]
-    for name, fig in html.items():
-        atomic_write_text(directory / name, fig.to_html(include_plotlyjs="directory", full_html=True))
-        written.append(directory / name)
-    if not png:
-        return Written(written, ["PNG export skipped: disabled"])
-    try:
-        images = export_png(pngs, png_timeout_s)
-    except PngExportError as error:
-        return Written(written, [png_skipped_note(error, directory)])
-    for name, data in images.items():
-        atomic_write_bytes(directory / name, data)
-        written.append(directory / name)
-    return Written(written, [])
+    for name, fig in {**figures, **html_only}.items():
+        atomic_write_text(directory / f"{name}.html", fig.to_html(include_plotlyjs="directory", full_html=True))
+        written.append(directory / f"{name}.html")
+    if image_format is None:
+        return Written(written, [_static_note(directory, [f"{name}.png" for name in figures])])
+    return Written(written + write_static(directory, figures, image_format), [])
 
 
 def write_figures(
-    run_dir, trace: pd.DataFrame, clients: pd.DataFrame, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S,
+    run_dir, trace: pd.DataFrame, clients: pd.DataFrame, *, image_format: str | None = "png",
     client_rounds: pd.DataFrame | None = None, target: float | None = None,
 ) -> list[str]:
-    """Write fig3.html, fig2.html, worst_clients.html, energy.html, energy_pareto.html (given ``target``),
-    timeline.html (given ``client_rounds``) and (if kaleido works) fig3.png, fig2.png, energy.png, timeline.png.
+    """Write fig3, fig2, energy, energy_pareto (given ``target``) and timeline (given ``client_rounds``) as HTML
+    and as static ``image_format`` files (None: HTML only), and worst_clients.html.
 
-    Returns notes for summary.md, e.g. ``"PNG export skipped: <reason>"``; a PNG
-    failure never raises.
+    Returns notes for summary.md (which static figures were not drawn).
     """
-    return _write_figures(run_dir, trace, clients, png, png_timeout_s, client_rounds, target).notes
+    return _write_figures(run_dir, trace, clients, image_format, client_rounds, target).notes
 
 
-def plot_run(run_dir, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S, timeline_round: int | None = None) -> Written:
+def plot_run(run_dir, image_format: str | None = "png", *, timeline_round: int | None = None) -> Written:
     """Re-make every figure of a run directory from its tables; ``timeline_round`` picks the timeline's round."""
     from wirelessfl.results.timeline import CLIENT_ROUNDS_FILE, read_client_rounds
 
@@ -383,26 +284,21 @@ def plot_run(run_dir, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S,
         target = _scenario_target(directory)
     except ValueError:
         target = None
-    return _write_figures(directory, read_trace(directory), read_clients(directory), png, png_timeout_s, rounds, target, timeline_round)
+    return _write_figures(directory, read_trace(directory), read_clients(directory), image_format, rounds, target, timeline_round)
 
 
-def plot_timeline(run_dir, round: int, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S) -> Written:
-    """Re-make only timeline.html (and timeline.png) of a run directory, for ``round``."""
-    from wirelessfl.results.timeline import TIMELINE_HTML, TIMELINE_PNG, fig_timeline, read_client_rounds
+def plot_timeline(run_dir, round: int, image_format: str | None = "png") -> Written:
+    """Re-make only the timeline of a run directory (timeline.html and its static figure), for ``round``."""
+    from wirelessfl.results.timeline import TIMELINE_HTML, fig_timeline, read_client_rounds
 
     directory = Path(run_dir)
     fig = fig_timeline(read_client_rounds(directory), read_trace(directory), round)
     written = [write_plotly_js(directory)]
     atomic_write_text(directory / TIMELINE_HTML, fig.to_html(include_plotlyjs="directory", full_html=True))
     written.append(directory / TIMELINE_HTML)
-    if not png:
-        return Written(written, ["PNG export skipped: disabled"])
-    try:
-        images = export_png({TIMELINE_PNG: fig}, png_timeout_s)
-    except PngExportError as error:
-        return Written(written, [png_skipped_note(error, directory)])
-    atomic_write_bytes(directory / TIMELINE_PNG, images[TIMELINE_PNG])
-    return Written([*written, directory / TIMELINE_PNG], [])
+    if image_format is None:
+        return Written(written, [_static_note(directory, ["timeline.png"])])
+    return Written(written + write_static(directory, {"timeline": fig}, image_format), [])
 
 
 def _scenario_target(run_dir: Path) -> float:
@@ -443,7 +339,7 @@ def report_run(run_dir, target: float | None = None, last_rounds: int = 1) -> Pa
     notes = _run_notes(directory / "summary.md")
     missing = [name for name in PNG_FIGURES if not (directory / name).exists()]
     if missing:
-        notes.append(f"no {', '.join(missing)} in this run directory: `wirelessfl plot {directory}` re-makes the figures")
+        notes.append(_static_note(directory, missing))
     from wirelessfl.results.energy import energy_summary_md
     from wirelessfl.results.streams import previous_stream_section, read_diagnostics, write_stream_outputs
 

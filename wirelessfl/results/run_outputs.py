@@ -30,10 +30,12 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
     """
     if figures not in FIGURES:
         raise ValueError(f"figures must be one of {', '.join(FIGURES)}, got {figures!r}")
-    from wirelessfl.results.figures import write_figures  # plotly and kaleido only when figures are wanted
+    from wirelessfl.results.figures import write_figures  # plotly and matplotlib only when figures are wanted
 
     run_dir = Path(run_dir)
     notes = list(notes)
+    if getattr(scenario, "tuned_from", None):
+        notes.insert(0, tuned_note(scenario.tuned_from))
     sections: list[str] = []
     provenance = getattr(result, "provenance", None) or {}
     if provenance:
@@ -74,7 +76,7 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
         notes.append(f"{CLIENT_ROUNDS_FILE}: per client and round, what the network did and what it cost (docs/results.md).")
     sections = energy_summary_md(result.trace, scenario.target_accuracy) + sections
     figure_notes = [] if figures == "none" else write_figures(
-        run_dir, result.trace, result.clients, png=figures == "png", client_rounds=rounds, target=scenario.target_accuracy
+        run_dir, result.trace, result.clients, image_format="png" if figures == "png" else None, client_rounds=rounds, target=scenario.target_accuracy
     )
     write_summary_md(
         run_dir, result.trace, result.clients, scenario.name, scenario.target_accuracy, notes + figure_notes, sections,
@@ -82,6 +84,14 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
     )
     write_trace(run_dir, result.trace, result.clients)
     return figure_notes
+
+
+def tuned_note(study: str) -> str:
+    """summary.md's note on a run of tuned.yaml: which tuning chose its values."""
+    return (
+        f"tuned: the values `wirelessfl tune` chose on the validation split in the tuning directory {study} "
+        "(its summary.md, study.csv and study.db); this run measures them on the test split."
+    )
 
 
 def _training_mode(result: Any) -> str:

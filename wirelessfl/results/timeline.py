@@ -90,7 +90,7 @@ def fig_timeline(client_rounds: pd.DataFrame, trace: pd.DataFrame, round: int | 
     shown = curves[:MAX_PANEL_CURVES]
     titles = [f"{curve} | {profile}" for curve in shown for profile in profiles]
     fig = make_subplots(rows=len(shown), cols=len(profiles), subplot_titles=titles, shared_yaxes=True,
-                        horizontal_spacing=0.03, vertical_spacing=0.25 / max(len(shown), 1))
+                        horizontal_spacing=0.05, vertical_spacing=0.4 / max(len(shown), 1))
     pieces = dict(tuple(table.groupby(["curve", "profile", "kind"], sort=False))) if len(table) else {}
     units = dict(zip(zip(table["curve"], table["profile"]), table["time_unit"])) if len(table) else {}
     traces, rows, columns, legend = [], [], [], set()
@@ -113,11 +113,11 @@ def fig_timeline(client_rounds: pd.DataFrame, trace: pd.DataFrame, round: int | 
     if traces:
         fig.add_traces(traces, rows=rows, cols=columns)
     layout = {}
-    for column, profile in enumerate(profiles, start=1):
+    for column, profile in enumerate(profiles, start=1):  # every panel labelled: a reader looks at one panel at a time
         unit = next((units[(c, profile)] for c in shown if (c, profile) in units), "")
-        layout[_axis("xaxis", (len(shown) - 1) * len(profiles) + column)] = {"title": {"text": f"time in round ({unit})"}}
-    for row in range(1, len(shown) + 1):
-        layout[_axis("yaxis", (row - 1) * len(profiles) + 1)] = {"title": {"text": "client"}}
+        for row in range(1, len(shown) + 1):
+            layout[_axis("xaxis", (row - 1) * len(profiles) + column)] = {"title": {"text": f"time in round ({unit})"}}
+            layout[_axis("yaxis", (row - 1) * len(profiles) + column)] = {"title": {"text": "client"}}
     fig.update_layout(layout)
     fig.update_yaxes(type="category")
     subtitle = "seed " + str(int(client_rounds["seed"].iloc[0]) if seed is None else seed)

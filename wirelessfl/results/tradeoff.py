@@ -51,10 +51,10 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from wirelessfl.results.figures import PNG_TIMEOUT_S, PngExportError, export_png
 from wirelessfl.results.intervals import CONFIDENCE, interval_half_width, paired_difference
-from wirelessfl.results.io import atomic_write_bytes, atomic_write_text
+from wirelessfl.results.io import atomic_write_text
 from wirelessfl.results.plotly_js import write_plotly_js
+from wirelessfl.results.static import write_static
 from wirelessfl.results.tables import REFERENCE_ALGORITHMS
 
 TABLE_COLUMNS = (
@@ -708,12 +708,12 @@ def tradeoff_figures(
     return {name: figures[name] for name in FIGURES if name in figures}
 
 
-def write_tradeoff_figures(sweep_dir, table: pd.DataFrame, axes, *, png: bool = True, png_timeout_s: float = PNG_TIMEOUT_S, **choice) -> list[str]:
-    """Write ``<name>.html`` (and ``<name>.png`` when kaleido works) for every trade-off figure into ``sweep_dir``.
+def write_tradeoff_figures(sweep_dir, table: pd.DataFrame, axes, *, image_format: str | None = "png", **choice) -> list[str]:
+    """Write ``<name>.html`` and ``<name>.<image_format>`` (None: HTML only) for every trade-off figure into
+    ``sweep_dir``.
 
     The HTML files share one ``plotly.min.js`` in the directory. ``choice``
-    passes ``x``, ``y``, ``facet`` on. Returns notes for the summary; a PNG
-    failure never raises.
+    passes ``x``, ``y``, ``facet`` on. Returns notes for the summary.
     """
     directory = Path(sweep_dir)
     figures = tradeoff_figures(table, axes, **choice)
@@ -723,12 +723,7 @@ def write_tradeoff_figures(sweep_dir, table: pd.DataFrame, axes, *, png: bool = 
     notes = []
     if "best_k" not in figures:
         notes.append("no best_k map: no curve in the sweep has a number of streams (e.g. ucfl streams variants)")
-    if not png:
-        return [*notes, "PNG export of the trade-off figures skipped: disabled"]
-    try:
-        images = export_png({f"{name}.png": fig for name, fig in figures.items()}, png_timeout_s)
-    except PngExportError as error:
-        return [*notes, f"PNG export of the trade-off figures skipped: {error}. The HTML figures are complete."]
-    for name, data in images.items():
-        atomic_write_bytes(directory / name, data)
+    if image_format is None:
+        return [*notes, "trade-off figures as HTML only: `wirelessfl plot SWEEP_DIR` draws their PNGs"]
+    write_static(directory, figures, image_format)
     return notes

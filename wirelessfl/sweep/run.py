@@ -223,7 +223,7 @@ def run_sweep(
     axes = list(plan.grid)
     result = SweepResult(sweep_dir, table, trace, axes, outcomes, {u.key: u.label for u in plan.units})
     result.profile_labels = profile_labels(plan)
-    result.notes = _figures(sweep_dir, table, axes, png, result.profile_labels)
+    result.notes = _figures(sweep_dir, table, axes, "png" if png else None, result.profile_labels)
     atomic_write_text(sweep_dir / "summary.md", summary_markdown(plan, result, units))
     return result
 
@@ -265,21 +265,23 @@ def load_plan(sweep_dir: Path) -> SweepPlan:
     return plan_sweep(load_scenario(Path(sweep_dir) / "sweep.yaml"))
 
 
-def replot_sweep(sweep_dir: Path, png: bool = True) -> tuple[list[Path], list[str]]:
-    """Re-make the trade-off maps of a sweep directory from its sweep.parquet; (files written, notes)."""
+def replot_sweep(sweep_dir: Path, image_format: str = "png") -> tuple[list[Path], list[str]]:
+    """Re-make the trade-off maps of a sweep directory from its sweep.parquet, as HTML and ``image_format``;
+    (files written, notes)."""
     from wirelessfl.results.tradeoff import FIGURES
 
     sweep_dir = Path(sweep_dir)
     plan = load_plan(sweep_dir)
     table = read_table(sweep_dir)
-    began = {name: _mtime(sweep_dir / name) for name in _figure_files(FIGURES)}
-    notes = _figures(sweep_dir, table, list(plan.grid), png, profile_labels(plan))
-    written = [sweep_dir / name for name in _figure_files(FIGURES) if _mtime(sweep_dir / name) not in (None, began[name])]
+    files = _figure_files(FIGURES, image_format)
+    began = {name: _mtime(sweep_dir / name) for name in files}
+    notes = _figures(sweep_dir, table, list(plan.grid), image_format, profile_labels(plan))
+    written = [sweep_dir / name for name in files if _mtime(sweep_dir / name) not in (None, began[name])]
     return written, notes
 
 
-def _figure_files(names) -> list[str]:
-    return [f"{name}.{ext}" for name in names for ext in ("html", "png")]
+def _figure_files(names, image_format: str) -> list[str]:
+    return [f"{name}.{ext}" for name in names for ext in ("html", image_format)]
 
 
 def _mtime(path: Path) -> int | None:
@@ -311,7 +313,7 @@ def rereport_sweep(sweep_dir: Path, target: float | None = None, png: bool = Tru
         atomic_write_frame(sweep_dir / "trace.parquet", trace)
     axes = list(plan.grid)
     result = SweepResult(sweep_dir, table, trace, axes, outcomes, {u.key: u.label for u in plan.units}, profile_labels=profile_labels(plan))
-    result.notes = _figures(sweep_dir, table, axes, png, result.profile_labels)
+    result.notes = _figures(sweep_dir, table, axes, "png" if png else None, result.profile_labels)
     atomic_write_text(sweep_dir / "summary.md", summary_markdown(plan, result, units))
     return result
 
@@ -329,12 +331,14 @@ def _report_from_table(plan: SweepPlan, sweep_dir: Path, target: float | None, p
         sweep_dir, table, pd.DataFrame(), list(plan.grid), outcomes, {u.key: u.label for u in plan.units},
         profile_labels=profile_labels(plan),
     )
-    result.notes = _figures(sweep_dir, table, result.axes, png, result.profile_labels)
+    result.notes = _figures(sweep_dir, table, result.axes, "png" if png else None, result.profile_labels)
     atomic_write_text(sweep_dir / "summary.md", summary_markdown(plan, result, units, from_table=True))
     return result
 
 
-def _figures(sweep_dir: Path, table: pd.DataFrame, axes: list[str], png: bool, labels: dict[str, str] | None = None) -> list[str]:
+def _figures(
+    sweep_dir: Path, table: pd.DataFrame, axes: list[str], image_format: str | None, labels: dict[str, str] | None = None
+) -> list[str]:
     try:
         from wirelessfl.results.tradeoff import write_tradeoff_figures
     except ImportError:
@@ -342,7 +346,7 @@ def _figures(sweep_dir: Path, table: pd.DataFrame, axes: list[str], png: bool, l
     if not (table["status"] == "ok").any():
         return ["trade-off figures skipped: no unit finished."]
     try:
-        return list(write_tradeoff_figures(sweep_dir, table, axes, png=png, profile_labels=labels or {}))
+        return list(write_tradeoff_figures(sweep_dir, table, axes, image_format=image_format, profile_labels=labels or {}))
     except ValueError as err:
         return [f"trade-off figures skipped: {err}"]
 

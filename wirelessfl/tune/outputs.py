@@ -1,4 +1,4 @@
-"""What a tuning writes: ``study.csv``, ``tuned.yaml``, ``history.html`` (``.png`` when export works), ``summary.md``.
+"""What a tuning writes: ``study.csv``, ``tuned.yaml``, ``history.html`` and ``history.png``, ``summary.md``.
 
 ``tuned.yaml`` is the scenario ready to run: the ``tune:`` block left out and
 every curve its own algorithm entry (``label:`` its curve name), with the best
@@ -19,10 +19,12 @@ import plotly.graph_objects as go
 import yaml
 from plotly.subplots import make_subplots
 
-from wirelessfl.config import Scenario, TuneConfig, dump_scenario, load_scenario
-from wirelessfl.results.figures import PngExportError, export_png, png_skipped_note, write_plotly_js
-from wirelessfl.results.io import atomic_write_bytes, atomic_write_frame, atomic_write_text
+from wirelessfl.config import MAX_NAME, Scenario, TuneConfig, dump_scenario, load_scenario
+from wirelessfl.results.io import atomic_write_frame, atomic_write_text
 from wirelessfl.results.palette import curve_colors
+from wirelessfl.results.plotly_js import write_plotly_js
+from wirelessfl.results.tables import percent
+from wirelessfl.results.static import write_static
 from wirelessfl.tune.space import split_trial
 
 STUDY_COLUMNS = ("curve", "algorithm", "trial", "state", "value", "last_round", "seconds")
@@ -70,10 +72,24 @@ def best_values(targets, studies) -> dict[str, dict[str, Any]]:
     return best
 
 
-def tuned_scenario(scenario: Scenario, targets, best: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """``scenario`` with each curve as its own algorithm entry carrying its best values (no ``tune:`` block)."""
+TUNED_SUFFIX = "-tuned"
+
+
+def tuned_name(name: str) -> str:
+    """``<scenario>-tuned``, so a run of tuned.yaml is named ``<scenario>-tuned-<timestamp>``; within the name's
+    length limit, and not ``-tuned-tuned`` when a tuned scenario is tuned again."""
+    if name.endswith(TUNED_SUFFIX):
+        return name
+    return name[: MAX_NAME - len(TUNED_SUFFIX)] + TUNED_SUFFIX
+
+
+def tuned_scenario(scenario: Scenario, targets, best: dict[str, dict[str, Any]], study: str) -> dict[str, Any]:
+    """``scenario`` with each curve as its own algorithm entry carrying its best values (no ``tune:`` block),
+    named ``<scenario>-tuned`` and naming the tuning directory ``study`` (its name: the folder may move)."""
     raw = yaml.safe_load(dump_scenario(scenario))
     raw.pop("tune", None)
+    raw["name"] = tuned_name(scenario.name)
+    raw["tuned_from"] = study
     algorithms = []
     for target in targets:
         params, training = split_trial(best.get(target.curve, {}).get("values", {}))
@@ -127,7 +143,7 @@ def history_figure(table: pd.DataFrame) -> go.Figure:
         template="plotly_white", height=260 * rows + 120, width=1200 if columns > 2 else 420 * columns + 200,
     )
     fig.update_xaxes(title_text="trial", row=rows)
-    fig.update_yaxes(title_text="objective", col=1)
+    fig.update_yaxes(title_text="objective", tickformat=".0%", col=1)
     return fig
 
 
@@ -140,7 +156,7 @@ def summary_lines(scenario: Scenario, targets, best, table: pd.DataFrame, notes:
         f"{scenario.profiles()[0].name}; objective: mean validation accuracy over the last {cfg.last_rounds} evaluated "
         f"rounds (the test split is never evaluated); TPE sampler (seed {cfg.sampler_seed}, {cfg.startup_trials} random "
         f"trials first), pruner: {cfg.pruner}.", "",
-        "| curve | best objective | trial | values | complete / pruned / failed |",
+        "| curve | best objective % | trial | values | complete / pruned / failed |",
         "| --- | --- | --- | --- | --- |",
     ]
     for target in targets:
@@ -151,7 +167,7 @@ def summary_lines(scenario: Scenario, targets, best, table: pd.DataFrame, notes:
             lines.append(f"| {target.curve} | none complete | | | {counts} |")
             continue
         shown = ", ".join(f"{k} = {v:.4g}" if isinstance(v, float) else f"{k} = {v}" for k, v in found["values"].items())
-        lines.append(f"| {target.curve} | {found['value']:.4f} | {found['trial']} | {shown} | {counts} |")
+        lines.append(f"| {target.curve} | {percent(found['value'])} | {found['trial']} | {shown} | {counts} |")
     lines += ["", "`tuned.yaml` holds these values; `wirelessfl simulate tuned.yaml` measures them on the test split.", ""]
     lines += [f"Note: {note}" for note in notes]
     return "\n".join(lines).rstrip() + "\n"
@@ -162,7 +178,7 @@ def write_outputs(scenario: Scenario, out_dir: Path, targets, studies, notes: li
     table = study_table(targets, studies)
     best = best_values(targets, studies)
     atomic_write_frame(out_dir / "study.csv", table)
-    tuned = tuned_scenario(scenario, targets, best)
+    tuned = tuned_scenario(scenario, targets, best, out_dir.resolve().name)
     header = (
         f"# {scenario.name} with the values `wirelessfl tune` found on the validation split\n"
         f"# (study.db and study.csv beside this file). Run: wirelessfl simulate tuned.yaml\n"
@@ -174,10 +190,7 @@ def write_outputs(scenario: Scenario, out_dir: Path, targets, studies, notes: li
     atomic_write_text(out_dir / "history.html", figure.to_html(include_plotlyjs="directory", full_html=True))
     notes = list(notes)
     if png:
-        try:
-            atomic_write_bytes(out_dir / "history.png", export_png({"history.png": figure})["history.png"])
-        except PngExportError as error:
-            notes.append(png_skipped_note(error, out_dir).replace("wirelessfl plot", "wirelessfl tune --resume"))
+        write_static(out_dir, {"history": figure})
     missing = [t.curve for t in targets if t.curve not in best]
     if missing:
         notes.append(f"no complete trial for {', '.join(missing)}: tuned.yaml keeps their scenario values")
