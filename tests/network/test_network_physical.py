@@ -126,3 +126,17 @@ def test_a_named_link_budget_fills_the_fields_and_the_scenario_overrides_them():
         PhysicalChannel.from_dict({"link_budget": "lte"})
     with pytest.raises(ValueError, match=r"^physical.noise_figure_ue_db must be in \[0, 20\] \(9 dB is TR 38.901's calibration UT receiver\), got 50$"):
         PhysicalChannel(noise_figure_ue_db=50)
+
+
+def test_a_receiver_in_outage_makes_its_stream_last_forever_without_a_numpy_warning():
+    """A held-fading round whose weakest receiver gets rate 0 (truncated Shannon below -10 dB): the stream and
+    that user's upload last inf, a user with nothing to upload takes 0, and numpy says nothing."""
+    import warnings
+
+    channel = PhysicalChannel(fading="none", link="truncated_shannon", cell_radius_m=100_000, min_distance_m=10_000, bs_power_dbm=-30, ue_power_dbm=-40)
+    model = NetworkModel(physical_profile(channel), 2, np.random.default_rng(0))
+    plan = CommPlan(streams=(Stream(1.0, frozenset({0, 1})),), uplink={0: 1.0, 1: 0.0}, work={0: 1.0, 1: 1.0}, model_params=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        inputs = model.draw_round(plan, np.random.default_rng(1))
+    assert math.isinf(inputs.stream_durations[0]) and math.isinf(inputs.upload[0]) and inputs.upload[1] == 0.0

@@ -134,8 +134,8 @@ class NetworkModel:
             ul_rate = phy.uplink_rates(channel, self.uplink_loss_db, ul_gain)[clients]
             bits_per_model = plan.model_params * profile.bits_per_parameter
             weakest = np.array([dl_rate[m].min() for m in members])
-            stream_durations = payloads * bits_per_model / weakest if streams else np.zeros(0)
-            upload = uplink_payload * bits_per_model / ul_rate
+            stream_durations = _duration(payloads * bits_per_model, weakest) if streams else np.zeros(0)
+            upload = _duration(uplink_payload * bits_per_model, ul_rate)
             if channel.link == "nr":
                 stream_durations, upload = phy.add_held_harq_tails(
                     channel, self.path_loss_db[clients], self.uplink_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
@@ -207,6 +207,15 @@ class NetworkModel:
             )
 
 
+def _duration(bits: np.ndarray, rate_bps: np.ndarray) -> np.ndarray:
+    """bits / rate: ``inf`` for bits at a rate of 0 (an outage), 0 for no bits, without numpy's warnings."""
+    bits, rate = np.broadcast_arrays(np.asarray(bits, dtype=float), np.asarray(rate_bps, dtype=float))
+    out = np.where(bits > 0, np.inf, 0.0)
+    served = rate > 0
+    np.divide(bits, rate, out=out, where=served)
+    return out
+
+
 def make_network(profile: SystemProfile, num_clients: int, rng: np.random.Generator, **options) -> NetworkModel:
     """The model for ``profile``; its ``backend`` decides between event-driven draws and expectations."""
     return NetworkModel(profile, num_clients, rng, **options)
@@ -218,8 +227,9 @@ def to_round_timing(
 ) -> RoundTiming:
     """Who arrived and when the round ended: the last landing, cut at the deadline; and each
     participant's activities (see ``RoundTiming``), which the durations of ``inputs`` give. On a
-    ``shared`` uplink an upload holds the air from when it may start (the uplink phase in ``phased``,
-    its compute end in ``pipelined``, not before the downlink's end under TDD) until it lands."""
+    ``shared`` uplink an upload starts when it may (the uplink phase in ``phased``, its compute end in
+    ``pipelined``, not before the downlink's end under TDD) and lands later than on its own, but it is
+    on the air only for its turns: its duration on the whole carrier."""
     uploaded = times.t_uploaded
     landed = uploaded[np.isfinite(uploaded)]
     t_end = max(times.dl_end, float(landed.max()) if len(landed) else 0.0)
@@ -257,8 +267,9 @@ def activities(
     computed: np.ndarray, uploaded: np.ndarray, upload: np.ndarray, shared_start: np.ndarray | None = None,
 ) -> dict:
     """``RoundTiming``'s activity fields: streams back to back from time 0 in send order (the downlink
-    never waits for the uplink); an upload holds the air for its duration before it lands on an
-    orthogonal channel, and from ``shared_start`` until it lands on a shared carrier."""
+    never waits for the uplink); an upload holds the air for its duration (its ``upload`` seconds on
+    the whole carrier: a shared carrier's round-robin turns add up to it) starting when it may start
+    (``shared_start`` on a shared carrier, else its landing less its duration)."""
     ids = clients.tolist()
     ends = np.cumsum(durations).tolist()
     starts = [0.0, *ends[:-1]]
@@ -274,7 +285,7 @@ def activities(
             airtime = np.where(sending, upload, 0.0)
         else:
             upload_start = np.where(sending, shared_start, uploaded)
-            airtime = np.where(sending, uploaded - upload_start, 0.0)
+            airtime = np.where(sending, upload, 0.0)
     return {
         "receptions": frozen(ids, receptions),
         "t_compute_start": frozen(ids, compute_start.tolist()),
