@@ -34,7 +34,7 @@ import torch
 
 from wirelessfl.learning import optim
 from wirelessfl.learning.data.federated import FederatedData
-from wirelessfl.learning.lockstep import EvalResult, LockstepEngine, TrainConfig
+from wirelessfl.learning.lockstep import EvalResult, GradientCorrection, LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture
 from wirelessfl.seam import CommPlan, Stream
 from wirelessfl.tune.space import Param
@@ -193,18 +193,31 @@ class Algorithm(ABC):
         rng = numpy_generator(self.ctx.seed, round, "participation")
         return np.sort(pool[rng.choice(len(pool), size=count, replace=False)])
 
-    def train_clients(self, round: int, members: np.ndarray, start: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def train_clients(
+        self,
+        round: int,
+        members: np.ndarray,
+        start: torch.Tensor,
+        correction: GradientCorrection | None = None,
+        optimizer_state: ClientOptimizerState | None = None,
+        trainable: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, float]:
         """Local training of ``members`` from ``start`` ``[T, P]`` in one lockstep call: the scenario's
-        optimizer (continuing each client's state when ``keep_optimizer_state``) and the round's
-        ``(seed, round, "train")`` shuffles. Returns the trained rows and the mean training loss."""
+        optimizer (continuing each client's state in ``optimizer_state``, default ``self.optimizer_state``,
+        when ``keep_optimizer_state``), the round's ``(seed, round, "train")`` shuffles and, given one, a
+        ``correction`` added to every step's gradient (a proximal pull, a control variate); ``trainable``
+        (bool ``[P]``) freezes the other coordinates. Returns the trained rows and the mean training loss."""
+        kept = self.optimizer_state if optimizer_state is None else optimizer_state
         result = self.ctx.engine.train(
             start,
             self.ctx.train_sets(members),
             self.ctx.train,
             torch_generator(self.ctx.seed, round, "train"),
-            opt_state=self.optimizer_state.take(members),
+            opt_state=kept.take(members),
+            correction=correction,
+            trainable=trainable,
         )
-        self.optimizer_state.put(members, result.opt_state)
+        kept.put(members, result.opt_state)
         return result.params, mean_finite(result.loss)
 
     def held_out_clients(self) -> np.ndarray:
@@ -319,7 +332,11 @@ class MixingAlgorithm(Algorithm):
 
     def local_training(self, round: int, members: np.ndarray) -> tuple[torch.Tensor, float]:
         """Each member trains the stream it receives."""
-        return self.train_clients(round, members, self.models[torch.as_tensor(self.assignment[members], device=self.models.device)])
+        return self.train_clients(round, members, self.received(members))
+
+    def received(self, members: np.ndarray) -> torch.Tensor:
+        """``[T, P]``: the stream model each of ``members`` receives (its row of ``models`` by ``assignment``)."""
+        return self.models[torch.as_tensor(self.assignment[members], device=self.models.device)]
 
     def aggregate(self, uploads: Mapping[int, torch.Tensor]) -> torch.Tensor:
         """``models[c] = sum_j W[c, j] theta_j`` renormalised over arrived ``j``.
