@@ -72,7 +72,7 @@ MALFORMED = [
     ("training.lr_schedule", {"milestones": [100], "gamma": 0}, r"training.lr_schedule.gamma: Input should be greater than 0"),
     ("training.lr_schedule", {"milestones": []}, r"training.lr_schedule.milestones: List should have at least 1 item"),
     ("training.momentum_decay", 0.5, r"training.momentum_decay: unknown key"),
-    ("algorithms[0].name", "fedprox", r"algorithms\[0\]: .*unknown algorithm 'fedprox'; allowed: .*fedavg"),
+    ("algorithms[0].name", "fedbogus", r"algorithms\[0\]: .*unknown algorithm 'fedbogus'; allowed: .*fedavg.* or 'package.module:Class'$"),
     ("algorithms[0].params", {"mu": 0.1}, r"algorithms\[0\]: .*fedavg has no parameter 'mu'; allowed: none"),
     ("algorithms[0].weights", 3, r"algorithms\[0\].weights: unknown key"),
     ("algorithms", [], r"algorithms: List should have at least 1 item"),

@@ -246,11 +246,13 @@ class AlgorithmConfig(_Strict):
 
     @model_validator(mode="after")
     def _known_algorithm_and_params(self) -> AlgorithmConfig:
-        from wirelessfl.algorithms import ALGORITHMS
+        from wirelessfl.algorithms import ALGORITHMS, get_algorithm
 
-        if self.name not in ALGORITHMS:
-            raise ValueError(f"unknown algorithm {_shown(self.name)}; allowed: {', '.join(sorted(ALGORITHMS))}")
-        allowed = ALGORITHMS[self.name].hparams
+        if ":" not in self.name and self.name not in ALGORITHMS:
+            raise ValueError(
+                f"unknown algorithm {_shown(self.name)}; allowed: {', '.join(sorted(ALGORITHMS))} or 'package.module:Class'"
+            )
+        allowed = get_algorithm(self.name).hparams  # by import path: one line naming what cannot be imported
         for key in [*self.params, *self.variants]:
             if key not in allowed:
                 names = ", ".join(sorted(allowed)) or "none"
@@ -305,15 +307,15 @@ class TuneConfig(_Strict):
     @field_validator("algorithms")
     @classmethod
     def _valid_spaces(cls, blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        from wirelessfl.algorithms import ALGORITHMS
+        from wirelessfl.algorithms import ALGORITHMS, get_algorithm
         from wirelessfl.tune.space import parse_param, tunables
 
         for name, block in blocks.items():
-            if name not in ALGORITHMS:
+            if ":" not in name and name not in ALGORITHMS:
                 raise ValueError(f"{name}: unknown algorithm; allowed: {', '.join(sorted(ALGORITHMS))}")
             if not isinstance(block, dict):
                 raise ValueError(f"{name}: must be a mapping of tunables to ranges, got {_yaml_type(block)}")
-            allowed = tunables(ALGORITHMS[name])
+            allowed = tunables(get_algorithm(name))
             for key, raw in block.items():
                 if key not in allowed:
                     raise ValueError(f"{name}.{key}: not tunable for {name}; allowed: {', '.join(allowed)}")
@@ -702,9 +704,9 @@ def algorithm_path(scenario: Scenario, message: str) -> str:
     if name is None:
         return ""
     rest = message[len(name) :]
-    from wirelessfl.algorithms import ALGORITHMS
+    from wirelessfl.algorithms import get_algorithm
 
-    found = [(m.start(), key) for key in ALGORITHMS[name].hparams if (m := re.search(rf"\b{re.escape(key)}\b", rest))]
+    found = [(m.start(), key) for key in get_algorithm(name).hparams if (m := re.search(rf"\b{re.escape(key)}\b", rest))]
     candidates = [(i, algo) for i, algo in enumerate(scenario.algorithms) if algo.name == name]
     if not found:
         return f"algorithms[{candidates[0][0]}]"

@@ -39,7 +39,7 @@ import torch
 
 from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, CLIENT_ROUNDS_LIMIT, Ledger, account, client_round_rows
 from wirelessfl.algorithms import Context, get_algorithm
-from wirelessfl.algorithms.base import derive_seed, draw_held_out, shared_trainings
+from wirelessfl.algorithms.base import derive_seed, display_name, draw_held_out, is_registered, shared_trainings, user_errors
 from wirelessfl.config import (
     FINGERPRINT_IGNORES, Scenario, ScenarioError, algorithm_path, first_line, resolved, scenario_fingerprint,
 )
@@ -55,6 +55,7 @@ from wirelessfl.checkpoint import (
     CheckpointError,
     FingerprintMismatch,
     ProvenanceMismatch,
+    dumps,
     fingerprint_of,
     load_checkpoint,
     save_checkpoint,
@@ -185,7 +186,9 @@ class Unit:
             participation=t.participation,
             downlink_rates=self.network.nominal_downlink_rates() if channel_aware else None,
         )
-        self.algorithm = get_algorithm(curve.algorithm)(ctx, **curve.params)
+        kind = get_algorithm(curve.algorithm)
+        with user_errors(kind, "__init__"):
+            self.algorithm = kind(ctx, **curve.params)
         self.base_train, self.schedule = ctx.train, t.lr_schedule
         self.data = data
         self.records: list[RoundRecord] = []
@@ -231,7 +234,7 @@ class Unit:
         theirs: dict[str, float] = {}
         try:
             if not self.records:
-                with engine.phase("evaluation"):
+                with engine.phase("evaluation"), user_errors(type(self.algorithm), "evaluate (round 0)"):
                     metrics, acc = evaluate_round(self.algorithm, 0, test_split, self.scenario.eval_train)
                 self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
                 for follower in followers:
@@ -242,7 +245,8 @@ class Unit:
                 if self.ledger is not None:
                     self.algorithm.ctx.out_of_energy = self.ledger.battery.depleted
                 self.at_round(r)
-                plan = self.algorithm.plan(r)
+                with user_errors(type(self.algorithm), f"plan(round {r})"):
+                    plan = self.algorithm.plan(r)
                 with engine.phase("network"):
                     timing = self.clock_network.time_round(plan, network_rng(self.seed, self.clock_profile.name, r))
                 self.clock += timing.t_end
@@ -254,9 +258,10 @@ class Unit:
                     self.timings.append(timing)
                 else:
                     arrived = plan.participants
-                info = self.algorithm.step(r, frozenset(arrived))
+                with user_errors(type(self.algorithm), f"step(round {r})"):
+                    info = self.algorithm.step(r, frozenset(arrived))
                 if evaluated(r, rounds, eval_every, eval_last):
-                    with engine.phase("evaluation"):
+                    with engine.phase("evaluation"), user_errors(type(self.algorithm), f"evaluate (round {r})"):
                         metrics, acc = evaluate_round(self.algorithm, r, test_split, self.scenario.eval_train)
                 else:
                     metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
@@ -354,13 +359,15 @@ class Unit:
             "follows": self.follows,
         }
         if models:
-            state["algorithm"] = self.algorithm.state_dict()
+            with user_errors(type(self.algorithm), "state_dict()"):
+                state["algorithm"] = self.algorithm.state_dict()
         return state
 
     def restore(self, state: dict[str, Any]) -> None:
         """Continue from ``state``; a finished unit's lean state leaves the algorithm untouched (it is not run again)."""
         if "algorithm" in state:
-            self.algorithm.load_state_dict(state["algorithm"])
+            with user_errors(type(self.algorithm), "load_state_dict()"):
+                self.algorithm.load_state_dict(state["algorithm"])
         self.records = state["records"]
         self.timings = state["timings"]
         if self.ledger is not None:  # the batteries as they were after the last recorded round
@@ -757,7 +764,9 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
     """
     check_links(scenario, source)
     try:
-        build_units(scenario, scenario.seeds[0])
+        for unit in build_units(scenario, scenario.seeds[0]):
+            if not is_registered(type(unit.algorithm)):
+                check_checkpointable(unit)
     except ValueError as err:
         message = first_line(str(err), type(err).__name__)
         where = algorithm_path(scenario, message)
@@ -921,11 +930,35 @@ def extend_run(run_dir: Path, rounds: int) -> Scenario:
     return longer
 
 
+STATE_CONTENTS = (
+    "tensors, NumPy arrays and scalars of numbers or booleans, None, bool, int, float, str, "
+    "and lists, tuples, sets and dicts of these"
+)
+"""What an algorithm's ``state_dict()`` may hold: what a checkpoint stores without carrying code."""
+
+
+def check_checkpointable(unit: Unit) -> None:
+    """One line naming the algorithm when its state (:meth:`Unit.state`) holds something a checkpoint cannot
+    store, before anything is written (asked of algorithms by import path; the registered ones are tested)."""
+    try:
+        dumps(unit.state(), CHECKPOINT_TYPES)
+    except TypeError as err:
+        raise CheckpointError(
+            f"algorithm {display_name(type(unit.algorithm))!r}: {first_line(str(err))}; "
+            f"an algorithm's state_dict() may hold {STATE_CONTENTS}"
+        ) from None
+
+
 def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any], stamp: str) -> None:
     """Atomically; a full disk is one line saying to free space and resume (the last checkpoint is intact)."""
     with resumable_writes(ckpt_dir.parent):
         ckpt_dir.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(_checkpoint_path(ckpt_dir, key, kind), state, CHECKPOINT_TYPES, stamp, PROVENANCE)
+        try:
+            save_checkpoint(_checkpoint_path(ckpt_dir, key, kind), state, CHECKPOINT_TYPES, stamp, PROVENANCE)
+        except TypeError as err:
+            raise CheckpointError(
+                f"{key}: {first_line(str(err))}; an algorithm's state_dict() may hold {STATE_CONTENTS}"
+            ) from None
 
 
 def _load(ckpt_dir: Path | None, key: str, kind: str, stamp: tuple[str, ...]) -> dict[str, Any] | None:

@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -33,10 +34,11 @@ import torch
 
 from wirelessfl.learning import optim
 from wirelessfl.learning.data.federated import FederatedData
-from wirelessfl.learning.lockstep import EvalResult, LockstepEngine, TrainConfig
+from wirelessfl.learning.lockstep import EvalResult, GradientCorrection, LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture
 from wirelessfl.seam import CommPlan, Stream
 from wirelessfl.tune.space import Param
+from wirelessfl.user_code import import_user_module, split_import_path
 
 
 #: Cost of one forward pass relative to one training pass (forward + backward ~ 3 forwards), for ``work``.
@@ -191,18 +193,31 @@ class Algorithm(ABC):
         rng = numpy_generator(self.ctx.seed, round, "participation")
         return np.sort(pool[rng.choice(len(pool), size=count, replace=False)])
 
-    def train_clients(self, round: int, members: np.ndarray, start: torch.Tensor) -> tuple[torch.Tensor, float]:
+    def train_clients(
+        self,
+        round: int,
+        members: np.ndarray,
+        start: torch.Tensor,
+        correction: GradientCorrection | None = None,
+        optimizer_state: ClientOptimizerState | None = None,
+        trainable: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, float]:
         """Local training of ``members`` from ``start`` ``[T, P]`` in one lockstep call: the scenario's
-        optimizer (continuing each client's state when ``keep_optimizer_state``) and the round's
-        ``(seed, round, "train")`` shuffles. Returns the trained rows and the mean training loss."""
+        optimizer (continuing each client's state in ``optimizer_state``, default ``self.optimizer_state``,
+        when ``keep_optimizer_state``), the round's ``(seed, round, "train")`` shuffles and, given one, a
+        ``correction`` added to every step's gradient (a proximal pull, a control variate); ``trainable``
+        (bool ``[P]``) freezes the other coordinates. Returns the trained rows and the mean training loss."""
+        kept = self.optimizer_state if optimizer_state is None else optimizer_state
         result = self.ctx.engine.train(
             start,
             self.ctx.train_sets(members),
             self.ctx.train,
             torch_generator(self.ctx.seed, round, "train"),
-            opt_state=self.optimizer_state.take(members),
+            opt_state=kept.take(members),
+            correction=correction,
+            trainable=trainable,
         )
-        self.optimizer_state.put(members, result.opt_state)
+        kept.put(members, result.opt_state)
         return result.params, mean_finite(result.loss)
 
     def held_out_clients(self) -> np.ndarray:
@@ -317,7 +332,11 @@ class MixingAlgorithm(Algorithm):
 
     def local_training(self, round: int, members: np.ndarray) -> tuple[torch.Tensor, float]:
         """Each member trains the stream it receives."""
-        return self.train_clients(round, members, self.models[torch.as_tensor(self.assignment[members], device=self.models.device)])
+        return self.train_clients(round, members, self.received(members))
+
+    def received(self, members: np.ndarray) -> torch.Tensor:
+        """``[T, P]``: the stream model each of ``members`` receives (its row of ``models`` by ``assignment``)."""
+        return self.models[torch.as_tensor(self.assignment[members], device=self.models.device)]
 
     def aggregate(self, uploads: Mapping[int, torch.Tensor]) -> torch.Tensor:
         """``models[c] = sum_j W[c, j] theta_j`` renormalised over arrived ``j``.
@@ -424,9 +443,81 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
 
 
 def get_algorithm(name: str) -> type[Algorithm]:
+    """A registered algorithm by its name, or a user's ``Algorithm`` subclass by ``package.module:Class``."""
+    if ":" in name:
+        return import_algorithm(name)
     if name not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r}; available: {', '.join(sorted(ALGORITHMS))}")
     return ALGORITHMS[name]
+
+
+def import_algorithm(path: str) -> type[Algorithm]:
+    """The ``Algorithm`` subclass ``package.module:Class`` names, imported through ``user_code``.
+
+    Refused in one line naming the path: a module that cannot be imported (its
+    own error quoted), a missing attribute, something that is not a subclass of
+    ``Algorithm``, a class leaving one of ``plan``/``step``/``client_params``
+    undefined, and a class whose ``name`` is a registered algorithm's (its
+    messages and plans would pass for that one's).
+    """
+    parts = split_import_path(path)
+    if parts is None:
+        raise ValueError(f"algorithm {path!r}: an algorithm by import path is written 'package.module:Class'")
+    module_name, attribute = parts
+    try:
+        target: Any = import_user_module(module_name)
+    except Exception as err:  # the user's module may raise anything while importing
+        raise ValueError(f"algorithm {path!r}: cannot import module {module_name!r} ({type(err).__name__}: {_first_line(err)})") from None
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            raise ValueError(f"algorithm {path!r}: module {module_name!r} has no attribute {attribute!r}")
+        target = getattr(target, part)
+    if not (isinstance(target, type) and issubclass(target, Algorithm)):
+        kind = f"the class {target.__qualname__}" if isinstance(target, type) else f"a {type(target).__name__}"
+        raise ValueError(f"algorithm {path!r}: {attribute} is {kind}, not a subclass of wirelessfl.algorithms.Algorithm")
+    missing = sorted(getattr(target, "__abstractmethods__", ()))
+    if missing:
+        raise ValueError(f"algorithm {path!r}: {attribute} does not define {', '.join(missing)} (abstract in Algorithm)")
+    if target.name in ALGORITHMS and ALGORITHMS[target.name] is not target:
+        raise ValueError(
+            f"algorithm {path!r}: {attribute}.name is {target.name!r}, the name of the built-in "
+            f"{ALGORITHMS[target.name].__qualname__}; give the class a name of its own"
+        )
+    return target
+
+
+def is_registered(cls: type[Algorithm]) -> bool:
+    """True for an algorithm of the registry (built in, or registered by ``register``), False for one by import path."""
+    return ALGORITHMS.get(cls.name) is cls
+
+
+def display_name(cls: type[Algorithm]) -> str:
+    """How messages name ``cls``: its registered name, or ``module:Class`` for one by import path."""
+    return cls.name if is_registered(cls) else f"{cls.__module__}:{cls.__qualname__}"
+
+
+class AlgorithmError(ValueError):
+    """An algorithm by import path that raised; one line naming its class and the call that failed."""
+
+
+@contextmanager
+def user_errors(cls: type[Algorithm], call: str) -> Iterator[None]:
+    """Around a call into an algorithm by import path: whatever it raises becomes one ``AlgorithmError`` line
+    naming the class and ``call``. A registered algorithm's errors pass unchanged (a bug there is ours)."""
+    if is_registered(cls):
+        yield
+        return
+    try:
+        yield
+    except AlgorithmError:
+        raise
+    except Exception as err:
+        raise AlgorithmError(f"algorithm {display_name(cls)!r}: {call} raised {type(err).__name__}: {_first_line(err)}") from err
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.split("\n")[0].rstrip("\r") if text else "(no message)"
 
 
 AlgorithmFactory = Callable[[Context], Algorithm]

@@ -45,7 +45,7 @@ from wirelessfl.learning.stacked import Stacked, StackedModel, images
 from wirelessfl.learning.workers import GROUP_MULTIPLE, balanced_group, group_samples, partition, run_groups
 
 __all__ = [
-    "Dataset", "EVAL_CHUNK", "ENTRY_LABELS", "EvalResult", "GROUP_MULTIPLE", "LockstepEngine", "PhaseTimer",
+    "Dataset", "EVAL_CHUNK", "ENTRY_LABELS", "EvalResult", "GROUP_MULTIPLE", "GradientCorrection", "LockstepEngine", "PhaseTimer",
     "TrainConfig", "TrainResult", "shuffle_schedule", "slot_steps",
 ]
 
@@ -88,6 +88,36 @@ class TrainConfig:
         if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
             raise ValueError(f"train.weight_decay must be a finite number >= 0, got {self.weight_decay!r}")
         optim.check_config(self)
+
+
+@dataclass(frozen=True)
+class GradientCorrection:
+    """A term added to every slot's loss gradient at every local step: ``mu (theta - anchor) + offset``.
+
+    It is the gradient of ``mu/2 ||theta - anchor||^2 + <offset, theta>`` added to
+    the slot's loss: FedProx's proximal term (Li et al., MLSys 2020, eq. 2:
+    ``anchor`` the round's global model), Ditto's personal objective (Li et al.,
+    ICML 2021, eq. 2) and SCAFFOLD's drift correction ``c - c_i`` (Karimireddy et
+    al., ICML 2020, Algorithm 1 line 10: ``offset``). ``anchor`` and ``offset``
+    are ``[n, P]`` (one row per slot); the term enters before clipping, weight
+    decay and the optimizer, as a term of the loss does, and never moves a
+    coordinate ``trainable`` freezes.
+    """
+
+    mu: float = 0.0
+    anchor: torch.Tensor | None = None
+    offset: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.mu, (int, float)) and not isinstance(self.mu, bool) and self.mu >= 0 and math.isfinite(self.mu)):
+            raise ValueError(f"correction mu must be a finite number >= 0, got {self.mu!r}")
+        if self.mu > 0 and self.anchor is None:
+            raise ValueError("correction mu > 0 needs an anchor ([n, P]: the point each slot is pulled towards)")
+
+    @property
+    def active(self) -> bool:
+        """False when the term is zero (mu = 0 and no offset): training is then exactly as without it."""
+        return self.mu > 0 or self.offset is not None
 
 
 @dataclass
@@ -324,6 +354,7 @@ class LockstepEngine:
         epochs: Sequence[float] | None = None,
         sample_weights: Sequence[torch.Tensor] | None = None,
         opt_state: tuple | None = None,
+        correction: GradientCorrection | None = None,
     ) -> TrainResult:
         """Slot s trains a copy of ``params[s]`` on ``datasets[s]`` with the ``torch.optim`` optimizer ``cfg`` names.
 
@@ -332,10 +363,12 @@ class LockstepEngine:
         instead of ``cfg.epochs``; ``sample_weights`` (one ``[n_s]`` tensor per
         slot) multiplies each sample's loss in the batch mean; ``opt_state``
         continues the optimizer from an earlier ``TrainResult.opt_state`` instead
-        of a fresh one.
+        of a fresh one; ``correction`` adds a proximal pull and a fixed offset to
+        every step's gradient (:class:`GradientCorrection`).
         """
         self._check(params, datasets)
         n, P = params.shape
+        pull, offset = self._check_correction(correction, n)
         epochs = self._check_epochs(epochs, n, cfg)
         mask, needed = self._check_trainable(trainable)
         sizes = [len(y) for _, y in datasets]
@@ -369,6 +402,11 @@ class LockstepEngine:
         mask_f = None if mask is None else mask.to(self.device, torch.float32)
         group = balanced_group(n, max(1, self.max_samples // width), partition(self.device))
         generators = None if seeds is None else [torch.Generator(self.device).manual_seed(seeds[s]) for s in order]
+        if pull is not None:
+            pull = pull.index_select(0, order_t) if permuted else pull
+        if offset is not None:
+            offset = offset.index_select(0, order_t) if permuted else offset
+        mu = correction.mu if correction is not None else 0.0
 
         def train_group(start: int) -> None:
             """Steps of slots ``start:start+group``, with this group's own parameter copy and gradient buffer.
@@ -394,6 +432,10 @@ class LockstepEngine:
                     draws = list(zip(generators[rows], (index >= 0).sum(1).tolist()))
                 loss = self._step_gradient(p, x, y, w, needed, g, True, draws)
                 loss_sum[rows] += loss
+                if pull is not None:
+                    g.add_(p - pull[rows], alpha=mu)
+                if offset is not None:
+                    g.add_(offset[rows])
                 if mask_f is None:
                     optim.step(p, g, optim.select_rows(state, rows), transform)
                 else:  # frozen coordinates: no gradient in, and no update out (weight decay, Adam's state)
@@ -409,6 +451,18 @@ class LockstepEngine:
             state = optim.map_state(lambda t: torch.empty_like(t).index_copy_(0, order_t, t), state)
         steps_t = torch.tensor(steps, dtype=torch.int64, device=self.device)
         return TrainResult(params=work, loss=loss_sum / steps_t, steps=steps_t, opt_state=state)
+
+    def _check_correction(self, correction: GradientCorrection | None, n: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The correction's anchor (None unless mu > 0) and offset as float32 ``[n, P]`` on the device."""
+        if correction is None or not correction.active:
+            return None, None
+        expected = (n, self.arch.param_count)
+        rows = []
+        for name, tensor in (("anchor", correction.anchor if correction.mu > 0 else None), ("offset", correction.offset)):
+            if tensor is not None and tuple(tensor.shape) != expected:
+                raise ValueError(f"correction {name} must have shape [slots, param_count] = {list(expected)}, got {list(tensor.shape)}")
+            rows.append(None if tensor is None else tensor.detach().to(self.device, torch.float32))
+        return rows[0], rows[1]
 
     def _initial_state(self, transform, work: torch.Tensor, opt_state: tuple | None, order_t: torch.Tensor | None):
         """A fresh optimizer state, or a copy of ``opt_state`` in the engine's slot order on the device."""

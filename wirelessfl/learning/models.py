@@ -44,7 +44,6 @@ Built-in models:
 
 from __future__ import annotations
 
-import importlib
 import math
 import numbers
 from collections.abc import Callable
@@ -53,6 +52,8 @@ from functools import cached_property
 
 import torch
 from torch import nn
+
+from wirelessfl.user_code import import_user_module
 
 ARCHITECTURES: dict[str, str] = {
     "lenet5": "LeNet-5 (user-centric-fl): conv6-pool-conv16-pool-fc120-fc84-fc; 28x28 padded, other sizes resized to 32x32",
@@ -172,7 +173,7 @@ def resolve_factory(name: str) -> Callable[..., nn.Module]:
     if not module_name or not attribute:
         raise ValueError(f"model name must be one of {sorted(_BUILTINS)} or 'package.module:factory', got {name!r}")
     try:
-        target = importlib.import_module(module_name)
+        target = import_user_module(module_name)
     except Exception as err:  # the user's module may raise anything while importing
         raise ValueError(f"model {name!r}: cannot import module {module_name!r} ({type(err).__name__}: {err})") from None
     for part in attribute.split("."):

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils import parameters_to_vector
 
-from wirelessfl.learning.lockstep import Dataset, EvalResult, LockstepEngine, TrainConfig, TrainResult
+from wirelessfl.learning.lockstep import Dataset, EvalResult, GradientCorrection, LockstepEngine, TrainConfig, TrainResult
 from wirelessfl.learning.models import Architecture
 from wirelessfl.learning.optim import torch_optimizer
 from wirelessfl.learning.schedule import shuffle_schedule, slot_seeds
@@ -52,11 +52,13 @@ class ReferenceLoop:
         epochs: Sequence[float] | None = None,
         sample_weights: Sequence[torch.Tensor] | None = None,
         opt_state: tuple | None = None,
+        correction: GradientCorrection | None = None,
     ) -> TrainResult:
         """Per slot: one module, one ``torch.optim`` optimizer, autograd; frozen coordinates restored after each step.
 
         ``opt_state`` here is a list of ``torch.optim`` state dicts (one per slot)
-        as returned in ``TrainResult.opt_state``.
+        as returned in ``TrainResult.opt_state``; ``correction``'s terms are added
+        to each batch's loss as written, ``mu/2 ||theta - anchor||^2 + <offset, theta>``.
         """
         self._checks._check(params, datasets)
         n = len(datasets)
@@ -72,7 +74,14 @@ class ReferenceLoop:
             with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
                 if seeds is not None:
                     torch.manual_seed(seeds[slot])
-                optimizer, loss = self._train_one(module, x, y, schedule[slot], cfg, None if opt_state is None else opt_state[slot], weights, mask)
+                terms = None if correction is None or not correction.active else (
+                    correction.mu,
+                    None if correction.mu == 0 else correction.anchor[slot].detach().to(self.device, torch.float32),
+                    None if correction.offset is None else correction.offset[slot].detach().to(self.device, torch.float32),
+                )
+                optimizer, loss = self._train_one(
+                    module, x, y, schedule[slot], cfg, None if opt_state is None else opt_state[slot], weights, mask, terms
+                )
             trained.append(parameters_to_vector(module.parameters()).detach())
             steps.append(len(schedule[slot]))
             states.append(optimizer.state_dict())
@@ -84,8 +93,9 @@ class ReferenceLoop:
             opt_state=tuple(states),
         )
 
-    def _train_one(self, module, x, y, schedule, cfg, opt_state, weights, mask) -> tuple[torch.optim.Optimizer, torch.Tensor]:
-        """Train one module on its batches; its optimizer and mean loss (nan without steps)."""
+    def _train_one(self, module, x, y, schedule, cfg, opt_state, weights, mask, terms=None) -> tuple[torch.optim.Optimizer, torch.Tensor]:
+        """Train one module on its batches; its optimizer and mean loss (nan without steps; the cross-entropy
+        alone, without the correction ``terms`` (mu, anchor, offset) that the gradient sees)."""
         optimizer = torch_optimizer(cfg, module.parameters())
         if opt_state is not None:
             optimizer.load_state_dict(opt_state)
@@ -97,7 +107,15 @@ class ReferenceLoop:
             optimizer.zero_grad(set_to_none=True)
             per_sample = F.cross_entropy(module(x[batch]), y[batch], reduction="none")
             loss = per_sample.mean() if weights is None else (per_sample * weights[batch]).mean()
-            loss.backward()
+            objective = loss
+            if terms is not None:
+                mu, anchor, offset = terms
+                flat = parameters_to_vector(module.parameters())
+                if anchor is not None:
+                    objective = objective + mu / 2 * (flat - anchor).square().sum()
+                if offset is not None:
+                    objective = objective + (offset * flat).sum()
+            objective.backward()
             if mask is not None:
                 _zero_frozen_grads(module, mask.to(self.device))
             if cfg.clip_norm is not None:

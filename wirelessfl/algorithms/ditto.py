@@ -1,0 +1,100 @@
+"""Ditto: a global model trained as FedAvg, and per client a personal model pulled towards it.
+
+Li, Hu, Beirami, Smith, "Ditto: Fair and Robust Federated Learning Through
+Personalization", ICML 2021, eq. (2) and Algorithm 1. Client k's personal
+model v_k solves
+
+    min_v  h_k(v; w*) = F_k(v) + (lambda / 2) ||v - w*||^2,
+
+where w* is the global model of the usual federated objective. Each round a
+participant receives w^t, (1) trains a copy of it on F_k as FedAvg's clients do
+and uploads it (Algorithm 1's UPDATE_GLOBAL), and (2) trains its own v_k on the
+gradient of h_k with w^t as the anchor (the engine's ``GradientCorrection``),
+keeping v_k on the device; the server averages the arrived uploads by sample
+count. Client k is evaluated with v_k; a held-out client (never trained) with
+the global model.
+
+Both trainings use the round's ``(seed, round, "train")`` shuffles and the
+scenario's optimizer (each with its own per-client state under
+``keep_optimizer_state``), and the personal update takes as many steps as the
+global one (Algorithm 1's s local iterations = the scenario's local epochs).
+So lambda = 0 makes v_k Local's model exactly, and the global model is FedAvg's
+for every lambda (both tested). ``train_loss`` is the personal models' loss F_k
+(without the proximal term). Payload: w^t down, one model up; work 2 (two
+local trainings).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, ClientOptimizerState, Context, MixingAlgorithm, StepInfo, register
+from wirelessfl.learning.lockstep import GradientCorrection
+from wirelessfl.seam import CommPlan
+from wirelessfl.tune.space import Param
+
+
+@register
+class Ditto(MixingAlgorithm):
+    """FedAvg's global model (``models``) plus personal models ``personal`` ``[m, P]``; see the module docstring."""
+
+    name = "ditto"
+    paper = "Li et al., ICML 2021"
+    description = "FedAvg global model + per-client personal models trained with a proximal pull lambda towards it"
+    hparams = {"lambda": 0.1}
+    #: the paper's grid (§5: lambda in {0.01, 0.1, 1, 2})
+    search_space = {**COMMON_SEARCH_SPACE, "lambda": Param.of(0.01, 0.1, 1.0, 2.0)}
+
+    def __init__(self, ctx: Context, **hparams: Any) -> None:
+        super().__init__(ctx, **hparams)
+        lam = self.params["lambda"]
+        if not (isinstance(lam, (int, float)) and not isinstance(lam, bool) and lam >= 0 and math.isfinite(lam)):
+            raise ValueError(f"ditto: lambda must be a finite number >= 0, got {lam!r}")
+        self.personal = self.models.expand(ctx.num_clients, -1).clone()
+        self.personal_optimizer = ClientOptimizerState(ctx)
+
+    def plan(self, round: int) -> CommPlan:
+        members = self.participants(round)
+        return CommPlan(
+            streams=self.streams_for(members),
+            uplink={int(i): 1.0 for i in members},
+            work={int(i): 2.0 for i in members},
+            model_params=self.ctx.arch.param_count,
+            label=self.name,
+        )
+
+    def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
+        members = self.participants(round)
+        start = self.received(members)
+        trained, global_loss = self.train_clients(round, members, start)
+        index = torch.as_tensor(members, device=self.personal.device)
+        pull = GradientCorrection(float(self.params["lambda"]), anchor=start)
+        personal, loss = self.train_clients(round, members, self.personal[index], pull, self.personal_optimizer)
+        self.personal[index] = personal
+        uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
+        self.models = self.aggregate(uploads)
+        return StepInfo(train_loss=loss, aggregated=len(uploads), extra={"global_train_loss": global_loss})
+
+    def client_params(self) -> torch.Tensor:
+        params = self.personal.clone()
+        held_out = torch.as_tensor(np.asarray(self.ctx.held_out, dtype=np.int64), device=params.device)
+        if len(held_out):
+            params[held_out] = self.models[0]
+        return params
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            **super().state_dict(),
+            "personal": self.personal.detach().cpu().clone(),
+            "personal_optimizer": self.personal_optimizer.state_dict(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.personal = state["personal"].to(self.ctx.device).clone()
+        self.personal_optimizer.load_state_dict(state["personal_optimizer"])
