@@ -140,3 +140,26 @@ def test_a_receiver_in_outage_makes_its_stream_last_forever_without_a_numpy_warn
         warnings.simplefilter("error")
         inputs = model.draw_round(plan, np.random.default_rng(1))
     assert math.isinf(inputs.stream_durations[0]) and math.isinf(inputs.upload[0]) and inputs.upload[1] == 0.0
+
+
+def test_a_tdd_pattern_gives_each_direction_its_share_of_the_carriers_time():
+    """DDDSU with a 10:2:2 special slot: the downlink has 3·14 + 10 of 70 symbols, the uplink 14 + 2; a held-fading
+    round's rates are the FDD rates times those shares, so its transfers take 70/52 and 70/16 as long."""
+    tdd = PhysicalChannel(fading="none", tdd_pattern="DDDSU")
+    assert tdd.time_share("dl") == pytest.approx(52 / 70) and tdd.time_share("ul") == pytest.approx(16 / 70)
+    assert PhysicalChannel().time_share("ul") == 1.0
+    fdd = PhysicalChannel(fading="none")
+    plan = CommPlan(streams=(Stream(1.0, frozenset({0, 1})),), uplink={0: 1.0, 1: 1.0}, work={0: 1.0, 1: 1.0}, model_params=10_000)
+    a = NetworkModel(physical_profile(fdd), 2, np.random.default_rng(0)).draw_round(plan, np.random.default_rng(1))
+    b = NetworkModel(physical_profile(tdd), 2, np.random.default_rng(0)).draw_round(plan, np.random.default_rng(1))
+    np.testing.assert_allclose(b.stream_durations, a.stream_durations * 70 / 52)
+    np.testing.assert_allclose(b.upload, a.upload * 70 / 16)
+    assert "TDD DDDSU (downlink 74%, uplink 23% of the time)" in tdd.summary()
+    assert PhysicalChannel.from_dict(tdd.to_dict()) == tdd
+    with pytest.raises(ValueError, match=r"^physical.tdd_pattern 'DDDD' has no uplink slot \(U\) or uplink symbol in its special slots \(S\)$"):
+        PhysicalChannel(tdd_pattern="DDDD")
+    with pytest.raises(ValueError, match=r"^physical.tdd_pattern must be 1-20 slots of D, S and U \(DDDSU is common at 3.5 GHz\), got 'DDXU'$"):
+        PhysicalChannel(tdd_pattern="DDXU")
+    with pytest.raises(ValueError, match=r"^physical.tdd_special_symbols must be three whole numbers"):
+        PhysicalChannel(tdd_pattern="DDDSU", tdd_special_symbols=[10, 2, 3])
+    assert PhysicalChannel(tdd_pattern="DDDS", tdd_special_symbols=[6, 4, 4]).time_share("ul") == pytest.approx(4 / 56)

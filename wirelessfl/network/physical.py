@@ -119,10 +119,11 @@ def shannon_rate(
 
 
 def _rates(channel: PhysicalChannel, direction: str, power_dbm: float, bandwidth_hz: float, loss_db, fading_gain) -> np.ndarray:
+    """Rates while the direction has the air, times its TDD share of the carrier's time (1 without a pattern)."""
     if channel.link == "shannon":
-        return shannon_rate(power_dbm, loss_db, fading_gain, bandwidth_hz, channel.noise_dbm_hz(direction))
+        return shannon_rate(power_dbm, loss_db, fading_gain, bandwidth_hz, channel.noise_dbm_hz(direction)) * channel.time_share(direction)
     snr = mean_snr(power_dbm, loss_db, bandwidth_hz, channel.noise_dbm_hz(direction)) * fading_gain
-    return bandwidth_hz * link.spectral_efficiency(snr, link_model(channel, direction))
+    return bandwidth_hz * link.spectral_efficiency(snr, link_model(channel, direction)) * channel.time_share(direction)
 
 
 FADING_SAMPLES = 4096
@@ -177,13 +178,14 @@ def _stream_delivery(
     (``coverage``), sent one after another on the same carrier after it: the stream counts as received
     when the last repair lands."""
     block, fading, k, dl = channel.block_s, channel.fading, k_factor(channel), link_model(channel, "dl")
-    sent = link.multicast_transfer(bits, channel.bandwidth_hz, snr, rng, block, fading, k, dl, channel.multicast, channel.coverage_q, MAX_BLOCKS)
+    bandwidth = channel.bandwidth_hz * channel.time_share("dl")  # a fading block's bits come in its downlink slots
+    sent = link.multicast_transfer(bits, bandwidth, snr, rng, block, fading, k, dl, channel.multicast, channel.coverage_q, MAX_BLOCKS)
     served = link.coverage_rate(snr, channel.coverage_q) if channel.multicast == "coverage" else snr.min()
     tail = float(harq_tail_s(channel, "dl", np.array([served]))[0]) if bits > 0 else 0.0
     repair = np.asarray(sent.repair_bits, dtype=float)
     seconds, owed = float(sent.time_s) + tail, repair > 0
     if owed.any():
-        repairs = link.transfer_time(repair[owed], channel.bandwidth_hz, snr[owed], rng, block, fading, k, dl, MAX_BLOCKS)
+        repairs = link.transfer_time(repair[owed], bandwidth, snr[owed], rng, block, fading, k, dl, MAX_BLOCKS)
         seconds = float(sent.time_s + tail + np.sum(repairs.time_s + harq_tail_s(channel, "dl", snr[owed])))
     return StreamDelivery(label, int(snr.size), float(bits), seconds, float(sent.rate_bps), float(repair.sum()), int(owed.sum()))
 
@@ -212,7 +214,7 @@ def block_durations(
     )
     streams = np.array([d.seconds for d in deliveries])
     uploads = link.transfer_time(
-        upload_bits, channel.uplink_bandwidth_hz, ul_snr, rng, block, fading, k, link_model(channel, "ul"), MAX_BLOCKS
+        upload_bits, channel.uplink_bandwidth_hz * channel.time_share("ul"), ul_snr, rng, block, fading, k, link_model(channel, "ul"), MAX_BLOCKS
     ).time_s
     uploads = np.where(np.asarray(upload_bits) > 0, uploads + harq_tail_s(channel, "ul", ul_snr), uploads)
     return streams, np.asarray(uploads, dtype=float), deliveries

@@ -279,6 +279,8 @@ class PhysicalChannel:
     topology: Topology | None = None
     ul_p0_dbm: float | None = None
     ul_alpha: float = 1.0
+    tdd_pattern: str | None = None
+    tdd_special_symbols: tuple[int, int, int] = (10, 2, 2)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -304,6 +306,7 @@ class PhysicalChannel:
             if not -202.0 <= p0 <= 24.0:
                 raise ValueError(f"physical.ul_p0_dbm must be in [-202, 24] dBm (TS 38.213's P_O_PUSCH range; null: every phone at full power), got {p0:g}")
             set_(self, "ul_p0_dbm", p0)
+        self._check_tdd()
         if isinstance(self.ul_alpha, bool) or self.ul_alpha not in UL_ALPHAS:
             raise ValueError(f"physical.ul_alpha must be one of {', '.join(f'{a:g}' for a in UL_ALPHAS)} (TS 38.213's alpha), got {self.ul_alpha!r}")
         set_(self, "ul_alpha", float(self.ul_alpha))
@@ -327,6 +330,34 @@ class PhysicalChannel:
             raise ValueError("physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps")
         if self.path_loss_model == "RMa" and self.carrier_ghz > 30.0:
             raise ValueError(f"physical.carrier_ghz must be at most 30 for path_loss_model RMa (TR 38.901), got {self.carrier_ghz:g}")
+
+    def _check_tdd(self) -> None:
+        special = self.tdd_special_symbols
+        if (not isinstance(special, (list, tuple)) or len(special) != 3
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < 0 for v in special) or sum(special) != 14):
+            raise ValueError(
+                "physical.tdd_special_symbols must be three whole numbers of OFDM symbols [downlink, guard, uplink] "
+                f"adding up to the slot's 14 (10, 2, 2 is common), got {special!r}"
+            )
+        object.__setattr__(self, "tdd_special_symbols", tuple(special))
+        pattern = self.tdd_pattern
+        if pattern is None:
+            return
+        if not isinstance(pattern, str) or not 1 <= len(pattern) <= 20 or set(pattern) - set("DSU"):
+            raise ValueError(f"physical.tdd_pattern must be 1-20 slots of D, S and U (DDDSU is common at 3.5 GHz), got {pattern!r}")
+        if self.time_share("ul") == 0:
+            raise ValueError(f"physical.tdd_pattern {pattern!r} has no uplink slot (U) or uplink symbol in its special slots (S)")
+        if self.time_share("dl") == 0:
+            raise ValueError(f"physical.tdd_pattern {pattern!r} has no downlink slot (D) or downlink symbol in its special slots (S)")
+
+    def time_share(self, direction: str) -> float:
+        """The share of the carrier's time a direction gets: 1 without ``tdd_pattern``; with it, that
+        direction's slots and symbols of the special slots over the pattern's (14 symbols a slot)."""
+        if self.tdd_pattern is None:
+            return 1.0
+        full, special = ("D", 0) if direction == "dl" else ("U", 2)
+        symbols = 14 * self.tdd_pattern.count(full) + self.tdd_special_symbols[special] * self.tdd_pattern.count("S")
+        return symbols / (14 * len(self.tdd_pattern))
 
     def _check_nr_carriers(self) -> None:
         from .nr import prbs_for
@@ -375,6 +406,8 @@ class PhysicalChannel:
             f"{cell}, {loss}, {fading}{held}, {link} rates, "
             f"{self.bandwidth_hz / 1e6:g} MHz, {multicast}"
             + (", one uplink carrier shared equally by concurrent uploaders" if self.uplink == "shared" else "")
+            + (f", TDD {self.tdd_pattern} (downlink {self.time_share('dl'):.0%}, uplink {self.time_share('ul'):.0%} of the time)"
+               if self.tdd_pattern is not None else "")
         )
 
     @property
@@ -437,6 +470,7 @@ class PhysicalChannel:
         out = {f.name: getattr(self, f.name) for f in fields(self)}
         out["nr"] = None if self.nr is None else self.nr.to_dict()
         out["topology"] = None if self.topology is None else self.topology.to_dict()
+        out["tdd_special_symbols"] = list(self.tdd_special_symbols)
         return out
 
 
