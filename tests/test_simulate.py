@@ -228,7 +228,7 @@ def test_the_nr_multicell_scenario_runs_and_names_its_layout(tmp_path):
     lines = _cell_summary(tmp_path, "nr-multicell")
     assert any(line.startswith(
         "- multicell-worst-user: 7 sites x 3 sectors at 500 m ISD with wraparound, neighbours at load 0.5, users of the "
-        "centre site, TR 38.901 UMa at 3.5 GHz (with shadowing), Rayleigh fading in 25.9 ms blocks (1.4 m/s), 5G NR"
+        "centre site, TR 38.901 UMa at 3.5 GHz (with shadowing), Rayleigh fading in 25.9 ms blocks (1.4 m/s) over 8 subbands, 5G NR"
     ) for line in lines)
 
 

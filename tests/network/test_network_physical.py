@@ -163,3 +163,11 @@ def test_a_tdd_pattern_gives_each_direction_its_share_of_the_carriers_time():
     with pytest.raises(ValueError, match=r"^physical.tdd_special_symbols must be three whole numbers"):
         PhysicalChannel(tdd_pattern="DDDSU", tdd_special_symbols=[10, 2, 3])
     assert PhysicalChannel(tdd_pattern="DDDS", tdd_special_symbols=[6, 4, 4]).time_share("ul") == pytest.approx(4 / 56)
+
+
+def test_subbands_need_block_fading_and_a_carriers_prbs():
+    assert PhysicalChannel(coherence_s=1e-3, subbands=8).subbands == 8
+    with pytest.raises(ValueError, match=r"^physical.subbands > 1 needs block fading: set coherence_s or ue_speed_mps$"):
+        PhysicalChannel(subbands=8)
+    with pytest.raises(ValueError, match=r"^physical.subbands must be a whole number in \[1, 275\] \(1: flat fading over the carrier; at most its PRBs\), got 300$"):
+        PhysicalChannel(coherence_s=1e-3, subbands=300)

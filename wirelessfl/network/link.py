@@ -212,6 +212,11 @@ class Transfer:
     outage: np.ndarray
 
 
+def _check_subbands(subbands: int) -> None:
+    if isinstance(subbands, bool) or not isinstance(subbands, (int, np.integer)) or subbands < 1:
+        raise ValueError(f"subbands must be an integer >= 1, got {subbands!r}")
+
+
 def _check_common(coherence_s: float, max_blocks: int) -> None:
     if isinstance(coherence_s, bool) or not (coherence_s > 0):  # nan fails
         raise ValueError(f"coherence_s must be > 0 seconds (inf: one fading draw per transfer), got {coherence_s!r}")
@@ -266,6 +271,7 @@ def transfer_time(
     link="shannon",
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     exact_blocks: int | None = None,
+    subbands: int = 1,
 ) -> Transfer:
     """Time to deliver ``bits`` to each user over block fading, vectorised over users.
 
@@ -293,6 +299,7 @@ def transfer_time(
     normal draw per such user; m = 0 is an outage.
     """
     _check_common(coherence_s, max_blocks)
+    _check_subbands(subbands)
     _fading_args(fading, k_factor)
     se = _link(link)
     b, bw, snr = np.broadcast_arrays(
@@ -339,9 +346,8 @@ def transfer_time(
     used = 0
     drawn = min(max_blocks, exact_blocks or MIN_EXACT_BLOCKS)
     while todo.size and used < drawn:
-        chunk = _chunk(remaining[todo], mean_rate[todo], coherence_s, todo.size, drawn - used)
-        g = draw_fading(rng, (todo.size, chunk), fading, k_factor)
-        rate = bw[todo, None] * se(snr[todo, None] * g)
+        chunk = _chunk(remaining[todo], mean_rate[todo], coherence_s, todo.size * subbands, drawn - used)
+        rate = bw[todo, None] * block_se(se, snr[todo], rng, chunk, fading, k_factor, subbands)
         finished, k, owed, total = _crossing(rate * coherence_s, remaining[todo])
         zero = rate <= 0
         counted = np.where(finished[:, None], np.arange(chunk)[None, :] <= k[:, None], True)
@@ -359,7 +365,7 @@ def transfer_time(
     if todo.size and used < max_blocks:
         # The rest is a first passage of i.i.d. block bits (mean m, variance v) past what is owed: for R owed bits
         # it takes R/m + sqrt(R·v/m³)·Z blocks (renewal central limit theorem), drawn once per user.
-        mean, var, empty = block_bits_moments(bw[todo], snr[todo], coherence_s, fading, k_factor, se)
+        mean, var, empty = block_bits_moments(bw[todo], snr[todo], coherence_s, fading, k_factor, se, subbands)
         owed, served = remaining[todo], mean > 0
         m = np.where(served, mean, 1.0)
         spread = np.sqrt(owed * var / m**3) * rng.standard_normal(todo.size)
@@ -391,14 +397,43 @@ def _fading_points(fading: str, k_factor: float | None) -> tuple[np.ndarray, np.
     return gain, weight
 
 
+SUBBAND_SAMPLES = 4096
+"""Blocks of ``subbands`` independent gains (a fixed draw) over which ``block_bits_moments`` averages when a block
+has several subbands."""
+
+
+def block_se(se, mean_snr: np.ndarray, rng: np.random.Generator, blocks: int, fading: str, k_factor: float | None,
+             subbands: int = 1) -> np.ndarray:
+    """``[users, blocks]`` spectral efficiency of fading blocks: one gain a block (flat fading), or ``subbands``
+    independent gains a block, each subband carrying its share of the band at its own SNR (the mean of their
+    efficiencies). Draws: one ``draw_fading`` of shape (users, blocks[, subbands]), row-major."""
+    snr = np.asarray(mean_snr, dtype=float)[:, None]
+    if subbands == 1:
+        return se(snr * draw_fading(rng, (snr.shape[0], blocks), fading, k_factor))
+    gains = draw_fading(rng, (snr.shape[0], blocks, subbands), fading, k_factor)
+    return se(snr[..., None] * gains).mean(axis=-1)
+
+
 def block_bits_moments(
-    bandwidth_hz, mean_snr, coherence_s: float, fading: str = "rayleigh", k_factor: float | None = None, link="shannon"
+    bandwidth_hz, mean_snr, coherence_s: float, fading: str = "rayleigh", k_factor: float | None = None, link="shannon",
+    subbands: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per user, the mean and variance of the bits one fading block delivers, ``B·SE(γ̄·g)·T_c`` over the fading
-    law of g, and the probability that it delivers none (an outage block): sums over ``_fading_points``."""
+    law of g, and the probability that it delivers none (an outage block): sums over ``_fading_points`` for flat
+    blocks; over a fixed draw of ``SUBBAND_SAMPLES`` blocks (seeded apart from the run's draws) with subbands."""
     _fading_args(fading, k_factor)
     se = _link(link)
     bw, snr = np.broadcast_arrays(np.asarray(bandwidth_hz, dtype=float), np.asarray(mean_snr, dtype=float))
+    if subbands > 1:
+        sample = np.random.default_rng(0)
+        gains = draw_fading(sample, (SUBBAND_SAMPLES, subbands), fading, k_factor)
+        mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
+        step = max(1, _CHUNK_ELEMENTS // gains.size)
+        for start in range(0, bw.size, step):
+            part = slice(start, start + step)
+            bits = bw.ravel()[part, None] * se(snr.ravel()[part, None, None] * gains[None]).mean(axis=-1) * coherence_s
+            mean[part], square[part], empty[part] = bits.mean(axis=1), (bits * bits).mean(axis=1), (bits <= 0).mean(axis=1)
+        return mean, np.maximum(square - mean * mean, 0.0), empty
     gain, weight = _fading_points(fading, k_factor)
     mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
     step = max(1, _CHUNK_ELEMENTS // gain.size)
@@ -466,6 +501,7 @@ def multicast_transfer(
     q: float = 1.0,
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     exact_blocks: int | None = None,
+    subbands: int = 1,
 ) -> MulticastTransfer:
     """One multicast stream of ``bits`` to receivers with mean SNRs ``mean_snr`` over block fading.
 
@@ -478,6 +514,7 @@ def multicast_transfer(
     receiver for the whole stream. Draws: matrices (receivers, blocks), in chunks.
     """
     _check_common(coherence_s, max_blocks)
+    _check_subbands(subbands)
     _fading_args(fading, k_factor)
     if policy not in MULTICAST_POLICIES:
         raise ValueError(f"policy must be one of {', '.join(repr(p) for p in MULTICAST_POLICIES)}, got {policy!r}")
@@ -514,8 +551,8 @@ def multicast_transfer(
     mean_rate = np.array([float(stream_rate((bw * se(snr))[:, None])[0])])
     drawn = min(max_blocks, exact_blocks or exact_blocks_for(n))
     while blocks < drawn:
-        chunk = _chunk(remaining, np.maximum(mean_rate, 1e-300), coherence_s, n, drawn - blocks)
-        rates = bw * se(snr[:, None] * draw_fading(rng, (n, chunk), fading, k_factor))
+        chunk = _chunk(remaining, np.maximum(mean_rate, 1e-300), coherence_s, n * subbands, drawn - blocks)
+        rates = bw * block_se(se, snr, rng, chunk, fading, k_factor, subbands)
         s = stream_rate(rates)  # (chunk,)
         sent = s * coherence_s
         finished, k, owed, total = _crossing(sent[None, :], remaining)

@@ -179,13 +179,14 @@ def _stream_delivery(
     when the last repair lands."""
     block, fading, k, dl = channel.block_s, channel.fading, k_factor(channel), link_model(channel, "dl")
     bandwidth = channel.bandwidth_hz * channel.time_share("dl")  # a fading block's bits come in its downlink slots
-    sent = link.multicast_transfer(bits, bandwidth, snr, rng, block, fading, k, dl, channel.multicast, channel.coverage_q, MAX_BLOCKS)
+    sent = link.multicast_transfer(bits, bandwidth, snr, rng, block, fading, k, dl, channel.multicast, channel.coverage_q, MAX_BLOCKS,
+                                   subbands=channel.subbands)
     served = link.coverage_rate(snr, channel.coverage_q) if channel.multicast == "coverage" else snr.min()
     tail = float(harq_tail_s(channel, "dl", np.array([served]))[0]) if bits > 0 else 0.0
     repair = np.asarray(sent.repair_bits, dtype=float)
     seconds, owed = float(sent.time_s) + tail, repair > 0
     if owed.any():
-        repairs = link.transfer_time(repair[owed], bandwidth, snr[owed], rng, block, fading, k, dl, MAX_BLOCKS)
+        repairs = link.transfer_time(repair[owed], bandwidth, snr[owed], rng, block, fading, k, dl, MAX_BLOCKS, subbands=channel.subbands)
         seconds = float(sent.time_s + tail + np.sum(repairs.time_s + harq_tail_s(channel, "dl", snr[owed])))
     return StreamDelivery(label, int(snr.size), float(bits), seconds, float(sent.rate_bps), float(repair.sum()), int(owed.sum()))
 
@@ -214,7 +215,8 @@ def block_durations(
     )
     streams = np.array([d.seconds for d in deliveries])
     uploads = link.transfer_time(
-        upload_bits, channel.uplink_bandwidth_hz * channel.time_share("ul"), ul_snr, rng, block, fading, k, link_model(channel, "ul"), MAX_BLOCKS
+        upload_bits, channel.uplink_bandwidth_hz * channel.time_share("ul"), ul_snr, rng, block, fading, k, link_model(channel, "ul"), MAX_BLOCKS,
+        subbands=channel.subbands,
     ).time_s
     uploads = np.where(np.asarray(upload_bits) > 0, uploads + harq_tail_s(channel, "ul", ul_snr), uploads)
     return streams, np.asarray(uploads, dtype=float), deliveries

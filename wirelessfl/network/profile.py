@@ -281,6 +281,7 @@ class PhysicalChannel:
     ul_alpha: float = 1.0
     tdd_pattern: str | None = None
     tdd_special_symbols: tuple[int, int, int] = (10, 2, 2)
+    subbands: int = 1
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -326,6 +327,10 @@ class PhysicalChannel:
                 set_(self, name, _in_range(f"physical.{name}", getattr(self, name)))
         if self.coherence_s is not None and self.ue_speed_mps is not None:
             raise ValueError("physical: give coherence_s or ue_speed_mps (which sets it from the Doppler shift), not both")
+        if isinstance(self.subbands, bool) or not isinstance(self.subbands, int) or not 1 <= self.subbands <= 275:
+            raise ValueError(f"physical.subbands must be a whole number in [1, 275] (1: flat fading over the carrier; at most its PRBs), got {self.subbands!r}")
+        if self.subbands > 1 and self.block_s is None:
+            raise ValueError("physical.subbands > 1 needs block fading: set coherence_s or ue_speed_mps")
         if self.multicast == "coverage" and self.block_s is None:
             raise ValueError("physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps")
         if self.path_loss_model == "RMa" and self.carrier_ghz > 30.0:
@@ -383,7 +388,7 @@ class PhysicalChannel:
             held = ", one draw per round"
         else:
             speed = f" ({self.ue_speed_mps:g} m/s)" if self.coherence_s is None else ""
-            held = f" in {1e3 * block:.3g} ms blocks{speed}"
+            held = f" in {1e3 * block:.3g} ms blocks{speed}" + (f" over {self.subbands} subbands" if self.subbands > 1 else "")
         link = {"shannon": "Shannon", "truncated_shannon": "TR 36.942 truncated Shannon"}.get(self.link)
         if self.link == "nr":
             nr = self.nr
