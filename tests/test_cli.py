@@ -286,6 +286,33 @@ def test_a_run_is_extended_only_from_its_models_and_never_shortened(run):
     assert {path: path.read_bytes() for path in files} == files
 
 
+def test_without_a_terminal_a_run_prints_progress_lines_and_its_table_at_full_width(tmp_path, monkeypatch):
+    import wirelessfl.progress_lines
+
+    monkeypatch.setattr(wirelessfl.progress_lines, "LINE_EVERY_S", 0.0)  # a round line at every round but the last
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--set", "seeds=[0,1]"])
+    assert result.exit_code == 0, result.output
+    clock, left = r"\d+:\d\d", r"(about \d+ (s|min)|under a second)"
+    expected = []
+    for number, unit in enumerate(["seed0 fedavg", "seed0 local", "seed1 fedavg", "seed1 local"], start=1):
+        expected += [
+            rf"\[{number}/4\] {unit}: started, {clock} elapsed, {left} left",
+            rf"\[{number}/4\] {unit}: round 1/2, {clock} elapsed, {left} left",
+            rf"\[{number}/4\] {unit}: done in {clock}, {clock} elapsed" + ("" if number == 4 else rf", {left} left"),
+        ]
+    printed = [line for line in result.output.splitlines() if line.startswith("[")]
+    assert len(printed) == len(expected), result.output
+    for line, pattern in zip(printed, expected):
+        assert re.fullmatch(pattern, line), (line, pattern)
+    table = [line for line in result.output.splitlines() if line.startswith("│")]
+    assert len(table) == 4 and "…" not in result.output  # 2 curves x 2 profiles, no cell cut short
+    assert max(len(line) for line in table) > 80  # wider than the 80 columns rich assumes without a terminal
+    assert any(re.fullmatch(r"│ fedavg +│ slow-ul-unreliable +│ \d+\.\d ± \d+\.\d +│.*│", line) for line in table), table
+    quiet = runner.invoke(app, ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(tmp_path / "quiet"), "--quiet"])
+    assert quiet.exit_code == 0 and not [line for line in quiet.output.splitlines() if line.startswith("[")], quiet.output
+
+
 def test_an_interrupted_run_says_how_to_resume(tmp_path, monkeypatch):
     import wirelessfl.simulate
 

@@ -20,13 +20,17 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.segment import Segments
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Co-simulate personalized federated learning over wireless networks.")
 err_console = Console(stderr=True)
 console = Console()
 _state = {"debug": False}
+#: the width a table is measured in when no terminal limits it
+_UNBOUNDED = 10_000
 
 
 class UserError(Exception):
@@ -124,7 +128,7 @@ def simulate(
     settings: list[str] | None = typer.Option(
         None, "--set", help="override a field: PATH=VALUE, e.g. --set training.lr=0.01 (repeatable)"
     ),
-    quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+    quiet: bool = typer.Option(False, "--quiet", help="no progress bar (nor, without a terminal, progress lines)"),
     keep_models: bool = typer.Option(
         False, "--keep-models", help="keep each finished unit's models and optimizer state in checkpoints/ (for analysis scripts)"
     ),
@@ -142,7 +146,8 @@ def simulate(
             sc = _guard(extend_run, resume, rounds)
             keep_models = True  # so that the longer run can be extended again
         done = _guard(_check_checkpoints, sc, resume)
-        _note(_guard(_check_cost, sc, None, done).line())
+        run_cost = _guard(_check_cost, sc, None, done)
+        _note(run_cost.line())
         run_dir = resume
     else:
         done = {}
@@ -157,7 +162,7 @@ def simulate(
         _note(run_cost.line())
     started = time.perf_counter()
     try:
-        result = _guard(_run_with_progress, sc, run_dir, quiet, keep_models, done)
+        result = _guard(_run_with_progress, sc, run_dir, quiet, run_cost.seconds, keep_models, done)
     except KeyboardInterrupt:
         _fail(f"interrupted; `wirelessfl simulate --resume {run_dir}` continues from the last checkpoint", code=130)
     elapsed = time.perf_counter() - started
@@ -264,16 +269,28 @@ def _progress() -> Progress:
     return Progress(*columns, console=err_console, transient=False)
 
 
-def _run_with_progress(sc, run_dir: Path, quiet: bool, keep_models: bool = False, done: dict[str, int] | None = None):
+def _run_with_progress(
+    sc, run_dir: Path, quiet: bool, preview_s: float, keep_models: bool = False, done: dict[str, int] | None = None
+):
     """The run under a progress bar of the trained units' rounds (a resumed run's bar starts at the rounds
-    its checkpoints hold, ``done``)."""
+    its checkpoints hold, ``done``); without a terminal, under progress lines whose time left starts from the
+    cost preview's ``preview_s``."""
     from wirelessfl.simulate import following_curves, simulate, unit_keys
 
     followers = following_curves(sc)
     trained = [key for i, units in enumerate(unit_keys(sc)) if i not in followers for _, key in units]
     total = len(trained) * sc.rounds
-    if quiet or not sys.stderr.isatty():
+    if quiet:
         return simulate(sc, run_dir, keep_models=keep_models)
+    if not sys.stderr.isatty():
+        from wirelessfl.progress_lines import ProgressLines
+
+        lines = ProgressLines(_plain, trained, sc.rounds, done or {}, preview_s)
+
+        def on_unit(event: str, key: str) -> None:
+            (lines.unit_started if event == "start" else lines.unit_done)(key)
+
+        return simulate(sc, run_dir, on_round=lines.round_done, keep_models=keep_models, on_unit=on_unit)
     with _progress() as progress:
         task = progress.add_task(sc.name, total=total, status="", completed=sum(min((done or {}).get(key, 0), sc.rounds) for key in trained))
 
@@ -284,6 +301,11 @@ def _run_with_progress(sc, run_dir: Path, quiet: bool, keep_models: bool = False
             progress.update(task, advance=1, status=escape(status))
 
         return simulate(sc, run_dir, on_round=on_round, keep_models=keep_models)
+
+
+def _plain(line: str) -> None:
+    """A progress line on stderr beside the notes, as given: one line, never read as markup."""
+    err_console.print(escape(_one_line(line)), highlight=False, soft_wrap=True)
 
 
 def _write_outputs(sc, run_dir: Path, result, elapsed: float) -> None:
@@ -328,7 +350,8 @@ def _warnings(result) -> list[str]:
 
 
 def _print_final(result, target: float) -> None:
-    """A terminal-sized digest in summary.md's units: percent (mean over seeds ± its 95% interval), times with their unit."""
+    """A digest in summary.md's units: percent (mean over seeds ± its 95% interval), times with their unit;
+    terminal-sized on a terminal, else at full width (a log is not 80 columns wide)."""
     from wirelessfl.results.tables import percent, summary_table
 
     table = summary_table(result.trace, result.clients, target)
@@ -341,7 +364,18 @@ def _print_final(result, target: float) -> None:
             escape(r.curve), escape(r.profile), percent(r.avg_acc, r.avg_acc_ci), percent(r.worst_acc, r.worst_acc_ci),
             percent(r.aggregated_fraction), f"{r.final_time:.1f} {r.time_unit}", when,
         )
-    console.print(shown)
+    _print_full_width(shown)
+
+
+def _print_full_width(renderable) -> None:
+    """On a terminal, fitted to it; elsewhere (a log, a pipe, CliRunner) drawn at its natural width, which
+    rich would otherwise squeeze into 80 columns with cells cut to "…"."""
+    if console.is_terminal:
+        console.print(renderable)
+        return
+    natural = Measurement.get(console, console.options.update_width(_UNBOUNDED), renderable).maximum
+    lines = console.render_lines(renderable, console.options.update_width(natural), pad=False, new_lines=True)
+    console.print(Segments([segment for line in lines for segment in line]), soft_wrap=True)
 
 
 class Executor(str, Enum):

@@ -618,6 +618,7 @@ def simulate(
     keep_models: bool = False,
     test_split: bool = True,
     client_rounds: bool = True,
+    on_unit: Callable[[str, str], None] | None = None,
 ) -> SimulationResult:
     """Run every (seed, curve) of ``scenario``; resume from ``run_dir`` checkpoints.
 
@@ -631,7 +632,8 @@ def simulate(
     total (used to test resumption); it raises ``KeyboardInterrupt`` as a kill
     would. Without ``test_split`` no test split is ever evaluated (``wirelessfl tune``: only
     ``avg_val_acc`` is a number). ``client_rounds`` builds the per-client, per-round table (sweep units skip it, and so does a run
-    that could have more than ``CLIENT_ROUNDS_LIMIT`` rows).
+    that could have more than ``CLIENT_ROUNDS_LIMIT`` rows). ``on_unit`` is called with ``("start", key)`` and
+    ``("done", key)`` around each unit's training (the progress lines of a run without a terminal).
     """
     client_rounds = client_rounds and client_round_rows(scenario) <= CLIENT_ROUNDS_LIMIT
     dev = resolve_device(device or scenario.device)
@@ -692,6 +694,8 @@ def simulate(
                         follower.restore(state)
                     if len(follower.records) == len(unit.records):  # at the same round (else it trains alone)
                         followers.append(follower)
+            if on_unit is not None:
+                on_unit("start", unit.key)
             unit.run(scenario.rounds, scenario.eval_every, counting, save, test_split, scenario.eval_last, followers)
             for ran in (unit, *followers):
                 trained += 1
@@ -699,6 +703,8 @@ def simulate(
                 if ckpt_dir is not None:
                     _save(ckpt_dir, ran.key, "done", ran.state(models=keep_models), ran.fingerprint)
                     _checkpoint_path(ckpt_dir, ran.key, "partial").unlink(missing_ok=True)
+            if on_unit is not None:
+                on_unit("done", unit.key)
         for unit in units:
             runtime[unit.key] = unit.runtime()
             extras = {rec.round: rec.diagnostics for rec in unit.records if rec.diagnostics}
