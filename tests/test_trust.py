@@ -214,7 +214,7 @@ def _rewrite(path: Path, change) -> None:
     checkpoint.save_checkpoint(path, change(state), CHECKPOINT_TYPES, stamp, PROVENANCE)
 
 
-def _retrain(path: Path, run_dir: Path) -> str:
+def _retrain(run_dir: Path) -> str:
     return f"delete it and run `wirelessfl simulate --resume {run_dir}` to retrain that unit"
 
 
@@ -229,7 +229,7 @@ def test_an_older_partial_copied_over_the_done_checkpoint_is_refused_and_the_run
     before = _files(run_dir)
     result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
     assert _one_error(result) == (
-        f"error: {done}: holds a partial checkpoint (rounds 0 to 1 of 3) under the name of a done one; {_retrain(done, run_dir)}"
+        f"error: {done}: holds a partial checkpoint (rounds 0 to 1 of 3) under the name of a done one; {_retrain(run_dir)}"
     )
     assert _files(run_dir) == before
     done.unlink()
@@ -246,7 +246,7 @@ def test_a_done_checkpoint_without_its_kind_must_still_hold_every_round(tmp_path
     partial.rename(done)
     result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
     assert _one_error(result) == (
-        f"error: {done}: a finished unit's checkpoint must hold all 3 rounds, this one ends at round 1; {_retrain(done, run_dir)}"
+        f"error: {done}: a finished unit's checkpoint must hold all 3 rounds, this one ends at round 1; {_retrain(run_dir)}"
     )
 
 
@@ -282,9 +282,9 @@ def test_a_rehashed_done_checkpoint_with_edited_records_is_one_line(tmp_path, ch
     before = _files(run_dir)
     result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
     if damage is None:
-        expected = f"error: {done}: holds a partial checkpoint (rounds 0 to 3 of 3) under the name of a done one; {_retrain(done, run_dir)}"
+        expected = f"error: {done}: holds a partial checkpoint (rounds 0 to 3 of 3) under the name of a done one; {_retrain(run_dir)}"
     else:
-        expected = f"error: {done}: damaged checkpoint ({damage}); {_retrain(done, run_dir)}"
+        expected = f"error: {done}: damaged checkpoint ({damage}); {_retrain(run_dir)}"
     assert _one_error(result) == expected
     assert _files(run_dir) == before
 
@@ -296,7 +296,7 @@ def test_a_partial_checkpoint_with_a_timing_too_many_is_one_line(tmp_path):
     _rewrite(partial, _one_timing_too_many)
     result = runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"])
     assert _one_error(result) == (
-        f"error: {partial}: damaged checkpoint (timings for 2 rounds, records for 1); {_retrain(partial, run_dir)}"
+        f"error: {partial}: damaged checkpoint (timings for 2 rounds, records for 1); {_retrain(run_dir)}"
     )
 
 
