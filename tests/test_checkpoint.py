@@ -290,7 +290,8 @@ def test_done_checkpoints_keep_models_only_on_request(tmp_path):
     name = "checkpoints/seed0__local.done.safetensors"
     lean_state = checkpoint.load_checkpoint(lean_dir / name, CHECKPOINT_TYPES)
     full_state = checkpoint.load_checkpoint(full_dir / name, CHECKPOINT_TYPES)
-    assert set(lean_state) == {"records", "timings", "clock", "wall_s", "phases", "follows"}
+    assert set(lean_state) == {"records", "timings", "clock", "wall_s", "phases", "follows", "kind"}
+    assert lean_state["kind"] == full_state["kind"] == "done"
     assert set(full_state) == set(lean_state) | {"algorithm"}
     assert (lean_dir / name).stat().st_size * 5 < (full_dir / name).stat().st_size
     # the kept models are the final ones: restored into a fresh unit they give the last round's accuracies

@@ -26,8 +26,9 @@ from rich.segment import Segments
 from rich.table import Table
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Co-simulate personalized federated learning over wireless networks.")
-err_console = Console(stderr=True)
-console = Console()
+# emoji off: rich would turn a ":name:" inside a file name, a model path or a curve into an emoji; user text is printed as given
+err_console = Console(stderr=True, emoji=False)
+console = Console(emoji=False)
 _state = {"debug": False}
 #: the width a table is measured in when no terminal limits it
 _UNBOUNDED = 10_000
@@ -100,6 +101,7 @@ def validate(
     from wirelessfl.config import load_scenario
     from wirelessfl.simulate import curves_of
 
+    _guard(_check_run_scenario, scenario)
     sc = _guard(load_scenario, scenario, None, settings)
     run_cost = _guard(_preflight, sc, scenario)
     curves = curves_of(sc)
@@ -146,6 +148,7 @@ def simulate(
             sc = _guard(extend_run, resume, rounds)
             keep_models = True  # so that the longer run can be extended again
         done = _guard(_check_checkpoints, sc, resume)
+        _guard(_import_run_model, sc, resume, done)
         run_cost = _guard(_check_cost, sc, None, done)
         _note(run_cost.line())
         run_dir = resume
@@ -177,17 +180,18 @@ def _refuse_beside_resume(resume: Path, settings: str, given: dict[str, Any]) ->
 
 
 def _resumable(run_dir: Path, scenario: Path | None):
-    """The run's own scenario; a SCENARIO given beside --resume must be the same one."""
+    """The run's own scenario, its model not imported yet (:func:`_import_run_model`); a SCENARIO given beside
+    --resume must be the same one."""
     from wirelessfl.config import load_scenario
 
     source = run_dir / "scenario.yaml"
     if not source.is_file():
         raise UserError(f"--resume {run_dir}: no scenario.yaml there (not a wirelessfl run directory)")
-    saved = load_scenario(source)
+    saved = load_scenario(source, import_models=False)
     if scenario is not None:
         from wirelessfl.config import resolved
 
-        before, given = resolved(saved), resolved(load_scenario(scenario))
+        before, given = resolved(saved), resolved(load_scenario(scenario, import_models=False))
         differing = [name for name in before if before[name] != given[name]]
         if differing:
             raise UserError(
@@ -203,6 +207,25 @@ def _check_checkpoints(sc, run_dir: Path) -> dict[str, int]:
     from wirelessfl.simulate import check_checkpoints
 
     return check_checkpoints(sc, run_dir)
+
+
+def _import_run_model(sc, run_dir: Path, checked: dict[str, int]) -> None:
+    """The run's model module imported only once its checkpoints have vouched for its scenario.yaml."""
+    from wirelessfl.simulate import import_run_model
+
+    import_run_model(sc, run_dir, checked)
+
+
+def _check_run_scenario(scenario: Path) -> None:
+    """A run folder's scenario.yaml (one beside a ``checkpoints/`` folder) is checked against the stamps of its
+    checkpoints before anything imports its model: an edited one is refused as ``--resume`` refuses it."""
+    if scenario.name != "scenario.yaml" or not (scenario.parent / "checkpoints").exists():
+        return
+    from wirelessfl.config import load_scenario
+    from wirelessfl.simulate import check_run_scenario, import_run_model
+
+    sc = load_scenario(scenario, import_models=False)
+    import_run_model(sc, scenario.parent, check_run_scenario(sc, scenario.parent))
 
 
 def _new_run_dir(
@@ -263,7 +286,7 @@ def _progress() -> Progress:
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("{task.fields[status]}"),
+        TextColumn("{task.fields[status]}", markup=False),  # plain text: curve names and file paths as they are
         TimeElapsedColumn(),
     )
     return Progress(*columns, console=err_console, transient=False)
@@ -298,7 +321,7 @@ def _run_with_progress(
             status = f"{info['unit']} round {info['round']} t={info['time']:.1f} {info['time_unit']} ({info['profile']})"
             if info.get("avg_acc") == info.get("avg_acc"):
                 status += f" acc={info['avg_acc']:.3f}"
-            progress.update(task, advance=1, status=escape(status))
+            progress.update(task, advance=1, status=status)
 
         return simulate(sc, run_dir, on_round=on_round, keep_models=keep_models)
 
@@ -473,7 +496,7 @@ def _sweep_with_progress(plan, sweep_dir: Path, runner, quiet: bool):
                 status = f"retrying {unit.label} ({payload})"
             else:
                 status = f"{'finished' if kind == 'done' else 'failed'} {unit.label}"
-            progress.update(task_id, advance=1 if kind in ("done", "failed") else 0, status=escape(status))
+            progress.update(task_id, advance=1 if kind in ("done", "failed") else 0, status=status)
 
         return run_sweep(plan, sweep_dir, runner, on_event)
 
@@ -625,7 +648,7 @@ def _tune_with_progress(sc, run_dir: Path, runner, quiet: bool):
                 status = f"running {task.label}"
             else:
                 status = f"{task.label}: {payload['state'] if isinstance(payload, dict) else 'failed'}"
-            progress.update(task_id, advance=1 if kind in ("done", "failed") else 0, status=escape(status))
+            progress.update(task_id, advance=1 if kind in ("done", "failed") else 0, status=status)
 
         return run_tune(sc, run_dir, runner, on_event)
 
@@ -725,33 +748,44 @@ def report(
 ) -> None:
     """Re-make summary.md of finished runs (of a sweep: with its table and maps, from its units); with
     --reproduction, compare a paper's scenario runs with the paper. Says which files it rewrote."""
-    from wirelessfl.results.figures import report_run
-    from wirelessfl.results.reproduction import write_reproduction
-    from wirelessfl_papers import papers
+    from wirelessfl.results.figures import prepare_report
+    from wirelessfl.results.io import atomic_write_text
+    from wirelessfl.results.reproduction import reproduction_markdown
+    from wirelessfl.results.tables import check_target
     from wirelessfl.sweep.run import is_sweep_dir, rereport_sweep
+    from wirelessfl_papers import papers
 
     if paper is not None and reproduction is None:
         _fail("--paper needs --reproduction FILE")
     if last != 1 and (sweeps := [str(d) for d in run_dirs if is_sweep_dir(d)]):
         _fail(f"--last applies to run directories, not to sweeps ({', '.join(sweeps)})")
-    for run_dir in run_dirs:
+    if target is not None:
+        _guard(check_target, target)
+    if reproduction is not None and (reproduction.is_dir() or not reproduction.parent.is_dir()):
+        _fail(f"--reproduction {reproduction}: {'a folder' if reproduction.is_dir() else 'its folder does not exist'}; give a file to write the page to")
+    # every run read and its files made before the first is written: a bad input leaves every folder as it was
+    reports = {run_dir: None if is_sweep_dir(run_dir) else _guard(_need_run(prepare_report), run_dir, target, last) for run_dir in run_dirs}
+    page = None
+    if reproduction is not None:
+        command = "wirelessfl report " + " ".join(str(d) for d in run_dirs) + f" --reproduction {reproduction}"
+        command += f" --paper {paper}" if paper is not None else ""
+        page = _guard(reproduction_markdown, run_dirs, command, papers(), paper)
+    for run_dir, prepared in reports.items():
         existed, notes = (run_dir / "summary.md").exists(), []
-        if is_sweep_dir(run_dir):
+        if prepared is None:
             result = _guard(rereport_sweep, run_dir, target)
             tables = ", sweep.csv, sweep.parquet" if (run_dir / "units").is_dir() else " (from its sweep.csv)"
             path, also, notes = result.dir / "summary.md", f"{tables} and the trade-off maps", result.notes
         else:
-            path, also = _guard(_need_run(report_run), run_dir, target, last), ""
+            path, also = _guard(prepared.write), ""
         at = f" with --target {target:g}" if target is not None else ""
         at += f" over the last {last} rounds" if last != 1 else ""
         console.print(escape(f"{'rewrote' if existed else 'wrote'} {path}{also}{at}"), highlight=False, soft_wrap=True)
         for note in notes:
             _note(note)
-    if reproduction is not None:
-        command = "wirelessfl report " + " ".join(str(d) for d in run_dirs) + f" --reproduction {reproduction}"
-        command += f" --paper {paper}" if paper is not None else ""
-        path = _guard(write_reproduction, run_dirs, reproduction, command, papers(), paper)
-        console.print(escape(str(path)), highlight=False, soft_wrap=True)
+    if page is not None:
+        _guard(atomic_write_text, reproduction, page)
+        console.print(escape(str(reproduction)), highlight=False, soft_wrap=True)
 
 
 def _need_run(fn):

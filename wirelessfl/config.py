@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 
 def first_line(message: str, fallback: str = "") -> str:
@@ -153,14 +153,17 @@ class ModelConfig(_Strict):
 
     @field_validator("name")
     @classmethod
-    def _known_model(cls, value: str) -> str:
-        from wirelessfl.learning.models import ARCHITECTURES, resolve_factory
+    def _known_model(cls, value: str, info: ValidationInfo) -> str:
+        from wirelessfl.learning.models import ARCHITECTURES, resolve_factory, split_import_path
 
         if value in ARCHITECTURES:
             return value
         if ":" not in value:
             raise ValueError(f"unknown model {_shown(value)}; allowed: {', '.join(sorted(ARCHITECTURES))} or 'package.module:factory'")
-        resolve_factory(value)  # one line naming what cannot be imported
+        if (info.context or {}).get("import_models", True):
+            resolve_factory(value)  # one line naming what cannot be imported
+        else:
+            split_import_path(value)  # the spelling only: importing runs the module (see import_model)
         return value
 
 
@@ -593,15 +596,20 @@ def _check_size(raw: Any, source: str) -> None:
             stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(value))
 
 
-def parse_scenario(raw: Any, source: str = "scenario") -> Scenario:
-    """Validate a parsed YAML document; raise ``ScenarioError`` listing every bad field."""
+def parse_scenario(raw: Any, source: str = "scenario", import_models: bool = True) -> Scenario:
+    """Validate a parsed YAML document; raise ``ScenarioError`` listing every bad field.
+
+    Without ``import_models`` a ``package.module:factory`` model is checked for its spelling only and its
+    module is not imported (importing runs its code): ``--resume`` first checks that the run's checkpoints
+    were written for this scenario, then calls :func:`import_model`.
+    """
     if raw is None:
         raise ScenarioError(f"{source}: the file is empty; a scenario needs at least name: and algorithms:")
     if not isinstance(raw, dict):
         raise ScenarioError(f"{source}: the top level must be a mapping of fields (name:, algorithms:, ...), got {type(raw).__name__}")
     _check_size(raw, source)
     try:
-        return Scenario.model_validate(raw)
+        return Scenario.model_validate(raw, context={"import_models": import_models})
     except ValidationError as err:
         lines = [_describe(e) for e in err.errors(include_url=False)]
         raise ScenarioError(f"{source}: " + "; ".join(lines)) from None
@@ -647,8 +655,11 @@ def apply_settings(raw: dict[str, Any], settings: list[str]) -> dict[str, Any]:
     return out
 
 
-def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, settings: list[str] | None = None) -> Scenario:
-    """Read, parse (safe YAML tags only, duplicate keys rejected) and validate a scenario file."""
+def load_scenario(
+    path: str | Path, overrides: dict[str, Any] | None = None, settings: list[str] | None = None, import_models: bool = True
+) -> Scenario:
+    """Read, parse (safe YAML tags only, duplicate keys rejected) and validate a scenario file (``import_models``:
+    see :func:`parse_scenario`)."""
     path = Path(path)
     if not path.exists():
         raise ScenarioError(f"{path}: no such scenario file")
@@ -679,7 +690,7 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, set
         raise ScenarioError(f"{path}: not valid YAML: {first_line(str(err))}") from None
     given = {k: v for k, v in (overrides or {}).items() if v is not None}
     if given or settings:
-        parse_scenario(raw, source=str(path))  # the file as written first: an override must not hide a bad value
+        parse_scenario(raw, str(path), import_models)  # the file as written first: an override must not hide a bad value
     if isinstance(raw, dict) and given:
         raw = {**raw, **given}
     if isinstance(raw, dict) and settings:
@@ -687,7 +698,26 @@ def load_scenario(path: str | Path, overrides: dict[str, Any] | None = None, set
             raw = apply_settings(raw, settings)
         except ScenarioError as err:
             raise ScenarioError(f"{path}: {err}") from None
-    return parse_scenario(raw, source=str(path))
+    return parse_scenario(raw, str(path), import_models)
+
+
+def names_user_model(scenario: Scenario) -> bool:
+    """Whether the scenario's model is a user's ``package.module:factory`` (whose import runs its module)."""
+    from wirelessfl.learning.models import ARCHITECTURES
+
+    return scenario.model.name not in ARCHITECTURES
+
+
+def import_model(scenario: Scenario, source: str) -> None:
+    """Import the model module of a scenario read with ``import_models=False`` (this runs the module's code, as
+    any Python import does); one ``ScenarioError`` line, as validation words it, when it cannot be imported."""
+    from wirelessfl.learning.models import resolve_factory
+
+    if names_user_model(scenario):
+        try:
+            resolve_factory(scenario.model.name)
+        except ValueError as err:
+            raise ScenarioError(f"{source}: model.name: {err}") from None
 
 
 def algorithm_path(scenario: Scenario, message: str) -> str:

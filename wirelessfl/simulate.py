@@ -663,7 +663,7 @@ def simulate(
     save = (lambda u: _save(ckpt_dir, u.key, "partial", u.state(), u.fingerprint)) if ckpt_dir else None
 
     def load(unit: Unit, kind: str) -> dict[str, Any] | None:
-        state = _load(ckpt_dir, unit.key, kind, (unit.fingerprint, legacy))
+        state = _load(ckpt_dir, unit.key, kind, (unit.fingerprint, legacy), scenario.rounds)
         path = _checkpoint_path(ckpt_dir, unit.key, kind) if ckpt_dir is not None else None
         if state is not None and path is not None and fingerprint_of(path) == legacy != unit.fingerprint:
             _save(ckpt_dir, unit.key, kind, state, unit.fingerprint)  # stamped for the whole scenario: now for its unit
@@ -867,20 +867,63 @@ def check_checkpoints(scenario: Scenario, run_dir: Path) -> dict[str, int]:
     Raises the first problem as one line: a damaged or foreign file, a symlink,
     or checkpoints written for other settings than ``scenario``.
     """
-    ckpt_dir = checkpoint_dir(run_dir)
-    if not ckpt_dir.is_dir():
-        return {}
     stamps = unit_stamps(scenario)
     done: dict[str, int] = {}
+    for path, key, kind in _unit_checkpoints(checkpoint_dir(run_dir), stamps):
+        state = _read(path, stamps[key], kind, scenario.rounds)
+        done[key] = max(done.get(key, 0), state["records"][-1].round)
+    return done
+
+
+def _unit_checkpoints(ckpt_dir: Path, stamps: dict[str, tuple[str, ...]]) -> list[tuple[Path, str, str]]:
+    """``(path, unit key, kind)`` of every checkpoint in ``ckpt_dir`` of a unit in ``stamps``; a unit no longer in
+    the scenario keeps its files, unread."""
+    if not ckpt_dir.is_dir():
+        return []
+    found = []
     for path in sorted(ckpt_dir.iterdir()):
         for kind in ("done", "partial"):
             for suffix in (SUFFIX, ".pt"):
                 key = path.name.removesuffix(f".{kind}{suffix}")
                 if path.name.endswith(f".{kind}{suffix}") and key in stamps:
-                    state = _read(path, stamps[key])  # a unit no longer in the scenario keeps its files, unread
-                    reached = scenario.rounds if kind == "done" else state["records"][-1].round
-                    done[key] = max(done.get(key, 0), reached)
-    return done
+                    found.append((path, key, kind))
+    return found
+
+
+def check_run_scenario(scenario: Scenario, run_dir: Path) -> dict[str, int]:
+    """What ``validate`` checks of a run folder's ``scenario.yaml`` before its model is imported: every checkpoint of
+    a unit of ``scenario`` carries its stamp (the headers only: nothing is decoded, and a run under an older seeding
+    still validates). Returns ``{unit key: 0}`` for the units found, the answer :func:`import_run_model` takes."""
+    ckpt_dir = checkpoint_dir(run_dir)
+    stamps = unit_stamps(scenario)
+    found: dict[str, int] = {}
+    for path, key, _ in _unit_checkpoints(ckpt_dir, stamps):
+        if fingerprint_of(path) not in stamps[key]:
+            raise _other_settings(path)
+        found[key] = 0
+    return found
+
+
+def import_run_model(scenario: Scenario, run_dir: Path, checked: dict[str, int]) -> None:
+    """Import the model module of a run folder's own ``scenario.yaml`` (read with ``import_models=False``) once its
+    checkpoints have vouched for it; ``checked`` is :func:`check_checkpoints`' (or :func:`check_run_scenario`'s) answer.
+
+    A scenario naming a ``package.module:factory`` beside checkpoints none of which belongs to one of its units
+    (every curve renamed, say) is not the scenario the run was started with, and is refused before its module runs.
+    The stamps are hashes of the scenario, not signatures: a run folder made to pass them still runs its scenario's
+    module when resumed (docs/results.md, "What a run folder may contain")."""
+    from wirelessfl.config import import_model, names_user_model
+
+    source = Path(run_dir) / "scenario.yaml"
+    ckpt_dir = checkpoint_dir(run_dir)
+    if names_user_model(scenario) and not checked and ckpt_dir.is_dir():
+        if any(path.name.endswith((SUFFIX, ".pt")) for path in ckpt_dir.iterdir()):
+            raise CheckpointError(
+                f"{source}: none of the checkpoints in {ckpt_dir} was written for this scenario (was the file edited "
+                f"after the run started?), so its model {scenario.model.name!r} is not imported; put back the scenario "
+                "the run started with, or run the edited file as a new run"
+            )
+    import_model(scenario, str(source))
 
 
 def extend_run(run_dir: Path, rounds: int) -> Scenario:
@@ -899,7 +942,7 @@ def extend_run(run_dir: Path, rounds: int) -> Scenario:
 
     run_dir = Path(run_dir)
     source = run_dir / "scenario.yaml"
-    started = load_scenario(source)
+    started = load_scenario(source, import_models=False)  # its model is imported after the checkpoints vouch for it
     if rounds <= started.rounds:
         if rounds == started.rounds:
             return started
@@ -907,7 +950,7 @@ def extend_run(run_dir: Path, rounds: int) -> Scenario:
             f"--rounds {rounds}: {run_dir} runs {started.rounds} rounds; a run can be extended, not shortened "
             f"(fewer rounds are a new run: `wirelessfl simulate {source} --rounds {rounds} --out NEW_DIR`)"
         )
-    longer = load_scenario(source, {"rounds": rounds})
+    longer = load_scenario(source, {"rounds": rounds}, import_models=False)
     ckpt_dir = checkpoint_dir(run_dir)
     before, after = unit_stamps(started), unit_stamps(longer)
     states: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -918,7 +961,7 @@ def extend_run(run_dir: Path, rounds: int) -> Scenario:
             if os.path.lexists(path):
                 if fingerprint_of(path) in after[key]:
                     continue  # converted by an earlier, interrupted extension
-                state = _read(path, before[key])
+                state = _read(path, before[key], kind, started.rounds)
                 if "algorithm" not in state:
                     lean.append(key)
                 states[key] = (kind, state)
@@ -956,9 +999,12 @@ def check_checkpointable(unit: Unit) -> None:
 
 
 def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any], stamp: str) -> None:
-    """Atomically; a full disk is one line saying to free space and resume (the last checkpoint is intact)."""
+    """Atomically, with ``kind`` ("done" or "partial") inside the checksummed state, so that a file renamed to the
+    other kind is caught on load (:func:`_check_state`); a full disk is one line saying to free space and resume
+    (the last checkpoint is intact)."""
     with resumable_writes(ckpt_dir.parent):
         ckpt_dir.mkdir(parents=True, exist_ok=True)
+        state = {**state, "kind": kind}
         try:
             save_checkpoint(_checkpoint_path(ckpt_dir, key, kind), state, CHECKPOINT_TYPES, stamp, PROVENANCE)
         except TypeError as err:
@@ -967,19 +1013,20 @@ def _save(ckpt_dir: Path, key: str, kind: str, state: dict[str, Any], stamp: str
             ) from None
 
 
-def _load(ckpt_dir: Path | None, key: str, kind: str, stamp: tuple[str, ...]) -> dict[str, Any] | None:
+def _load(ckpt_dir: Path | None, key: str, kind: str, stamp: tuple[str, ...], rounds: int) -> dict[str, Any] | None:
     """The unit's checkpoint; a pickle ``.pt`` left by an older wirelessfl is refused, never unpickled."""
     if ckpt_dir is None:
         return None
     for path in (_checkpoint_path(ckpt_dir, key, kind), ckpt_dir / f"{key}.{kind}.pt"):
         if os.path.lexists(path):
-            return _read(path, stamp)
+            return _read(path, stamp, kind, rounds)
     return None
 
 
-def _read(path: Path, stamp: tuple[str, ...]) -> dict[str, Any]:
+def _read(path: Path, stamp: tuple[str, ...], kind: str, rounds: int) -> dict[str, Any]:
+    """The ``kind`` checkpoint at ``path`` of a unit of a ``rounds``-round scenario, whole and consistent."""
     try:
-        return load_checkpoint(path, CHECKPOINT_TYPES, stamp, PROVENANCE)
+        return _check_state(path, load_checkpoint(path, CHECKPOINT_TYPES, stamp, PROVENANCE), kind, rounds)
     except ProvenanceMismatch as other:
         run = path.parent.parent
         made = (
@@ -992,8 +1039,66 @@ def _read(path: Path, stamp: tuple[str, ...]) -> dict[str, Any]:
             f"(one run would mix two seedings); start a new run: `wirelessfl simulate {run / 'scenario.yaml'} --out NEW_DIR`"
         ) from None
     except FingerprintMismatch:
-        run = path.parent.parent
+        raise _other_settings(path) from None
+
+
+def _check_state(path: Path, state: Any, kind: str, rounds: int) -> dict[str, Any]:
+    """``state`` when it is what a ``kind`` checkpoint of a ``rounds``-round unit holds: records of rounds 0, 1, ...
+    in order (a plan in every round but 0), a timing per round or none, the kind it was saved as (files written
+    before the kind was recorded carry none) and, for ``done``, every round; for ``partial``, fewer and the models.
+
+    A checksum proves the bytes are the ones written, not that they belong under this name: an older
+    ``partial`` copied over a ``done`` file would otherwise finish the unit short of its rounds."""
+    run = path.parent.parent
+    retrain = f"delete it and run `wirelessfl simulate --resume {run}` to retrain that unit"
+    problem = _state_problem(state, kind)
+    if problem is not None:
+        raise CheckpointError(f"{path}: damaged checkpoint ({problem}); {retrain}")
+    last = state["records"][-1].round
+    saved_as = state.get("kind", kind)
+    if saved_as != kind:
         raise CheckpointError(
-            f"{path}: written for other settings than {run / 'scenario.yaml'} (was that file edited after the run "
-            "started?); put back the scenario the run started with, or run the edited file as a new run"
-        ) from None
+            f"{path}: holds a {saved_as} checkpoint (rounds 0 to {last} of {rounds}) under the name of a {kind} one; {retrain}"
+        )
+    if kind == "done" and last != rounds:
+        raise CheckpointError(
+            f"{path}: a finished unit's checkpoint must hold all {rounds} rounds, this one ends at round {last}; {retrain}"
+        )
+    if kind == "partial" and last >= rounds:
+        raise CheckpointError(f"{path}: damaged checkpoint (a partial checkpoint at round {last} of {rounds}); {retrain}")
+    return state
+
+
+def _state_problem(state: Any, kind: str) -> str | None:
+    """What makes ``state`` not a unit's checkpoint state (None when nothing does)."""
+    if type(state) is not dict or type(state.get("records")) is not list or not state["records"]:
+        return "no list of round records"
+    records = state["records"]
+    if not all(isinstance(rec, RoundRecord) and type(rec.round) is int and type(rec.metrics) is dict for rec in records):
+        return "a round record of the wrong form"
+    found = [rec.round for rec in records]
+    if found != list(range(len(records))):
+        shown = found if len(found) <= 8 else [*found[:4], "...", *found[-3:]]
+        return f"its records hold rounds {shown}, not 0, 1, 2, ... in order"
+    if records[0].plan is not None or not all(isinstance(rec.plan, CommPlan) for rec in records[1:]):
+        return "a round without its plan"
+    timings = state.get("timings")
+    if type(timings) is not list:
+        return "no list of round timings"
+    if len(timings) not in (0, len(records) - 1):
+        return f"timings for {len(timings)} rounds, records for {len(records) - 1}"
+    if not all(isinstance(t, RoundTiming) for t in timings):
+        return "a round timing of the wrong form"
+    if not isinstance(state.get("clock"), float):
+        return "no clock"
+    if kind == "partial" and "algorithm" not in state:
+        return "a partial checkpoint without the models to continue from"
+    return None
+
+
+def _other_settings(path: Path) -> CheckpointError:
+    run = path.parent.parent
+    return CheckpointError(
+        f"{path}: written for other settings than {run / 'scenario.yaml'} (was that file edited after the run "
+        "started?); put back the scenario the run started with, or run the edited file as a new run"
+    )

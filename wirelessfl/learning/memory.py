@@ -193,19 +193,20 @@ def _node_outputs(arch: Architecture) -> list[tuple[object, int, int]]:
     from torch.fx.passes.shape_prop import ShapeProp
 
     module = arch.template
-    sample = torch.zeros(1, *arch.input_shape, device=next(module.parameters()).device)
+    device = next(module.parameters()).device
+    sample = torch.zeros(1, *arch.input_shape, device=device)
     try:
         traced = torch.fx.symbolic_trace(module)
     except Exception:  # untraceable forward: the leaf modules' outputs, by hooks
         seen: list[tuple[object, int, int]] = []
         hooks = [m.register_forward_hook(lambda m, i, o: seen.append((m, o.numel(), i[0].numel() if i else 0)))
                  for m in module.modules() if not list(m.children())]
-        with torch.no_grad():
+        with torch.no_grad(), torch.device(device):  # a tensor the forward makes (torch.randn(n, k)) lands beside the sample
             module(sample)
         for hook in hooks:
             hook.remove()
         return seen
-    with torch.no_grad():
+    with torch.no_grad(), torch.device(device):
         ShapeProp(traced).propagate(sample)
     modules = dict(traced.named_modules())
     out = []

@@ -163,15 +163,33 @@ def leaf_cnn(input_shape: tuple[int, int, int], num_classes: int, conv1=32, conv
 _BUILTINS: dict[str, Callable[..., nn.Module]] = {"lenet5": lenet5, "cifar_cnn": cifar_cnn, "mlp": mlp, "leaf_cnn": leaf_cnn}
 
 
-def resolve_factory(name: str) -> Callable[..., nn.Module]:
-    """The factory a model name stands for; one-line ValueError when it cannot be imported."""
-    if name in _BUILTINS:
-        return _BUILTINS[name]
+class ModelFailed(ValueError):
+    """A model's factory or forward raised; the message is one line naming the model."""
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.split("\n")[0][:300] if text else "(no message)"
+
+
+def split_import_path(name: str) -> tuple[str, str]:
+    """``(module, attribute)`` of a ``package.module:factory`` name, without importing anything; one-line
+    ValueError for any other spelling."""
     if not isinstance(name, str) or name.count(":") != 1:
         raise ValueError(f"model name must be one of {sorted(_BUILTINS)} or 'package.module:factory', got {name!r}")
     module_name, attribute = name.split(":")
     if not module_name or not attribute:
         raise ValueError(f"model name must be one of {sorted(_BUILTINS)} or 'package.module:factory', got {name!r}")
+    return module_name, attribute
+
+
+def resolve_factory(name: str) -> Callable[..., nn.Module]:
+    """The factory a model name stands for; one-line ValueError when it cannot be imported.
+
+    Importing the module runs its code, as any Python import does."""
+    if name in _BUILTINS:
+        return _BUILTINS[name]
+    module_name, attribute = split_import_path(name)
     try:
         target = import_user_module(module_name)
     except Exception as err:  # the user's module may raise anything while importing
@@ -256,13 +274,17 @@ class Architecture:
         return self.factory if self.factory is not None else resolve_factory(self.name)
 
     def new_module(self) -> nn.Module:
-        """A fresh module from the factory (PyTorch's default initialisation, global RNG)."""
+        """A fresh module from the factory (PyTorch's default initialisation, global RNG); a factory that raises is
+        one line naming the model (``ModelFailed``)."""
+        factory = self._factory()
         try:
-            module = self._factory()(self.input_shape, self.num_classes, **dict(self.options))
+            module = factory(self.input_shape, self.num_classes, **dict(self.options))
         except ValueError:
             raise
         except TypeError as err:
             raise ValueError(f"model.options for model {self.name!r}: the factory refused them ({err})") from None
+        except Exception as err:  # the user's factory may raise anything
+            raise ModelFailed(f"model {self.name!r}: the factory raised {type(err).__name__}: {_first_line(err)}") from None
         if not isinstance(module, nn.Module):
             raise ValueError(f"model {self.name!r}: the factory must return a torch.nn.Module, got {type(module).__name__}")
         return module
@@ -278,11 +300,14 @@ class Architecture:
         try:
             with torch.device("meta"):
                 return self._checked(self.new_module())
+        except ModelFailed:
+            pass  # perhaps the meta device's doing: once more with real values, where the error stands
         except ValueError:
             raise
         except Exception:  # a factory or forward that computes with real values (data-dependent branches)
-            with torch.random.fork_rng(devices=[]):
-                return self._checked(self.new_module())
+            pass
+        with torch.random.fork_rng(devices=[]):
+            return self._checked(self.new_module())
 
     def _checked(self, module: nn.Module) -> nn.Module:
         buffers = [name for name, _ in module.named_buffers()]
@@ -301,8 +326,14 @@ class Architecture:
             raise ValueError(f"model {self.name!r} has no parameters")
         module.train()
         device = next(module.parameters()).device
-        with torch.no_grad(), torch.random.fork_rng(devices=[]):
-            out = module(torch.zeros(2, *self.input_shape, device=device))
+        try:
+            with torch.no_grad(), torch.random.fork_rng(devices=[]), torch.device(device):
+                out = module(torch.zeros(2, *self.input_shape, device=device))
+        except Exception as err:  # the user's forward may raise anything
+            shape = ", ".join(map(str, self.input_shape))
+            raise ModelFailed(
+                f"model {self.name!r}: its forward raised {type(err).__name__} on a [2, {shape}] batch of zeros: {_first_line(err)}"
+            ) from None
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, self.num_classes):
             got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
             raise ValueError(f"model {self.name!r} must map [B, {', '.join(map(str, self.input_shape))}] inputs to [B, {self.num_classes}] logits, got {got} for B = 2")

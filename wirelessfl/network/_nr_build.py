@@ -10,11 +10,14 @@ Sionna's own interpolated per-code-block BLER tensor (``PHYAbstraction.bler_tabl
 MCS x code-block-size grid x SINR grid), the TS 38.214 modulation order and code rate
 of every MCS (``MCSDecoderNR``), and the transport-block size, code-block size and
 number of code blocks of every MCS at 1..275 PRBs (``TransportBlockNR``, the path
-``PHYAbstraction`` takes: coded bits = Qm x allocated resource elements).
+``PHYAbstraction`` takes: coded bits = Qm x allocated resource elements), and ``meta``: the Sionna
+version, the parameters and the SHA-256 of the arrays (:func:`content_digest`), so that the cache says
+what it was built from and a changed file is found.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sys
@@ -23,6 +26,20 @@ MAX_PRBS = 275
 """TS 38.101-1: the largest NR carrier has 275 PRBs (273 at 100 MHz / 30 kHz)."""
 
 EXIT_NO_SIONNA = 3
+
+TABLE_ARRAYS = ("bler", "qm", "rate", "tbs", "cbs", "ncb", "snr_grid", "cbs_grid")
+"""The arrays of a table file, in the order :func:`content_digest` hashes them (``meta`` holds the digest)."""
+
+
+def content_digest(arrays) -> str:
+    """SHA-256 of the table arrays (each one's name, dtype, shape and bytes, in ``TABLE_ARRAYS`` order), which the
+    file's ``meta`` records and ``nr.load_tables`` checks: a file changed after it was built is rebuilt."""
+    digest = hashlib.sha256()
+    for name in TABLE_ARRAYS:
+        array = arrays[name]
+        digest.update(json.dumps([name, array.dtype.str, list(array.shape)]).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()
 
 
 def build(out_path: str, params: dict) -> None:
@@ -65,15 +82,15 @@ def build(out_path: str, params: dict) -> None:
         ncb[category] = np.where(keep, n.numpy(), 0)
     snr_min, snr_max, snr_step = abstraction.snr_db_interp_min_max_delta
     cbs_min, cbs_max, cbs_step = abstraction.cbs_interp_min_max_delta
-    meta = {"sionna": sionna.__version__, "params": params}
+    arrays = {
+        "bler": bler, "qm": qm, "rate": rate, "tbs": tbs, "cbs": cbs, "ncb": ncb,
+        "snr_grid": np.array([snr_min, snr_max, snr_step], dtype=np.float64),
+        "cbs_grid": np.array([cbs_min, cbs_max, cbs_step], dtype=np.float64),
+    }
+    meta = {"sionna": sionna.__version__, "params": params, "sha256": content_digest(arrays)}
     tmp = f"{out_path}.{os.getpid()}.tmp.npz"
-    np.savez_compressed(
-        tmp, bler=bler, qm=qm, rate=rate, tbs=tbs, cbs=cbs, ncb=ncb,
-        snr_grid=np.array([snr_min, snr_max, snr_step], dtype=np.float64),
-        cbs_grid=np.array([cbs_min, cbs_max, cbs_step], dtype=np.float64),
-        meta=np.array(json.dumps(meta, sort_keys=True)),
-    )
-    os.replace(tmp, out_path)
+    np.savez_compressed(tmp, **arrays, meta=np.array(json.dumps(meta, sort_keys=True)))
+    os.replace(tmp, out_path)  # over whatever was there, a symbolic link or a FIFO included: the name now holds this file
 
 
 if __name__ == "__main__":

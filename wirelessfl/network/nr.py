@@ -13,7 +13,9 @@ with Chase combining, so the j-th copy decodes at j times the SINR, up to
 What the tables are: Sionna's own arrays, exported once per (MCS table, REs per PRB)
 by a child process (``_nr_build``; importing Sionna reseeds torch's generator, so it
 never happens in this process) and cached under ``~/.cache/wirelessfl/nr`` (or
-``$WIRELESSFL_CACHE/nr``). Everything after that is numpy, so a 10,000-user round
+``$WIRELESSFL_CACHE/nr``). The cache is checked before it is used (:func:`read_tables`:
+what it was built from, the SHA-256 of its arrays, their shapes and values) and built again,
+atomically, when it is not what it should be. Everything after that is numpy, so a 10,000-user round
 stays cheap. Sionna's conventions are kept on purpose, so that every lookup equals
 Sionna's own call: the SINR is rounded to its 0.1 dB grid (float32, half to even),
 below -5 dB reads -5 dB and above the last tabulated point reads the edge value;
@@ -34,6 +36,7 @@ import importlib.util
 import json
 import math
 import os
+import stat
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -41,6 +44,8 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+
+from wirelessfl.network._nr_build import MAX_PRBS, TABLE_ARRAYS, content_digest
 
 PUSCH, PDSCH = 0, 1
 """Sionna's MCS categories: 0 = uplink (PUSCH), 1 = downlink (PDSCH)."""
@@ -130,21 +135,95 @@ def load_tables(mcs_table: int = 1, re_per_prb: int = 156) -> NrTables:
     version = _sionna_version(Path(spec.origin))
     key = hashlib.sha1(json.dumps({"sionna": version, **params}, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir() / f"sionna-{version}-table{mcs_table}-{re_per_prb}re-{key}.npz"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [sys.executable, "-m", "wirelessfl.network._nr_build", str(path), json.dumps(params)],
-            capture_output=True, text=True, check=False,
-        )
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise _unavailable(f"building its tables failed: {last}")
-    with np.load(path) as data:
-        return NrTables(
-            bler=data["bler"], qm=data["qm"], rate=data["rate"], tbs=data["tbs"], cbs=data["cbs"], ncb=data["ncb"],
-            snr_grid=tuple(float(v) for v in data["snr_grid"]), cbs_grid=tuple(float(v) for v in data["cbs_grid"]),
-            sionna_version=json.loads(str(data["meta"]))["sionna"],
-        )
+    tables, problem = read_tables(path, version, params)
+    if tables is not None:
+        return tables
+    if problem is not None and os.path.isdir(path) and not os.path.islink(path):
+        raise ValueError(f"{path}: {problem}; delete it (wirelessfl builds the NR tables there again from Sionna)")
+    _build_tables(path, params)  # absent, or not what it should be: built again, and put in its place atomically
+    tables, problem = read_tables(path, version, params)
+    if tables is None:
+        raise ValueError(f"{path}: {problem or 'missing'} after building it again; delete it and run again")
+    return tables
+
+
+def _build_tables(path: Path, params: dict) -> None:
+    """Sionna's tables exported to ``path`` by a child process (``_nr_build``), which replaces the file whole."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "wirelessfl.network._nr_build", str(path), json.dumps(params)],
+        capture_output=True, text=True, check=False,
+    )
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise _unavailable(f"building its tables failed: {last}")
+
+
+def read_tables(path: Path, version: str, params: dict) -> tuple[NrTables | None, str | None]:
+    """The cached tables at ``path`` when the file is the one built for Sionna ``version`` and ``params`` and holds
+    sound tables; else ``(None, what is wrong)`` (``(None, None)``: no file there).
+
+    Checked before it is trusted, as a run's rates come from it: a regular file (a FIFO is never opened, as
+    reading it would block; a symbolic link is not followed), an ``.npz`` of the arrays ``_nr_build`` writes and no
+    pickle, the Sionna version and parameters it was built from, the SHA-256 of its arrays, their shapes, and
+    values a link can use: a positive SINR and code-block grid step, BLER in [0, 1] (or inf where Sionna has no
+    data), and a positive transport-block size for every valid MCS."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None, None
+    except OSError as err:
+        return None, f"cannot be read ({err.strerror or err})"
+    if not stat.S_ISREG(mode):
+        kind = "a symbolic link" if stat.S_ISLNK(mode) else "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        return None, f"{kind}, not the table file"
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {name: data[name] for name in (*TABLE_ARRAYS, "meta")}
+        meta = json.loads(str(arrays.pop("meta")))
+    except Exception as err:  # truncated, empty, random bytes, a zip without the arrays: all mean "build it again"
+        return None, f"not a table file ({type(err).__name__}: {' '.join(str(err).split())[:100]})"
+    if not isinstance(meta, dict) or meta.get("sionna") != version or meta.get("params") != params:
+        return None, "built from other settings (Sionna version, MCS table or REs per PRB)"
+    if "sha256" not in meta:
+        return None, "written by an older wirelessfl, without the checksum of its arrays"
+    if meta["sha256"] != content_digest(arrays):
+        return None, "its arrays changed after it was built (checksum mismatch)"
+    problem = _table_problem(arrays)
+    if problem is not None:
+        return None, problem
+    return NrTables(
+        bler=arrays["bler"], qm=arrays["qm"], rate=arrays["rate"], tbs=arrays["tbs"], cbs=arrays["cbs"], ncb=arrays["ncb"],
+        snr_grid=tuple(float(v) for v in arrays["snr_grid"]), cbs_grid=tuple(float(v) for v in arrays["cbs_grid"]),
+        sionna_version=version,
+    ), None
+
+
+def _table_problem(arrays: dict[str, np.ndarray]) -> str | None:
+    """What makes the arrays unusable as NR tables (None when nothing does)."""
+    bler, qm, rate = arrays["bler"], arrays["qm"], arrays["rate"]
+    if bler.ndim != 4 or bler.shape[0] != 2 or 0 in bler.shape or bler.dtype.kind != "f":
+        return f"bler has shape {list(bler.shape)}, not [2, MCS, code-block sizes, SINRs]"
+    mcs = bler.shape[1]
+    for name, shape, kind in (("qm", (2, mcs), "iu"), ("rate", (2, mcs), "f"), *((n, (2, mcs, MAX_PRBS), "iu") for n in ("tbs", "cbs", "ncb"))):
+        if arrays[name].shape != shape or arrays[name].dtype.kind not in kind:
+            return f"{name} has shape {list(arrays[name].shape)} ({arrays[name].dtype}), not {list(shape)}"
+    for name, size in (("snr_grid", bler.shape[3]), ("cbs_grid", bler.shape[2])):
+        grid = arrays[name]
+        if grid.shape != (3,) or grid.dtype.kind != "f" or not np.isfinite(grid).all() or grid[2] <= 0 or grid[1] <= grid[0]:
+            return f"{name} is {grid.tolist()}, not a finite (min, max, step) with min < max and step > 0"
+    low, high, step = arrays["snr_grid"]
+    if np.arange(low, high, step).size != bler.shape[3]:
+        return f"snr_grid {arrays['snr_grid'].tolist()} does not have the {bler.shape[3]} points of bler"
+    if np.isnan(bler).any() or ((bler < 0) | ((bler > 1) & ~np.isposinf(bler))).any():
+        return "bler holds values outside [0, 1] (NaN included)"
+    valid = qm > 0
+    if not valid.any() or not np.isfinite(rate[valid]).all() or ((rate[valid] <= 0) | (rate[valid] >= 1)).any():
+        return "no valid MCS, or a code rate outside (0, 1)"
+    for name in ("tbs", "cbs", "ncb"):
+        if (arrays[name][valid] <= 0).any():
+            return f"{name} is 0 or negative for a valid MCS"
+    return None
 
 
 def find_sionna():

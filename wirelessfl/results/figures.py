@@ -29,6 +29,7 @@ from wirelessfl.results.io import (
     atomic_write_text,
     read_clients,
     read_provenance,
+    read_text_file,
     read_trace,
     shares_draws,
     validate_clients,
@@ -38,7 +39,7 @@ from wirelessfl.results.palette import PALETTE as _PALETTE
 from wirelessfl.results.palette import curve_colors, curve_dashes
 from wirelessfl.results.plotly_js import write_plotly_js
 from wirelessfl.results.static import write_static
-from wirelessfl.results.tables import ACCURACY_METRICS, METRIC_LABELS, identical_across_profiles, write_summary_md
+from wirelessfl.results.tables import ACCURACY_METRICS, METRIC_LABELS, identical_across_profiles, check_target, summary_markdown
 
 HTML_FIGURES = ("fig3.html", "fig2.html", "worst_clients.html")
 """The plotly.js the HTML figures load by a relative path (``include_plotlyjs="directory"``)."""
@@ -302,11 +303,19 @@ def plot_timeline(run_dir, round: int, image_format: str | None = "png") -> Writ
 
 
 def _scenario_target(run_dir: Path) -> float:
+    """scenario.yaml's ``target_accuracy``, read as plain YAML (no scenario validation: nothing is imported)."""
     path = run_dir / "scenario.yaml"
     if not path.exists():
         raise ValueError(f"no target accuracy given and {path} does not exist; pass the target explicitly")
-    with path.open(encoding="utf-8") as handle:
-        scenario = yaml.safe_load(handle)
+    try:
+        scenario = yaml.safe_load(read_text_file(path))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).strip().split("\n")[0]
+        raise ValueError(f"{path}: not valid YAML{where}: {problem}; fix it or pass --target") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not valid YAML: nested too deeply; fix it or pass --target") from None
     if not isinstance(scenario, dict) or "target_accuracy" not in scenario:
         raise ValueError(f"no target accuracy given and {path} has no top-level 'target_accuracy'; pass the target explicitly")
     return scenario["target_accuracy"]
@@ -316,7 +325,7 @@ def _run_notes(summary: Path) -> list[str]:
     """The notes of an existing summary.md about the run itself (training mode, runtime), not about its PNGs."""
     if not summary.exists():
         return []
-    _, found, tail = summary.read_text(encoding="utf-8").partition("\n## Notes\n")
+    _, found, tail = read_text_file(summary).partition("\n## Notes\n")
     notes = [line[2:] for line in tail.splitlines() if line.startswith("- ")] if found else []
     return [note for note in notes if note != "none" and not note.startswith(("PNG export skipped", "no fig"))]
 
@@ -324,8 +333,31 @@ def _run_notes(summary: Path) -> list[str]:
 KEPT_STREAMS_NOTE = "streams and clusters: kept from the previous summary.md (no diagnostics.json in this run directory to remake them)"
 
 
+class RunReport(NamedTuple):
+    """What ``report`` rewrites in one run directory, made in full before anything is written."""
+
+    directory: Path
+    summary: str
+    streams_html: str | None
+
+    def write(self) -> Path:
+        """Write streams.html (when the run formed streams), then summary.md; returns summary.md's path."""
+        from wirelessfl.results.streams import write_streams_html
+
+        write_streams_html(self.directory, self.streams_html)
+        path = self.directory / "summary.md"
+        atomic_write_text(path, self.summary)
+        return path
+
+
 def report_run(run_dir, target: float | None = None, last_rounds: int = 1) -> Path:
-    """Re-make summary.md of a run directory; the target defaults to scenario.yaml's ``target_accuracy``;
+    """Re-make summary.md of a run directory (:func:`prepare_report`, then its files written)."""
+    return prepare_report(run_dir, target, last_rounds).write()
+
+
+def prepare_report(run_dir, target: float | None = None, last_rounds: int = 1) -> RunReport:
+    """The summary.md (and streams.html) of a run directory, read and made without writing anything, so that a bad
+    input is refused with the run folder as it was; the target defaults to scenario.yaml's ``target_accuracy``;
     ``last_rounds`` > 1 reports accuracies as means over the evaluated rounds among the last ones.
 
     The run's own notes (training mode, runtime) are kept; the PNG note is re-checked. Without
@@ -341,16 +373,19 @@ def report_run(run_dir, target: float | None = None, last_rounds: int = 1) -> Pa
     if missing:
         notes.append(_static_note(directory, missing))
     from wirelessfl.results.energy import energy_summary_md
-    from wirelessfl.results.streams import previous_stream_section, read_diagnostics, write_stream_outputs
+    from wirelessfl.results.streams import previous_stream_section, read_diagnostics, stream_outputs
 
+    html = None
     if diagnostics := read_diagnostics(directory):
-        streams = write_stream_outputs(directory, diagnostics, clients)
+        html, streams = stream_outputs(diagnostics, clients)
     else:
         streams = previous_stream_section(directory / "summary.md")
         if streams and KEPT_STREAMS_NOTE not in notes:
             notes.append(KEPT_STREAMS_NOTE)
+    check_target(target)
     sections = energy_summary_md(trace, target) + streams
-    return write_summary_md(
-        directory, trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections, last_rounds,
+    summary = summary_markdown(
+        trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections, last_rounds,
         shares_draws(read_provenance(directory)),
     )
+    return RunReport(directory, summary, html)

@@ -16,6 +16,7 @@ import io
 import json
 import os
 import re
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -221,9 +222,10 @@ def read_provenance(run_dir) -> dict[str, Any]:
     path = Path(run_dir) / PROVENANCE_FILE
     if not path.exists():
         return {}
+    text = read_text_file(path)
     try:
-        provenance = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as err:
+        provenance = json.loads(text)
+    except ValueError as err:
         raise ValueError(f"{path}: not JSON ({err}); it holds {{\"seeding\": \"{SEEDING}\"}}") from None
     if not isinstance(provenance, dict):
         raise ValueError(f"{path}: must be a JSON object such as {{\"seeding\": \"{SEEDING}\"}}, got {provenance!r}")
@@ -282,23 +284,54 @@ def new_run_dir(results_root, scenario_name: str, now: datetime | None = None) -
         return candidate
 
 
+def check_regular_file(path) -> Path:
+    """``path`` when it is a regular file (or a link to one); one-line ValueError naming it when it is a FIFO, a
+    device or a folder, which are never opened: reading a FIFO blocks until something writes to it."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise ValueError(f"{path}: cannot read it: {err.strerror or err}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "not a regular file"
+        raise ValueError(f"{path}: {kind}, not a file; wirelessfl reads only regular files in a run folder (replace it with the file or remove it)")
+    return path
+
+
+def read_text_file(path) -> str:
+    """A run folder's UTF-8 text file (:func:`check_regular_file` first); ValueError naming it when it is not text."""
+    path = check_regular_file(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{path}: not a UTF-8 text file (byte {err.start}: {err.reason})") from None
+
+
 def _read_frame(run_dir, names: tuple[str, str], columns: tuple[str, ...], what: str) -> pd.DataFrame:
     directory = Path(run_dir)
     if not directory.is_dir():
         raise ValueError(f"run directory {directory} does not exist or is not a directory")
     parquet_path, csv_path = (directory / name for name in names)
-    if parquet_path.exists():
-        return pd.read_parquet(parquet_path)
-    if csv_path.exists():
-        text_columns = [c for c in TEXT_COLUMNS if c in columns]
-        numeric_columns = [c for c in columns if c not in text_columns]
-        # Keep empty strings (e.g. a variant-less algorithm) as "" and empty numbers as NaN.
-        return pd.read_csv(
-            csv_path,
-            dtype={c: str for c in text_columns},
-            keep_default_na=False,
-            na_values={c: ["", "NaN", "nan"] for c in numeric_columns},
-        )
+    try:
+        if parquet_path.exists():
+            return pd.read_parquet(check_regular_file(parquet_path))
+        if csv_path.exists():
+            text_columns = [c for c in TEXT_COLUMNS if c in columns]
+            numeric_columns = [c for c in columns if c not in text_columns]
+            # Keep empty strings (e.g. a variant-less algorithm) as "" and empty numbers as NaN.
+            return pd.read_csv(
+                check_regular_file(csv_path),
+                dtype={c: str for c in text_columns},
+                keep_default_na=False,
+                na_values={c: ["", "NaN", "nan"] for c in numeric_columns},
+            )
+    except (ValueError, OSError, TypeError) as err:  # a damaged file: pandas and pyarrow say what, not which file
+        path = parquet_path if parquet_path.exists() else csv_path
+        text = str(err)
+        if text.startswith(str(path)):
+            raise ValueError(text) from None
+        reason = " ".join(text.split())[:200] or type(err).__name__
+        raise ValueError(f"{path}: cannot be read as the run's {what} ({reason})") from None
     raise ValueError(f"run directory {directory} has no {what}: expected {names[0]} or {names[1]}")
 
 

@@ -28,7 +28,7 @@ import yaml
 
 from wirelessfl.results.energy import energy_comparison_md
 from wirelessfl.results.intervals import interval_half_width, paired_difference
-from wirelessfl.results.io import CLIENT_FILES, atomic_write_text, read_clients, read_trace
+from wirelessfl.results.io import CLIENT_FILES, read_clients, read_trace
 from wirelessfl.results.tables import last_rounds_rows, markdown_table
 
 PAPERS_DIR_ENV_VAR = "WIRELESSFL_PAPERS"
@@ -490,8 +490,3 @@ def reproduction_markdown(run_dirs: Sequence[Path], command: str, papers: Regist
         raise ValueError("no run directories given")
     page = chosen or next(iter(owners.values()))
     return page.markdown(runs, command)
-
-
-def write_reproduction(run_dirs: Sequence[Path], out: Path, command: str, papers: Registry, paper: str | None = None) -> Path:
-    atomic_write_text(out, reproduction_markdown(run_dirs, command, papers, paper))
-    return out

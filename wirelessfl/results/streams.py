@@ -27,7 +27,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 from sklearn.metrics import adjusted_rand_score
 
-from wirelessfl.results.io import atomic_write_text
+from wirelessfl.results.io import atomic_write_text, read_text_file
 from wirelessfl.results.plotly_js import write_plotly_js
 
 #: Below this ARI (with more than one true group) the summary warns that the streams miss the groups.
@@ -127,7 +127,7 @@ def previous_stream_section(summary: Path) -> list[str]:
     (a copy of its traces only): the section cannot be remade there, and re-reporting must not drop it."""
     if not summary.exists():
         return []
-    lines = summary.read_text(encoding="utf-8").splitlines()
+    lines = read_text_file(summary).splitlines()
     if STREAMS_HEADING not in lines:
         return []
     start = lines.index(STREAMS_HEADING)
@@ -243,16 +243,34 @@ def stream_figure(frame: pd.DataFrame, clients: pd.DataFrame) -> go.Figure:
 def read_diagnostics(run_dir) -> dict[str, Any]:
     """``diagnostics.json`` of a run directory ({} when the run wrote none)."""
     path = Path(run_dir) / "diagnostics.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(read_text_file(path))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+
+
+def stream_outputs(diagnostics: Mapping[str, Any], clients: pd.DataFrame) -> tuple[str | None, list[str]]:
+    """``streams.html``'s text (None when nothing formed streams) and the summary.md section lines, made before
+    anything is written."""
+    frame = stream_report(diagnostics, clients)
+    if frame.empty:
+        return None, []
+    html = stream_figure(frame, clients).to_html(include_plotlyjs="directory", full_html=True)
+    return html, stream_summary_md(frame)
+
+
+def write_streams_html(run_dir, html: str | None) -> None:
+    """``streams.html`` (and the plotly.js beside it) when there is one."""
+    if html is not None:
+        directory = Path(run_dir)
+        write_plotly_js(directory)
+        atomic_write_text(directory / "streams.html", html)
 
 
 def write_stream_outputs(run_dir, diagnostics: Mapping[str, Any], clients: pd.DataFrame) -> list[str]:
     """Write ``streams.html`` (when anything formed streams) and return the summary.md section lines."""
-    frame = stream_report(diagnostics, clients)
-    if frame.empty:
-        return []
-    directory = Path(run_dir)
-    write_plotly_js(directory)
-    html = stream_figure(frame, clients).to_html(include_plotlyjs="directory", full_html=True)
-    atomic_write_text(directory / "streams.html", html)
-    return stream_summary_md(frame)
+    html, lines = stream_outputs(diagnostics, clients)
+    write_streams_html(run_dir, html)
+    return lines

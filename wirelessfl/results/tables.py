@@ -35,7 +35,8 @@ def _check_metric(metric: str) -> None:
         raise ValueError(f"metric must be one of {list(ACCURACY_METRICS)}, got {metric!r}")
 
 
-def _check_target(target: float) -> None:
+def check_target(target: float) -> None:
+    """One line for a target that is not an accuracy in (0, 1] (``--target 2``, ``nan``)."""
     if isinstance(target, bool) or not isinstance(target, (int, float)) or not (0.0 < target <= 1.0):
         raise ValueError(f"target accuracy must be a number in (0, 1], got {target!r}")
 
@@ -105,7 +106,7 @@ def time_to_target(trace: pd.DataFrame, target: float, metric: str = "avg_acc") 
     """
     validate_trace(trace)
     _check_metric(metric)
-    _check_target(target)
+    check_target(target)
     seeds = first_reached(trace, target, metric, ["time", "round"])
     rows = []
     for (curve, profile), group in seeds.groupby(_KEYS, sort=False):
@@ -171,14 +172,44 @@ def aggregated_fraction(trace: pd.DataFrame) -> pd.DataFrame:
 
 
 def aggregation_warnings(trace: pd.DataFrame, threshold: float = AGGREGATION_WARNING) -> list[str]:
-    """One line per profile naming the curves whose mean aggregated fraction is below ``threshold``."""
+    """One line per profile naming the curves whose mean aggregated fraction is below ``threshold``, with why the
+    uploads were lost (:func:`battery_drops`): a deadline, empty batteries, or either."""
     table = aggregated_fraction(trace).reset_index()
     low = table[table["aggregated_fraction"] < threshold]
-    return [
-        f"on {profile}, under {100 * threshold:.0f}% of the participants' uploads were aggregated per round "
-        f"(missed the deadline): {', '.join(f'{r.curve} {100 * r.aggregated_fraction:.0f}%' for r in rows.itertuples())}"
-        for profile, rows in low.groupby("profile", sort=False)
-    ]
+    causes = battery_drops(trace)
+    lines = []
+    for profile, rows in low.groupby("profile", sort=False):
+        found = {causes.get((curve, profile), "none") for curve in rows["curve"]}
+        why = (
+            "missed the deadline" if found == {"none"}
+            else "their batteries ran out" if found == {"all"}
+            else "missed the deadline or their batteries ran out"
+        )
+        lines.append(
+            f"on {profile}, under {100 * threshold:.0f}% of the participants' uploads were aggregated per round "
+            f"({why}): {', '.join(f'{r.curve} {100 * r.aggregated_fraction:.0f}%' for r in rows.itertuples())}"
+        )
+    return lines
+
+
+def battery_drops(trace: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """Per (curve, profile): how many of its lost uploads empty batteries explain: "none" (no device ran out),
+    "all" (in every round, no more uploads were lost than devices ran out then), or "some".
+
+    A device whose battery runs out before its upload lands is dropped and counted in ``depleted`` that round; any
+    other lost upload missed a deadline."""
+    if "depleted" not in trace.columns:
+        return {}
+    causes = {}
+    for (curve, profile), rows in trace.groupby(["curve", "profile"], sort=False):
+        rows = rows.sort_values(["seed", "round"])
+        newly = rows.groupby("seed")["depleted"].diff().fillna(rows["depleted"])
+        lost = (rows["participants"] - rows["aggregated"]).where(rows["ul_payload"] > 0, 0)
+        if not (rows["depleted"] > 0).any():
+            causes[curve, profile] = "none"
+        else:
+            causes[curve, profile] = "all" if (lost <= newly).all() else "some"
+    return causes
 
 
 def convergence_warnings(trace: pd.DataFrame, tolerance: float = CONVERGENCE_TOLERANCE) -> list[str]:
@@ -207,7 +238,7 @@ def summary_table(trace: pd.DataFrame, clients: pd.DataFrame, target: float, las
     """
     validate_trace(trace)
     validate_clients(clients)
-    _check_target(target)
+    check_target(target)
     final = _final_rows(trace)
     final = final.assign(
         total_dl_payload=final["cum_dl_payload"],

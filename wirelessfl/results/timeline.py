@@ -81,9 +81,12 @@ def _axis(name: str, index: int) -> str:
 
 
 def fig_timeline(client_rounds: pd.DataFrame, trace: pd.DataFrame, round: int | None = None, seed: int | None = None) -> go.Figure:
-    """Gantt chart of one round (default: the middle one): a column of panels per profile, a row per curve."""
+    """Gantt chart of one round (default: the middle one, or the round nearest to it in which some client took
+    part: devices whose batteries ran out take part in no later round): a column of panels per profile, a row per curve."""
     if round is None:
-        round = default_round(int(trace["round"].max()))
+        middle = default_round(int(trace["round"].max()))
+        present = set(client_rounds["round"].tolist())
+        round = min(present, key=lambda r: (abs(r - middle), r)) if present else middle
     table = round_table(client_rounds, trace, round, seed)
     profiles = list(dict.fromkeys(trace["profile"]))
     curves = list(dict.fromkeys(trace["curve"]))

@@ -56,7 +56,10 @@ def study_table(targets, studies) -> pd.DataFrame:
                 row["state"] = "interrupted"
             row.update({f"param {key}": value for key, value in t.params.items()})
             rows.append(row)
-    return pd.DataFrame(rows, columns=None if rows else list(STUDY_COLUMNS))
+    table = pd.DataFrame(rows, columns=None if rows else list(STUDY_COLUMNS))
+    # a round is a whole number, also where some trial reported none (study.csv: 4, not 4.0, and an empty cell)
+    table["last_round"] = table["last_round"].astype("Int64")
+    return table
 
 
 def best_values(targets, studies) -> dict[str, dict[str, Any]]:

@@ -1,0 +1,259 @@
+"""The NR table cache is checked before it is trusted: what it was built from, the checksum of its arrays, its
+shapes and values; a bad file is built again in its place, or named in one line when it cannot be replaced."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wirelessfl.network import nr, physical
+from wirelessfl.network._nr_build import TABLE_ARRAYS, content_digest
+
+pytestmark = pytest.mark.skipif(nr.find_sionna() is None, reason="sionna-no-rt is not installed (pip install -e .)")
+
+PARAMS = {"mcs_table": 1, "re_per_prb": 156}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """One table-1 file built by Sionna (the real child process), and the tables read from it."""
+    root = tmp_path_factory.mktemp("nr-cache")
+    previous = os.environ.get("WIRELESSFL_CACHE")
+    os.environ["WIRELESSFL_CACHE"] = str(root)
+    nr.load_tables.cache_clear()
+    try:
+        tables = nr.load_tables(1, 156)
+    finally:
+        nr.load_tables.cache_clear()
+        if previous is None:
+            del os.environ["WIRELESSFL_CACHE"]
+        else:
+            os.environ["WIRELESSFL_CACHE"] = previous
+    (path,) = (root / "nr").glob("*.npz")
+    return path, path.read_bytes(), tables
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch, built):
+    """An empty cache whose builder copies the built file into place (so each case needs no Sionna run) and counts
+    its calls; returns (the path load_tables uses, the calls)."""
+    good, data, _ = built
+    monkeypatch.setenv("WIRELESSFL_CACHE", str(tmp_path))
+    nr.load_tables.cache_clear()
+    calls = []
+
+    def build(path: Path, params: dict) -> None:
+        calls.append(params)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_bytes(data)
+        os.replace(temporary, path)
+
+    monkeypatch.setattr(nr, "_build_tables", build)
+    yield tmp_path / "nr" / good.name, calls
+    nr.load_tables.cache_clear()
+
+
+@contextmanager
+def no_longer_than(seconds: int):
+    """Fail instead of hanging (a FIFO opened for reading blocks until someone writes)."""
+
+    def expired(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def assert_same_tables(a: nr.NrTables, b: nr.NrTables) -> None:
+    for name in ("bler", "qm", "rate", "tbs", "cbs", "ncb"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+    assert (a.snr_grid, a.cbs_grid, a.sionna_version) == (b.snr_grid, b.cbs_grid, b.sionna_version)
+
+
+def _arrays(data: bytes, tmp_path: Path) -> tuple[dict[str, np.ndarray], dict]:
+    source = tmp_path / "source.npz"
+    source.write_bytes(data)
+    with np.load(source) as npz:
+        arrays = {name: npz[name] for name in TABLE_ARRAYS}
+        meta = json.loads(str(npz["meta"]))
+    return arrays, meta
+
+
+def _write_npz(path: Path, arrays: dict[str, np.ndarray], meta: dict, rehash: bool = True) -> None:
+    """A table file holding ``arrays``; with ``rehash``, its checksum recomputed (so only the other checks can
+    refuse it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {**meta, "sha256": content_digest(arrays)} if rehash else meta
+    with open(path, "wb") as handle:
+        np.savez_compressed(handle, **arrays, meta=np.array(json.dumps(meta, sort_keys=True)))
+
+
+def test_the_built_file_records_what_it_was_built_from_and_the_checksum_of_its_arrays(built, tmp_path):
+    path, data, tables = built
+    arrays, meta = _arrays(data, tmp_path)
+    assert meta == {"params": PARAMS, "sha256": content_digest(arrays), "sionna": tables.sionna_version}
+    assert nr.read_tables(path, tables.sionna_version, PARAMS)[1] is None
+
+
+def test_a_sound_cache_is_read_without_building(cache, built):
+    path, calls = cache
+    path.parent.mkdir(parents=True)
+    path.write_bytes(built[1])
+    assert_same_tables(nr.load_tables(1, 156), built[2])
+    assert calls == []
+
+
+def _edited(name: str, change):
+    def make(arrays: dict[str, np.ndarray], meta: dict) -> tuple[dict[str, np.ndarray], dict]:
+        arrays = dict(arrays)
+        arrays[name] = change(arrays[name].copy())
+        return arrays, meta
+
+    return make
+
+
+def _set(index, value):
+    def change(array):
+        array[index] = value
+        return array
+
+    return change
+
+
+EDITS = {
+    "nan BLER": _edited("bler", _set((1, 12, 0, 100), np.nan)),
+    "BLER above 1": _edited("bler", _set((1, 12, 0, 100), 1.5)),
+    "zero TBS": _edited("tbs", _set((1, 12, 50), 0)),
+    "zero code blocks": _edited("ncb", _set((0, 5, 10), 0)),
+    "SNR step 0": _edited("snr_grid", _set(2, 0.0)),
+    "NaN in the SNR grid": _edited("snr_grid", _set(0, np.nan)),
+    "wrong shape": _edited("tbs", lambda a: a[:, :, :100]),
+    "too few SNR points": _edited("bler", lambda a: a[..., :-1]),
+    "built for table 2": lambda arrays, meta: (arrays, {**meta, "params": {"mcs_table": 2, "re_per_prb": 156}}),
+    "another Sionna": lambda arrays, meta: (arrays, {**meta, "sionna": "0.1"}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EDITS))
+def test_a_cache_with_unusable_tables_or_made_for_other_settings_is_built_again(cache, built, tmp_path, case):
+    path, calls = cache
+    arrays, meta = EDITS[case](*_arrays(built[1], tmp_path))
+    _write_npz(path, arrays, meta)
+    assert nr.read_tables(path, built[2].sionna_version, PARAMS)[0] is None
+    assert_same_tables(nr.load_tables(1, 156), built[2])
+    assert calls == [PARAMS] and path.read_bytes() == built[1]
+
+
+def test_a_changed_array_fails_its_checksum(cache, built, tmp_path):
+    path, calls = cache
+    arrays, meta = _arrays(built[1], tmp_path)
+    arrays["tbs"] = arrays["tbs"] * 2  # still sound tables, but not the ones built: only the checksum can tell
+    _write_npz(path, arrays, meta, rehash=False)
+    assert nr.read_tables(path, built[2].sionna_version, PARAMS) == (None, "its arrays changed after it was built (checksum mismatch)")
+    assert_same_tables(nr.load_tables(1, 156), built[2])
+    assert calls == [PARAMS]
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _symlink_to_a_sound_copy(path: Path) -> None:
+    elsewhere = path.parent.parent / "elsewhere.npz"
+    shutil.copyfile(path.with_name("good"), elsewhere)
+    os.symlink(elsewhere, path)
+
+
+DAMAGE = {
+    "empty": lambda path: path.write_bytes(b""),
+    "random bytes": lambda path: path.write_bytes(np.random.default_rng(0).bytes(4096)),
+    "a pickle": lambda path: path.write_bytes(b"\x80\x04\x95" + bytes(64)),
+    "truncated": lambda path: path.write_bytes(path.with_name("good").read_bytes()[:5000]),
+    "a FIFO": _fifo,
+    "a symlink": _symlink_to_a_sound_copy,
+}
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_a_damaged_or_irregular_cache_file_is_replaced_without_hanging(cache, built, case):
+    path, calls = cache
+    path.parent.mkdir(parents=True)
+    path.with_name("good").write_bytes(built[1])
+    DAMAGE[case](path)
+    with no_longer_than(20):
+        assert_same_tables(nr.load_tables(1, 156), built[2])
+    assert calls == [PARAMS]
+    assert not path.is_symlink() and path.read_bytes() == built[1]
+
+
+def test_a_folder_in_place_of_the_cache_file_is_one_line_naming_it(cache, tmp_path):
+    path, calls = cache
+    path.mkdir(parents=True)
+    with pytest.raises(ValueError) as caught:
+        nr.load_tables(1, 156)
+    assert str(caught.value) == (
+        f"{path}: a folder, not the table file; delete it (wirelessfl builds the NR tables there again from Sionna)"
+    )
+    assert calls == []
+
+
+def test_a_build_that_still_gives_a_bad_file_is_one_line(cache, monkeypatch):
+    path, _ = cache
+    monkeypatch.setattr(nr, "_build_tables", lambda where, params: where.write_bytes(b"not a table"))
+    path.parent.mkdir(parents=True)
+    with pytest.raises(ValueError) as caught:
+        nr.load_tables(1, 156)
+    assert str(caught.value).startswith(f"{path}: not a table file (")
+    assert str(caught.value).endswith(") after building it again; delete it and run again")
+
+
+def test_the_command_line_names_the_cache_folder_in_one_line_and_writes_nothing(cache, tmp_path):
+    from typer.testing import CliRunner
+
+    from wirelessfl.cli import app
+
+    path, _ = cache
+    path.mkdir(parents=True)
+    physical.nr_link.cache_clear()
+    scenario = tmp_path / "nr.yaml"
+    scenario.write_text(
+        "name: nr\nrounds: 1\ndata: {dataset: digits, clients: 4}\nalgorithms: [{name: fedavg}]\n"
+        "networks: [{name: cell, physical: {link: nr, bandwidth_hz: 20.0e+6}}]\n"
+    )
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["simulate", str(scenario), "--out", str(out)])
+    physical.nr_link.cache_clear()
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"error: {scenario}: network 'cell': {path}: a folder, not the table file; delete it "
+        "(wirelessfl builds the NR tables there again from Sionna)"
+    )
+    assert not out.exists()
+
+
+def test_a_real_rebuild_replaces_random_bytes_with_sionnas_tables(built, tmp_path, monkeypatch):
+    """The real child process, not the copying stand-in: it writes the file whole over the damaged one."""
+    monkeypatch.setenv("WIRELESSFL_CACHE", str(tmp_path))
+    path = tmp_path / "nr" / built[0].name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\x00" * 100)
+    nr.load_tables.cache_clear()
+    try:
+        assert_same_tables(nr.load_tables(1, 156), built[2])
+    finally:
+        nr.load_tables.cache_clear()
+    assert nr.read_tables(path, built[2].sionna_version, PARAMS)[1] is None
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left behind
