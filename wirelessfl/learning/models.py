@@ -175,6 +175,8 @@ def resolve_factory(name: str) -> Callable[..., nn.Module]:
         target = importlib.import_module(module_name)
     except Exception as err:  # the user's module may raise anything while importing
         raise ValueError(f"model {name!r}: cannot import module {module_name!r} ({type(err).__name__}: {err})") from None
+    except SystemExit as err:
+        raise ValueError(f"model {name!r}: importing module {module_name!r} called sys.exit({err.code!r})") from None
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise ValueError(f"model {name!r}: module {module_name!r} has no attribute {attribute!r}")
@@ -262,6 +264,10 @@ class Architecture:
             raise
         except TypeError as err:
             raise ValueError(f"model.options for model {self.name!r}: the factory refused them ({err})") from None
+        except SystemExit as err:  # not an error the caller would catch: it would end the command with its code
+            raise ValueError(
+                f"model {self.name!r}: the factory called sys.exit({err.code!r}) instead of returning a torch.nn.Module"
+            ) from None
         if not isinstance(module, nn.Module):
             raise ValueError(f"model {self.name!r}: the factory must return a torch.nn.Module, got {type(module).__name__}")
         return module

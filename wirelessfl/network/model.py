@@ -122,8 +122,9 @@ class NetworkModel:
             ul_rate = phy.uplink_rates(channel, self.path_loss_db, ul_gain)[clients]
             bits_per_model = plan.model_params * profile.bits_per_parameter
             weakest = np.array([dl_rate[m].min() for m in members])
-            stream_durations = payloads * bits_per_model / weakest if streams else np.zeros(0)
-            upload = uplink_payload * bits_per_model / ul_rate
+            with np.errstate(divide="ignore"):  # a rate of 0 is an outage: the transfer lasts inf, it never lands
+                stream_durations = payloads * bits_per_model / weakest if streams else np.zeros(0)
+                upload = uplink_payload * bits_per_model / ul_rate
             if channel.link == "nr":
                 stream_durations, upload = phy.add_held_harq_tails(
                     channel, self.path_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
