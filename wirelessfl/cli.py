@@ -153,7 +153,7 @@ def simulate(
             from wirelessfl.simulate import extend_run
 
             if rounds > sc.rounds:  # the longer run must fit before extend_run restamps its checkpoints
-                _check_cost(_guard(load_scenario, resume / "scenario.yaml", {"rounds": rounds}), None, probe=False)
+                _guard(_check_cost, _guard(load_scenario, resume / "scenario.yaml", {"rounds": rounds}), None, None, False)
             sc = _guard(extend_run, resume, rounds)
             keep_models = True  # so that the longer run can be extended again
         done = _guard(_check_checkpoints, sc, resume)
