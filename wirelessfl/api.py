@@ -4,7 +4,9 @@ Both take a scenario as a YAML path, a dict or a ``Scenario``; keyword
 overrides set top-level fields (``rounds=5``, ``seeds=[0, 1]``) and
 ``settings`` dotted paths (``{"training.lr": 0.01}`` or ``["training.lr=0.01"]``),
 exactly as ``--set`` does. They return pandas frames and plotly figures rather
-than printing; errors are the CLI's one-line ``ValueError`` messages.
+than printing; errors are the CLI's one-line ``ValueError`` messages, and as
+there a run that would not fit in memory is refused before anything big is
+allocated or written (``cost.check_run``).
 """
 
 from __future__ import annotations
