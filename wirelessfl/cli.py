@@ -338,7 +338,7 @@ def _warnings(result) -> list[str]:
 
     diagnostics = json.loads(json.dumps(result.diagnostics, default=jsonable))  # as diagnostics.json has them
     return (
-        outage_warnings(result.client_rounds, OUTAGE_S)
+        outage_warnings(getattr(result, "client_rounds", None), OUTAGE_S)
         + loss_warnings(result.trace)
         + aggregation_warnings(result.trace)
         + convergence_warnings(result.trace)

@@ -175,13 +175,13 @@ def pending(plan: SweepPlan, sweep_dir: Path) -> list[UnitTask]:
     return [task for task in tasks_of(plan, sweep_dir) if not is_done(Path(task.dir))]
 
 
-def preflight(plan: SweepPlan, sweep_dir: Path | None, available: int | None = None) -> None:
+def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
     """Check that each unit still to run fits in memory (``wirelessfl.cost.check_run``, as ``simulate`` does, before
     anything of it is allocated), then build its data, model and every algorithm, so a bad value fails before any
     training.
 
-    ``sweep_dir`` None (not created yet): every unit is still to run. ``available`` overrides the measured
-    free memory (tests). Each unit is checked alone: units that run at once share the memory.
+    ``sweep_dir`` None (not created yet): every unit is still to run. Each unit is checked alone: units that
+    run at once share the memory.
     """
     from wirelessfl.cost import check_run
     from wirelessfl.simulate import build_units
@@ -195,7 +195,7 @@ def preflight(plan: SweepPlan, sweep_dir: Path | None, available: int | None = N
         checked.add(unit.key)
         where = " ".join(([assignment_text(unit.assignment)] if unit.assignment else []) + algorithm)
         try:
-            check_run(unit.scenario, available=available, probe=False)
+            check_run(unit.scenario, probe=False)
             build_units(unit.scenario, unit.scenario.seeds[0])
         except ValueError as err:
             message = first_line(str(err), type(err).__name__)
