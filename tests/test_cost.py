@@ -67,13 +67,14 @@ def test_huge_model_refused_by_this_machines_memory():
         check_run(scenario)
 
 
-def test_a_trillion_rounds_refused_for_their_records():
-    """A round keeps ~200 B of records per client and a ~3 kB trace row: (10 x 200 B + 3 kB) x 1e12 rounds = 5,000 TB."""
-    scenario = parse_scenario({**HUGE, "model": {"name": "mlp"}, "rounds": 10**12})
+def test_round_records_refused_with_fewer_rounds_advised():
+    """A round keeps ~200 B of records per client and a ~3 kB trace row: (10 x 200 B + 3 kB) x 100,000 rounds
+    = 500 MB (the most rounds a scenario may have; config.MAX_ROUNDS); the data, models and phases add 5 MB."""
+    scenario = parse_scenario({**HUGE, "model": {"name": "mlp"}, "rounds": 100_000})
     with pytest.raises(ValueError) as refused:
-        check_run(scenario, available=16_000_000_000)
+        check_run(scenario, available=500_000_000)
     message = str(refused.value)
-    assert message.startswith("memory: this run needs about 5,000 TB at its peak (round records 5,000 TB) but 16.0 GB is available")
+    assert message.startswith("memory: this run needs about 505 MB at its peak (round records 500 MB) but 500 MB is available")
     assert message.endswith("use fewer rounds (rounds), fewer clients (data.clients), a smaller training.batch_size, a smaller model (model) or fewer algorithms per run")
 
 

@@ -6,17 +6,33 @@ text itself (tabs, anchors and aliases, tags, a second document, truncation),
 then runs ``wirelessfl validate`` (and a few ``simulate --rounds 1``) in an
 empty folder. The contract of the CLI: exit code 0 or 2, never a traceback, at
 most one ``error:`` line, and nothing written for a refused file.
+
+A second family aims at sizes: every field a scenario sizes something with
+(clients, samples, the synthetic data's dimensions, hidden layers, rounds, batch
+sizes, epochs, the cell's radius and powers, per-client counts) set at and
+beyond its range, to huge numbers, to wrong types. These run in a worker process
+under an address-space limit (``RLIMIT_AS``), with the available memory fixed
+(``cost.available_ram``), one example at a time with a time limit: an example
+that allocates what the guards should have refused fails with a MemoryError
+instead of OOM-killing the machine, and one that does not answer in time fails
+as a hang. Examples are derandomized (the same ones every run); ``-m slow``
+runs many more.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
+import select
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -186,3 +202,165 @@ def test_validate_yaml_oddities(text):
 @given(mutated_documents())
 def test_simulate_one_round_of_mutated_documents(doc):
     _check(_dump(doc), ["simulate", "--rounds", "1", "--quiet", "--out", "run"])
+
+
+# --------------------------------------------------------------------------- sizes, under an address-space limit
+
+ROOT = Path(__file__).resolve().parents[1]
+ADDRESS_SPACE = 8 * 2**30
+AVAILABLE = 16_000_000_000
+EXAMPLE_TIMEOUT_S = 240
+WORKER = f"""
+import json, os, resource, sys, tempfile
+resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE}))
+import wirelessfl.cost
+wirelessfl.cost.available_ram = lambda: {AVAILABLE}
+from typer.testing import CliRunner
+from wirelessfl.cli import app
+
+runner = CliRunner()
+home = os.getcwd()
+for line in sys.stdin:
+    request = json.loads(line)
+    with tempfile.TemporaryDirectory() as folder:
+        os.chdir(folder)
+        with open("s.yaml", "w", encoding="utf-8") as file:
+            file.write(request["text"])
+        try:
+            result = runner.invoke(app, request["args"])
+            failure = result.exception if result.exception is not None and not isinstance(result.exception, SystemExit) else None
+            answer = dict(code=result.exit_code, output=result.output, files=sorted(os.listdir(".")),
+                          exception=None if failure is None else repr(failure)[:2000])
+        except BaseException as err:
+            answer = dict(code=-1, output="", files=[], exception=repr(err)[:2000])
+        os.chdir(home)
+    print(json.dumps(answer), flush=True)
+"""
+
+HUGE_INTS = [0, -1, 1, 2, 3, 2**31, 10**9, 10**12, 10**18, 2**63, 10**30]
+sizes = st.one_of(
+    st.sampled_from(HUGE_INTS),
+    st.integers(min_value=-(10**3), max_value=10**7),
+    st.sampled_from([0.5, 1e9, 1e300, float("nan"), float("inf"), -float("inf"), "1e9", "big", None, True, [10**9], {"n": 1}]),
+)
+#: (path, what a value there sizes): every place a scenario sizes something with.
+SIZE_PATHS = [
+    ("data", "clients"), ("data", "samples", "per_client"), ("data", "samples", "total"),
+    ("data", "options", "num_samples"), ("data", "options", "dim"), ("data", "options", "components"),
+    ("model", "options", "hidden", 0), ("model", "options", "hidden", 1), ("rounds",), ("eval_every",), ("eval_last",),
+    ("checkpoint_every",), ("training", "batch_size"), ("training", "local_epochs"),
+    ("algorithms", 0, "params", "streams"), ("algorithms", 0, "params", "sigma_batches"), ("algorithms", 1, "params", "finetune_epochs"),
+    ("networks", 0, "physical", "cell_radius_m"), ("networks", 0, "physical", "bs_power_dbm"),
+    ("networks", 0, "physical", "ue_power_dbm"), ("networks", 0, "channels"), ("tune", "rounds"), ("tune", "last_rounds"),
+]
+SYNTHETIC = {"dataset": "synthetic", "clients": 3, "samples": {"per_client": 20}, "options": {"num_samples": 200, "dim": 8, "components": 2}}
+
+
+def _set(doc: dict, path: tuple, value: Any) -> None:
+    """``doc`` at ``path`` = ``value``, making the mappings on the way (``tune:``, ``physical:``) and list slots."""
+    node = doc
+    for part, following in zip(path[:-1], path[1:]):
+        if isinstance(node, dict) and not isinstance(node.get(part), (dict, list)):
+            node[part] = [] if isinstance(following, int) else {}
+        node = node[part]
+    if isinstance(node, list):
+        node.extend([4] * (path[-1] + 1 - len(node)))
+    node[path[-1]] = value
+
+
+@st.composite
+def sized_documents(draw) -> dict[str, Any]:
+    doc = copy.deepcopy(BASE)
+    doc["algorithms"] = [{"name": "ucfl", "params": {"streams": 2}}, {"name": "fedavg_ft"}]
+    doc["networks"] = [{"preset": "wired", **({"physical": {}} if draw(st.booleans()) else {})}]
+    if draw(st.booleans()):
+        doc["data"] = copy.deepcopy(SYNTHETIC)
+    for path in draw(st.lists(st.sampled_from(SIZE_PATHS), min_size=1, max_size=3, unique=True)):
+        _set(doc, path, draw(sizes))
+    return doc
+
+
+class Worker:
+    """One child process under the address-space limit that runs the command line on each example it is sent."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True, env=env, cwd=ROOT,
+        )
+
+    def run(self, text: str, args: list[str]) -> dict[str, Any]:
+        self.process.stdin.write(json.dumps({"text": text, "args": args}) + "\n")
+        self.process.stdin.flush()
+        ready, _, _ = select.select([self.process.stdout], [], [], EXAMPLE_TIMEOUT_S)
+        if not ready:
+            self.close()
+            raise AssertionError(f"no answer within {EXAMPLE_TIMEOUT_S} s (a hang): {args} on\n{text}")
+        line = self.process.stdout.readline()
+        if not line:
+            code = self.process.wait()
+            raise AssertionError(f"the worker died (exit {code}; killed for memory?) on {args}:\n{text}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+@pytest.fixture(scope="module")
+def worker():
+    running = Worker()
+    yield running
+    running.close()
+
+
+def _check_limited(worker: Worker, doc: dict[str, Any], command: list[str]) -> None:
+    text = _dump(doc)
+    answer = worker.run(text, [command[0], "s.yaml", *command[1:]])
+    assert answer["exception"] is None, (text, answer["exception"])
+    assert answer["code"] in (0, 2), (text, answer["output"])
+    assert "Traceback" not in answer["output"], (text, answer["output"])
+    errors = [line for line in answer["output"].splitlines() if line.startswith("error:")]
+    if answer["code"] == 2:
+        assert len(errors) == 1 and answer["output"].strip() == errors[0], (text, answer["output"])
+        assert answer["files"] == ["s.yaml"], (text, answer["output"], answer["files"])
+    else:
+        assert not errors, (text, answer["output"])
+
+
+LIMITED = dict(deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+
+
+def test_the_worker_refuses_a_data_bomb_and_validates_the_base(worker):
+    """The harness itself: the base validates, and the probe's 1,600 TB synthetic matrix is refused in one line."""
+    _check_limited(worker, BASE, ["validate"])
+    bomb = {**BASE, "data": {**SYNTHETIC, "options": {"dim": 10**9}}}
+    answer = worker.run(_dump(bomb), ["validate", "s.yaml"])
+    assert answer["code"] == 2 and answer["output"].startswith("error: s.yaml: memory: building the data needs about 1,600 TB"), answer
+
+
+@settings(max_examples=25, **LIMITED)
+@given(sized_documents())
+def test_validate_sized_documents_under_a_memory_limit(worker, doc):
+    _check_limited(worker, doc, ["validate"])
+
+
+@settings(max_examples=4, **LIMITED)
+@given(sized_documents())
+def test_simulate_one_round_of_sized_documents_under_a_memory_limit(worker, doc):
+    _check_limited(worker, doc, ["simulate", "--rounds", "1", "--quiet", "--out", "run"])
+
+
+@pytest.mark.slow
+@settings(max_examples=400, **{**LIMITED, "derandomize": False})
+@given(sized_documents())
+def test_validate_many_sized_documents_under_a_memory_limit(worker, doc):
+    _check_limited(worker, doc, ["validate"])
+
+
+@pytest.mark.slow
+@settings(max_examples=60, **{**LIMITED, "derandomize": False})
+@given(st.one_of(sized_documents(), mutated_documents()))
+def test_simulate_one_round_of_many_documents_under_a_memory_limit(worker, doc):
+    _check_limited(worker, doc, ["simulate", "--rounds", "1", "--quiet", "--out", "run"])

@@ -4,7 +4,9 @@ Both take a scenario as a YAML path, a dict or a ``Scenario``; keyword
 overrides set top-level fields (``rounds=5``, ``seeds=[0, 1]``) and
 ``settings`` dotted paths (``{"training.lr": 0.01}`` or ``["training.lr=0.01"]``),
 exactly as ``--set`` does. They return pandas frames and plotly figures rather
-than printing; errors are the CLI's one-line ``ValueError`` messages.
+than printing; errors are the CLI's one-line ``ValueError`` messages, and as
+there a run that would not fit in memory is refused before anything big is
+allocated or written (``cost.check_run``).
 """
 
 from __future__ import annotations
@@ -102,7 +104,12 @@ def simulate(scenario, out: str | Path | None = None, *, settings=None, **overri
     from wirelessfl.results.io import atomic_write_text
     from wirelessfl.results.run_outputs import write_run_outputs
 
+    from wirelessfl.cost import check_run
+    from wirelessfl.simulate import preflight
+
     sc = load(scenario, settings, **overrides)
+    check_run(sc, probe=False)  # as the command line: refused in one line before anything is allocated or written
+    preflight(sc)
     run_dir = Path(out) if out is not None else None
     if run_dir is not None:
         resolved = dump_scenario(sc)
@@ -170,13 +177,16 @@ def tune(
     study is resumed). ``trials`` sets ``tune.trials``. Returns a ``TuneResult``: ``.table`` (the
     study.csv frame), ``.best`` (per curve: trial, objective, values) and ``.dir`` (with tuned.yaml).
     """
+    from wirelessfl.cost import check_run
     from wirelessfl.results.io import atomic_write_text
     from wirelessfl.simulate import preflight as build_check
     from wirelessfl.tune.study import check_tunable, endpoint_scenario, run_tune
 
     sc = load(scenario, [*_settings_list(settings), *([f"tune.trials={trials}"] if trials is not None else [])], **overrides)
     check_tunable(sc)
-    build_check(endpoint_scenario(sc), "tune (the ends of a search space)")
+    ends = endpoint_scenario(sc)
+    check_run(ends, probe=False)
+    build_check(ends, "tune (the ends of a search space)")
     run_dir = Path(out)
     resolved = dump_scenario(sc)
     saved = run_dir / "tune.yaml"

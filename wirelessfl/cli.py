@@ -13,6 +13,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+import warnings
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,16 @@ def _note(message: str) -> None:
     err_console.print(f"[yellow]note:[/] {escape(_one_line(message))}", highlight=False, soft_wrap=True)
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Python's warnings as one ``warning:`` line, without the source line it quotes. numpy's floating-point
+    warnings ("divide by zero encountered in divide") are left out: what they flag (a link rate of 0, a NaN
+    loss) is said in words by the checks and summary.md."""
+    text = str(message)
+    if issubclass(category, RuntimeWarning) and " encountered in " in text:
+        return
+    _warn(f"{category.__name__}: {text}")
+
+
 def _guard(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
@@ -90,6 +101,8 @@ def main(
     show_version: bool = typer.Option(False, "--version", callback=_show_version, is_eager=True, help="print the version and exit"),
 ) -> None:
     _state["debug"] = debug
+    if not debug:
+        warnings.showwarning = _one_line_warning
 
 
 @app.command()
@@ -145,6 +158,8 @@ def simulate(
         if rounds is not None and rounds != sc.rounds:
             from wirelessfl.simulate import extend_run
 
+            if rounds > sc.rounds:  # the longer run must fit before extend_run restamps its checkpoints
+                _guard(_check_cost, _guard(load_scenario, resume / "scenario.yaml", {"rounds": rounds}), None, None, False)
             sc = _guard(extend_run, resume, rounds)
             keep_models = True  # so that the longer run can be extended again
         done = _guard(_check_checkpoints, sc, resume)
@@ -271,11 +286,11 @@ def _preflight(sc, source: Path):
     return run_cost
 
 
-def _check_cost(sc, source: Path | None = None, done: dict[str, int] | None = None):
+def _check_cost(sc, source: Path | None = None, done: dict[str, int] | None = None, probe: bool = True):
     from wirelessfl.cost import check_run
 
     try:
-        return check_run(sc, done=done)
+        return check_run(sc, done=done, probe=probe)
     except ValueError as err:
         raise UserError(f"{source}: {err}" if source is not None else str(err)) from None
 
@@ -356,17 +371,21 @@ def _warn(message: str) -> None:
 
 
 def _warnings(result) -> list[str]:
-    """What summary.md flags, said on the console too: dropped uploads, curves that have not settled and streams
-    that miss the true groups."""
+    """What summary.md flags, said on the console too: links that leave most clients in outage, a NaN loss,
+    dropped uploads, curves that have not settled and streams that miss the true groups."""
     import json
 
+    from wirelessfl.network.physical import OUTAGE_S
     from wirelessfl.results.io import jsonable
+    from wirelessfl.results.links import outage_warnings
     from wirelessfl.results.streams import stream_report, stream_warnings
-    from wirelessfl.results.tables import aggregation_warnings, convergence_warnings
+    from wirelessfl.results.tables import aggregation_warnings, convergence_warnings, loss_warnings
 
     diagnostics = json.loads(json.dumps(result.diagnostics, default=jsonable))  # as diagnostics.json has them
     return (
-        aggregation_warnings(result.trace)
+        outage_warnings(getattr(result, "client_rounds", None), OUTAGE_S)
+        + loss_warnings(result.trace)
+        + aggregation_warnings(result.trace)
         + convergence_warnings(result.trace)
         + stream_warnings(stream_report(diagnostics, result.clients))
     )
@@ -608,6 +627,7 @@ def _tune_preflight(sc, source: Path):
         check_links(ends, str(source))
     except ValueError as err:
         raise UserError(str(err)) from None
+    _check_cost(ends, source, probe=False)  # before the ends' data and algorithms are built
     try:
         build_units(ends, ends.seeds[0])
     except ValueError as err:

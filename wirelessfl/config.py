@@ -56,6 +56,9 @@ MAX_CLIENTS = 100_000
 MAX_CURVES = 1_000
 MAX_NETWORKS = 100
 MAX_SWEEP_POINTS = 1_000
+MAX_ROUNDS = 100_000
+"""Rounds of a run (and of a tuning trial). Every round is trained, timed and recorded, so a run of more
+rounds takes days at the least; the papers run hundreds. A larger number is a typo, refused with this bound."""
 
 
 class _Strict(BaseModel):
@@ -100,6 +103,15 @@ _UniqueKeyLoader.add_implicit_resolver(
     ),
     list("-+0123456789."),
 )
+
+
+def _bounded_rounds(rounds: int) -> int:
+    if rounds > MAX_ROUNDS:
+        raise ValueError(
+            f"{rounds} is more than the {MAX_ROUNDS:,} rounds a run may have (every round is trained, timed and "
+            "recorded, so more would take days at the least; the papers run hundreds)"
+        )
+    return rounds
 
 
 class DataConfig(_Strict):
@@ -307,6 +319,11 @@ class TuneConfig(_Strict):
         default_factory=dict, description="per algorithm: NAME -> {tunable: {low, high[, log]} | {choices: [...]} | null}"
     )
 
+    @field_validator("rounds")
+    @classmethod
+    def _bounded_rounds(cls, rounds: int | None) -> int | None:
+        return rounds if rounds is None else _bounded_rounds(rounds)
+
     @field_validator("algorithms")
     @classmethod
     def _valid_spaces(cls, blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -371,6 +388,11 @@ class Scenario(_Strict):
         None, max_length=MAX_NAME,
         description="the tuning directory whose study chose this scenario's values (written by `wirelessfl tune` into tuned.yaml)",
     )
+
+    @field_validator("rounds")
+    @classmethod
+    def _bounded_rounds(cls, rounds: int) -> int:
+        return _bounded_rounds(rounds)
 
     @field_validator("seeds")
     @classmethod

@@ -1,7 +1,9 @@
 """What a run will cost on this machine, said (and refused when it cannot fit) before anything big is allocated.
 
-``check_run(scenario)`` builds the first seed's data (sizes, input shape,
-classes), estimates the peak memory with
+``check_run(scenario)`` first refuses a scenario whose data alone would not
+fit (``check_data``: the loader's and the dealing's peak from the spec's sizes,
+``learning/data/sizes.py``, before a sample is loaded or drawn), then builds the
+first seed's data (sizes, input shape, classes), estimates the peak memory with
 :func:`wirelessfl.learning.memory.estimate_memory`, compares it with the memory
 available (``psutil.virtual_memory().available``, capped by a cgroup limit; on
 CUDA ``torch.cuda.mem_get_info``) and raises ``ValueError`` with one line when
@@ -29,6 +31,7 @@ import torch
 from wirelessfl.algorithms.base import FORWARD_COST
 from wirelessfl.config import Scenario
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
+from wirelessfl.learning.data.sizes import DataSize, data_size
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.schedule import batch_width
 from wirelessfl.learning.workers import balanced_group, group_samples
@@ -87,6 +90,11 @@ def available_memory(device: torch.device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
+    return available_ram()
+
+
+def available_ram() -> int:
+    """Available RAM, capped by a cgroup v2 limit (where the data is built, whatever the run's device)."""
     import psutil
 
     available = int(psutil.virtual_memory().available)
@@ -143,6 +151,23 @@ def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.dev
         max_samples=group_samples(device),
     )
     return estimate, arch
+
+
+def check_data(scenario: Scenario, available: int | None = None) -> DataSize | None:
+    """Refuse, in one ``ValueError`` line, a scenario whose data alone would not fit in ``MEMORY_FRACTION`` of the
+    available RAM (``available`` overrides it), from the spec's sizes, before any of the data is loaded or drawn.
+    None where the spec leaves the sizes to the loader (see :func:`wirelessfl.learning.data.sizes.data_size`)."""
+    d = scenario.data
+    size = data_size(d.dataset, d.root, d.options, d.clients, d.samples)
+    if size is None:
+        return None
+    free = available_ram() if available is None else int(available)
+    if size.peak > MEMORY_FRACTION * free:
+        raise ValueError(
+            f"memory: building the data needs about {format_bytes(size.peak)} at its peak ({size.describe()}) "
+            f"but {format_bytes(free)} is available and a run may use {MEMORY_FRACTION:.0%} of it; use {size.advice}"
+        )
+    return size
 
 
 def refusal(estimate: MemoryEstimate, available: int) -> str:
@@ -271,6 +296,7 @@ def check_run(
     """
     dev = resolve_device(device or scenario.device)
     if data is None:
+        check_data(scenario, available)
         data = build_federated_data(scenario.data_spec(), scenario.seeds[0])
     estimate, arch = estimate_scenario(scenario, data, dev)
     free = available_memory(dev) if available is None else int(available)
@@ -290,4 +316,4 @@ def check_run(
     return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent, left=share)
 
 
-__all__ = ["MEMORY_FRACTION", "RunCost", "Throughput", "available_memory", "check_run", "estimate_seconds", "format_duration", "measure_throughput", "refusal"]
+__all__ = ["MEMORY_FRACTION", "RunCost", "Throughput", "available_memory", "available_ram", "check_data", "check_run", "estimate_seconds", "format_duration", "measure_throughput", "refusal"]

@@ -770,13 +770,43 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
     """
     check_links(scenario, source)
     try:
-        for unit in build_units(scenario, scenario.seeds[0]):
+        units = build_units(scenario, scenario.seeds[0])
+        for unit in units:
             if not is_registered(type(unit.algorithm)):
                 check_checkpointable(unit)
     except ValueError as err:
         message = first_line(str(err), type(err).__name__)
         where = algorithm_path(scenario, message)
         raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
+    check_outage(scenario, units[0].algorithm.ctx.arch.param_count, source)
+
+
+OUTAGE_REFUSED = 0.9
+"""A profile whose link budget leaves at least this share of the clients in outage is refused: nearly nobody
+could take part, and the rounds would last years."""
+
+
+def check_outage(scenario: Scenario, model_params: int, source: str = "scenario") -> None:
+    """Refuse, in one ``ScenarioError`` line, a physical profile whose link budget leaves (almost) every client
+    in outage: one model (``model_params`` x its ``bits_per_parameter``) takes longer than
+    ``physical.OUTAGE_S`` to receive or send at the client's mean rate over fading, for the first seed's drop
+    (``physical.in_outage``). A run where fewer but most are says so when it ends (``results.links``)."""
+    from wirelessfl.network.physical import OUTAGE_S, in_outage
+
+    for profile in scenario.profiles():
+        channel = profile.physical
+        if channel is None:
+            continue
+        network = NetworkModel(profile, scenario.data.clients, static_rng(scenario.seeds[0], profile))
+        bits = model_params * profile.bits_per_parameter
+        out = int(in_outage(channel, network.path_loss_db, bits, network.uplink_loss_db).sum())
+        if out >= OUTAGE_REFUSED * scenario.data.clients:
+            raise ScenarioError(
+                f"{source}: network {profile.name!r}: its link budget leaves {out} of {scenario.data.clients} clients in "
+                f"outage (one model, {bits / 1e6:.3g} Mbit, takes over {OUTAGE_S:,.0f} s to receive or send at their mean "
+                f"rate: bs_power_dbm {channel.bs_power_dbm:g}, ue_power_dbm {channel.ue_power_dbm:g}, cell_radius_m "
+                f"{channel.cell_radius_m:g}); raise the powers or make the cell smaller"
+            )
 
 
 def check_links(scenario: Scenario, source: str = "scenario") -> None:

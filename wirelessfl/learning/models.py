@@ -194,6 +194,8 @@ def resolve_factory(name: str) -> Callable[..., nn.Module]:
         target = import_user_module(module_name)
     except Exception as err:  # the user's module may raise anything while importing
         raise ValueError(f"model {name!r}: cannot import module {module_name!r} ({type(err).__name__}: {err})") from None
+    except SystemExit as err:
+        raise ValueError(f"model {name!r}: importing module {module_name!r} called sys.exit({err.code!r})") from None
     for part in attribute.split("."):
         if not hasattr(target, part):
             raise ValueError(f"model {name!r}: module {module_name!r} has no attribute {attribute!r}")
@@ -283,6 +285,10 @@ class Architecture:
             raise
         except TypeError as err:
             raise ValueError(f"model.options for model {self.name!r}: the factory refused them ({err})") from None
+        except SystemExit as err:  # not an error the caller would catch: it would end the command with its code
+            raise ValueError(
+                f"model {self.name!r}: the factory called sys.exit({err.code!r}) instead of returning a torch.nn.Module"
+            ) from None
         except Exception as err:  # the user's factory may raise anything
             raise ModelFailed(f"model {self.name!r}: the factory raised {type(err).__name__}: {_first_line(err)}") from None
         if not isinstance(module, nn.Module):

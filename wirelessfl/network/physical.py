@@ -136,13 +136,34 @@ def ergodic_downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray) -> np.
     The gains are a fixed draw of ``FADING_SAMPLES`` (seeded apart from the run's generators), so the
     answer depends only on the channel and the user's static loss.
     """
+    return ergodic_rates(channel, loss_db, "dl")
+
+
+def ergodic_rates(channel: PhysicalChannel, loss_db: np.ndarray, direction: str) -> np.ndarray:
+    """:func:`ergodic_downlink_rates` of the downlink (``dl``) or the uplink (``ul``)."""
+    rates_of = downlink_rates if direction == "dl" else uplink_rates
     gains = link.draw_fading(np.random.default_rng(0), FADING_SAMPLES, channel.fading, k_factor(channel))
     loss = np.asarray(loss_db, dtype=float)
     rates = np.empty(loss.size)
     for start in range(0, loss.size, 256):  # 256 users x 4,096 gains at a time: 8 MB per array
         part = loss[start : start + 256, None]
-        rates[start : start + 256] = downlink_rates(channel, part, gains[None, :]).mean(axis=1)
+        rates[start : start + 256] = rates_of(channel, part, gains[None, :]).mean(axis=1)
     return rates
+
+
+OUTAGE_S = 1e4
+"""A transfer that takes longer than this is in outage: the ``MAX_BLOCKS`` blocks of 10 ms after which block
+fading gives up on one; a round of hours is no longer a wireless round."""
+
+
+def in_outage(channel: PhysicalChannel, loss_db: np.ndarray, bits: float, ul_loss_db: np.ndarray | None = None) -> np.ndarray:
+    """Per user: whether receiving or sending ``bits`` (one model) at its ergodic rates takes longer than
+    ``OUTAGE_S`` (a rate of 0 included). What the link budget alone says, before any round is drawn.
+    ``ul_loss_db``: the uplink's own loss where it differs (interference, power control)."""
+    ul_loss = loss_db if ul_loss_db is None else ul_loss_db
+    with np.errstate(divide="ignore"):
+        seconds = np.maximum(bits / ergodic_rates(channel, loss_db, "dl"), bits / ergodic_rates(channel, ul_loss, "ul"))
+    return ~(seconds <= OUTAGE_S)
 
 
 def downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.ndarray) -> np.ndarray:

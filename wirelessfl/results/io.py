@@ -86,6 +86,9 @@ PROVENANCE_FILE = "provenance.json"
 its seeding (2026-11-25), when each algorithm was seeded apart: its curves of a seed do not share their draws."""
 
 TRACE_FILES = ("trace.parquet", "trace.csv")
+MAX_ROUND = 100_000
+"""The last round a run can have (``config.MAX_ROUNDS``; a test checks they agree): a trace's ``round`` beyond it
+was not written by a run."""
 CLIENT_FILES = ("clients.parquet", "clients.csv")
 TEXT_COLUMNS = ("scenario", "algorithm", "variant", "curve", "profile", "time_unit")
 
@@ -341,7 +344,21 @@ def read_trace(run_dir) -> pd.DataFrame:
     if "unseen_acc" not in trace.columns:  # runs written before held-out clients existed
         trace.insert(list(TRACE_COLUMNS).index("unseen_acc"), "unseen_acc", float("nan"))
     validate_trace(trace)
+    source = next((Path(run_dir) / name for name in TRACE_FILES if (Path(run_dir) / name).exists()))
+    _check_rounds(trace, source)
     return trace
+
+
+def _check_rounds(trace: pd.DataFrame, source: Path) -> None:
+    """Every ``round`` a whole number from 0 to ``MAX_ROUND``; else one line naming the file and the value."""
+    rounds = pd.to_numeric(trace["round"], errors="coerce")  # a 20-digit round is read as text or a float
+    whole = rounds.notna() & (rounds >= 0) & (rounds <= MAX_ROUND) & (rounds == rounds.round())
+    if not whole.all():
+        bad = str(trace["round"][~whole].iloc[0])
+        raise ValueError(
+            f"{source}: round {bad[:30]} is not a round a run can have (whole numbers from 0 to {MAX_ROUND:,}); "
+            "the file was changed after the run wrote it"
+        )
 
 
 def read_clients(run_dir) -> pd.DataFrame:

@@ -34,6 +34,25 @@ def link_notes(links: pd.DataFrame) -> list[str]:
     return notes
 
 
+def outage_warnings(client_rounds: pd.DataFrame | None, horizon_s: float) -> list[str]:
+    """One line per profile timed in seconds where most participant-rounds (over curves and seeds) were in
+    outage: the model's reception or upload took longer than ``horizon_s``, or the upload never landed
+    (``t_uploaded`` inf: a rate of 0 or a transfer given up on)."""
+    if client_rounds is None or client_rounds.empty:
+        return []
+    lines = []
+    for profile, rows in client_rounds[client_rounds["time_unit"] == "s"].groupby("profile", sort=False):
+        out = ~np.isfinite(rows["t_uploaded"].to_numpy(dtype=float))
+        out |= ~(rows["receive_time"].to_numpy(dtype=float) <= horizon_s) | ~(rows["upload_time"].to_numpy(dtype=float) <= horizon_s)
+        if out.mean() > 0.5:
+            lines.append(
+                f"on {profile}, {100 * out.mean():.0f}% of the participants' rounds were in outage (receiving or sending "
+                f"the model took over {horizon_s:,.0f} s, or never ended): the link budget leaves most clients out; "
+                "raise the powers or make the cell smaller"
+            )
+    return lines
+
+
 def write_link_report(run_dir, links: pd.DataFrame) -> list[str]:
     """Write ``streams_link.csv`` (nothing without physical streams) and return summary.md's notes."""
     if links is None or links.empty:

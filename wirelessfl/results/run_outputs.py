@@ -13,7 +13,7 @@ from typing import Any
 
 from wirelessfl.results.energy import energy_summary_md
 from wirelessfl.results.io import PROVENANCE_FILE, atomic_write_frame, atomic_write_json, shares_draws, write_trace
-from wirelessfl.results.links import write_link_report
+from wirelessfl.results.links import outage_warnings, write_link_report
 from wirelessfl.results.streams import stream_report, stream_summary_md, write_stream_outputs
 from wirelessfl.results.tables import write_summary_md
 
@@ -69,6 +69,10 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
                 f"no client_rounds.parquet and timeline.html: the run has up to {client_round_rows(scenario):,} "
                 f"participant-rounds, more than {CLIENT_ROUNDS_LIMIT:,} (the energy columns of the trace and clients tables are complete)."
             )
+    if rounds is not None and (rounds["time_unit"] == "s").any():
+        from wirelessfl.network.physical import OUTAGE_S  # loaded already: the run was timed by it
+
+        notes[:0] = [f"**warning** {line}" for line in outage_warnings(rounds, OUTAGE_S)]
     if rounds is not None:
         from wirelessfl.results.timeline import CLIENT_ROUNDS_FILE
 

@@ -212,6 +212,25 @@ def battery_drops(trace: pd.DataFrame) -> dict[tuple[str, str], str]:
     return causes
 
 
+def loss_warnings(trace: pd.DataFrame) -> list[str]:
+    """One line per profile naming the curves whose test loss is NaN or infinite in an evaluated round, and the
+    first such round: the model's outputs broke (training diverged, or the model computes NaN); the run went on,
+    so its later accuracies are a broken model's."""
+    if "mean_loss" not in trace:
+        return []
+    evaluated = trace[trace["avg_acc"].notna()]
+    broken = evaluated[~np.isfinite(evaluated["mean_loss"].to_numpy(dtype=float))]
+    lines = []
+    for profile, rows in broken.groupby("profile", sort=False):
+        first = rows.groupby("curve", sort=False)["round"].min()
+        lines.append(
+            f"on {profile}, the test loss is NaN or infinite (mean_loss empty) from round "
+            f"{', '.join(f'{int(r)} for {curve}' for curve, r in first.items())}: the model's outputs broke (its "
+            "training diverged, or it computes NaN); try a smaller training.lr or training.clip_norm"
+        )
+    return lines
+
+
 def convergence_warnings(trace: pd.DataFrame, tolerance: float = CONVERGENCE_TOLERANCE) -> list[str]:
     """One line per profile (one for all when the profiles replayed the same training) naming the curves whose
     average accuracy still moved by more than ``tolerance`` over the last ``CONVERGENCE_WINDOW`` rounds."""
@@ -559,7 +578,7 @@ def summary_markdown(
         f"from the last evaluated round at least {CONVERGENCE_WINDOW} rounds before the end to the last round, "
         "mean over seeds: a curve that still gains more than a point is ranked by the round budget, not at "
         "convergence.",
-        *_warning_lines(aggregation_warnings(trace) + convergence_warnings(trace)),
+        *_warning_lines(loss_warnings(trace) + aggregation_warnings(trace) + convergence_warnings(trace)),
         "",
         f"## Time to target accuracy (average client accuracy >= {100 * target:.1f}%)",
         "",

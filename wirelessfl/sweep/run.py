@@ -176,10 +176,14 @@ def pending(plan: SweepPlan, sweep_dir: Path) -> list[UnitTask]:
 
 
 def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
-    """Build data, model and every algorithm of each unit still to run, so a bad value fails before any training.
+    """Check that each unit still to run fits in memory (``wirelessfl.cost.check_run``, as ``simulate`` does, before
+    anything of it is allocated), then build its data, model and every algorithm, so a bad value fails before any
+    training.
 
-    ``sweep_dir`` None (not created yet): every unit is still to run.
+    ``sweep_dir`` None (not created yet): every unit is still to run. Each unit is checked alone: units that
+    run at once share the memory.
     """
+    from wirelessfl.cost import check_run
     from wirelessfl.simulate import build_units
 
     algorithm = [f"{a.key}={','.join(map(value_text, a.values))}" for a in plan.axes if a.kind == "algorithm"]
@@ -191,6 +195,7 @@ def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
         checked.add(unit.key)
         where = " ".join(([assignment_text(unit.assignment)] if unit.assignment else []) + algorithm)
         try:
+            check_run(unit.scenario, probe=False)
             build_units(unit.scenario, unit.scenario.seeds[0])
         except ValueError as err:
             message = first_line(str(err), type(err).__name__)

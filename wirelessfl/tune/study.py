@@ -92,11 +92,24 @@ def trial_scenario(scenario: Scenario, target: Target, values: dict[str, Any], l
 
 
 def check_tunable(scenario: Scenario) -> None:
-    """One line if the scenario cannot be tuned: no validation split, a curve with nothing to search."""
+    """One line if the scenario cannot be tuned: no validation split, an objective over more rounds than a
+    trial evaluates (but the default ``last_rounds``, which a short test trial meets), a curve with nothing
+    to search."""
     if scenario.data.split[1] <= 0:
         raise ScenarioError(
             f"data.split: tuning scores trials on the validation split, which is empty here ({scenario.data.split}); "
             "give it a fraction, e.g. [0.6, 0.2, 0.2]"
+        )
+    from wirelessfl.simulate import evaluated
+
+    cfg = tune_config(scenario)
+    rounds = cfg.rounds or scenario.rounds
+    scored = sum(evaluated(r, rounds, scenario.eval_every, scenario.eval_last) for r in range(1, rounds + 1))
+    default = TuneConfig.model_fields["last_rounds"].default  # which covers every evaluated round of a shorter trial
+    if cfg.last_rounds > scored and cfg.last_rounds != default:
+        raise ScenarioError(
+            f"tune.last_rounds: {cfg.last_rounds} evaluated rounds for the objective, but a trial of {rounds} rounds "
+            f"(eval_every {scenario.eval_every}) evaluates {scored}; at most {scored}, or more rounds (tune.rounds)"
         )
     for target in targets(scenario):
         if not target.space:
