@@ -200,6 +200,66 @@ class LrSchedule(_Strict):
         return self.gamma ** sum(m < round for m in self.milestones)
 
 
+class SchedulingConfig(_Strict):
+    """``scheduling:``: which k of the clients available in a round train and upload (docs/levers.md)."""
+
+    policy: Literal["random", "round_robin", "best_channel", "proportional_fair", "age"] = Field(
+        ..., description="random | round_robin | best_channel (highest uplink SINR) | proportional_fair | age"
+    )
+    k: int = Field(..., ge=1, description="clients scheduled each round (at most data.clients)")
+
+    def spec(self):
+        from wirelessfl.algorithms.scheduling import Scheduling
+
+        return Scheduling(self.policy, self.k)
+
+
+class CompressionConfig(_Strict):
+    """``compression:``: each upload compressed, the server decompresses it (docs/levers.md)."""
+
+    method: Literal["qsgd", "top_k", "sign"] = Field(..., description="qsgd (bits) | top_k (fraction) | sign (scaled sign)")
+    bits: int | None = Field(None, description="qsgd: bits per value, 2 to 32 (32: the float32 value itself)")
+    fraction: float | None = Field(None, description="top_k: fraction of the coordinates sent, in (0, 1]")
+    error_feedback: bool | None = Field(None, description="keep what was not sent for the next upload (default: on for top_k and sign)")
+
+    @field_validator("bits")
+    @classmethod
+    def _bits_in_range(cls, bits: int | None, info) -> int | None:
+        if bits is not None and not 1 <= bits <= 32:
+            raise ValueError(f"must be from 1 to 32 bits per value, got {bits}")
+        if bits == 1 and info.data.get("method") == "qsgd":
+            raise ValueError("qsgd needs 2 to 32 bits per value (one is the sign), got 1; one bit per value is method: sign")
+        return bits
+
+    @field_validator("fraction")
+    @classmethod
+    def _fraction_in_range(cls, fraction: float | None) -> float | None:
+        if fraction is not None and not 0 < fraction <= 1:
+            raise ValueError(f"must be in (0, 1] (the fraction of the coordinates sent), got {fraction}")
+        return fraction
+
+    @model_validator(mode="after")
+    def _fields_of_the_method(self) -> CompressionConfig:
+        if self.method == "qsgd" and self.bits is None:
+            raise ValueError("qsgd needs bits: (2 to 32 bits per value)")
+        if self.method != "qsgd" and self.bits is not None:
+            raise ValueError(f"bits: only qsgd takes bits ({self.method} sends {'1 bit' if self.method == 'sign' else '32 bits'} per value)")
+        if self.method == "top_k" and self.fraction is None:
+            raise ValueError("top_k needs fraction: (the fraction of the coordinates sent, in (0, 1])")
+        if self.method != "top_k" and self.fraction is not None:
+            raise ValueError("fraction: only top_k takes a fraction")
+        return self
+
+    def spec(self):
+        from wirelessfl.algorithms.compression import Compression
+
+        return Compression(self.method, self.bits, self.fraction, self.error_feedback)
+
+
+#: ``training:`` fields an algorithm may also set for itself (``algorithms[i].training``), beside the tunable ones
+PER_ALGORITHM_LEVERS = ("scheduling", "compression")
+
+
 class TrainingConfig(_Strict):
     local_epochs: int = Field(1, ge=1, description="local epochs per round")
     batch_size: int = Field(32, ge=1)
@@ -222,6 +282,12 @@ class TrainingConfig(_Strict):
     )
     lr_schedule: LrSchedule | None = Field(
         None, description="the client rate multiplied by gamma after each milestone round (MultiStepLR); none: constant"
+    )
+    scheduling: SchedulingConfig | None = Field(
+        None, description="which k of the available clients upload each round (docs/levers.md); none: all of them"
+    )
+    compression: CompressionConfig | None = Field(
+        None, description="compressed uploads: qsgd, top_k or sign (docs/levers.md); none: the float32 model"
     )
 
     @model_validator(mode="after")
@@ -278,11 +344,10 @@ class AlgorithmConfig(_Strict):
         if self.training is not None:
             from wirelessfl.tune.space import PER_ALGORITHM_TRAINING
 
-            unknown = sorted(set(self.training) - set(PER_ALGORITHM_TRAINING))
+            allowed = (*PER_ALGORITHM_TRAINING, *PER_ALGORITHM_LEVERS)
+            unknown = sorted(set(self.training) - set(allowed))
             if unknown:
-                raise ValueError(
-                    f"training: {', '.join(unknown)} cannot be set per algorithm; allowed: {', '.join(PER_ALGORITHM_TRAINING)}"
-                )
+                raise ValueError(f"training: {', '.join(unknown)} cannot be set per algorithm; allowed: {', '.join(allowed)}")
         points = math.prod(len(values) for values in self.variants.values())
         if points > MAX_CURVES:
             sizes = " x ".join(str(len(values)) for values in self.variants.values())
@@ -500,6 +565,28 @@ class Scenario(_Strict):
                                 f"algorithms[{index}].{place}.{key}: {value} is more than {what} "
                                 f"(data.clients = {m}); at most {limit}"
                             )
+        return self
+
+    @model_validator(mode="after")
+    def _levers_fit_the_scenario(self) -> Scenario:
+        """``scheduling.k`` at most the clients; a channel-aware policy only where every profile has a channel."""
+        places = [("training", self.training)]
+        places += [(f"algorithms[{i}].training", self.training_for(a.training)) for i, a in enumerate(self.algorithms) if a.training]
+        m = self.data.clients
+        for where, training in places:
+            scheduling = training.scheduling
+            if scheduling is None:
+                continue
+            if scheduling.k > m:
+                raise ValueError(f"{where}.scheduling.k: {scheduling.k} is more than the clients (data.clients = {m}); at most {m}")
+            if scheduling.spec().reads_channel:
+                for index, profile in enumerate(self.profiles()):
+                    if profile.physical is None or profile.backend == "analytic":
+                        raise ValueError(
+                            f"{where}.scheduling.policy: {scheduling.policy} reads the uplink channel, which networks[{index}] "
+                            f"({profile.name!r}) does not model (it needs physical: and backend: des); allowed there: random, "
+                            "round_robin, age"
+                        )
         return self
 
     def profiles(self):
@@ -787,8 +874,9 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
         del content["eval_last"]
     if not content["eval_train"]:
         del content["eval_train"]
-    if content["training"]["lr_schedule"] is None:
-        del content["training"]["lr_schedule"]
+    for key in ("lr_schedule", "scheduling", "compression"):
+        if content["training"][key] is None:
+            del content["training"][key]
     for algo in content["algorithms"]:
         if algo["training"] is None:
             del algo["training"]

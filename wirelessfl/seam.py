@@ -213,3 +213,24 @@ class RoundTiming:
             dict(self.retransmissions), dict(self.mcs),
         )
         return (RoundTiming, (*fields, self.events, self.time_unit, self.deliveries, *activities))
+
+
+@dataclass(frozen=True)
+class UplinkChannel:
+    """What the base station knows of every client's uplink at the start of a round (its CSI), indexed by
+    client id: the instantaneous SINR and rate of this round's fading, and their means over the fading law.
+
+    Made by the network from the round's own draws, read by channel-aware client schedulers (the learning
+    side never sees a channel any other way). Linear SINR, rates in bit/s.
+    """
+
+    snr: tuple[float, ...]
+    rate_bps: tuple[float, ...]
+    mean_snr: tuple[float, ...]
+    mean_rate_bps: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        for name in ("snr", "rate_bps", "mean_snr", "mean_rate_bps"):
+            object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
+        if not len(self.snr) == len(self.rate_bps) == len(self.mean_snr) == len(self.mean_rate_bps):
+            raise ValueError("uplink channel: snr, rate_bps, mean_snr and mean_rate_bps must have one entry per client")

@@ -84,21 +84,30 @@ class Curve:
     params: dict[str, Any]
     #: the algorithm's own training fields over the scenario's ``training:`` (``algorithms[i].training``)
     training: dict[str, Any] = field(default_factory=dict)
+    #: its ``scheduling`` policy reads each round's uplink channel (docs/levers.md): it trains per profile
+    schedules_by_channel: bool = False
 
 
 def curves_of(scenario: Scenario) -> list[Curve]:
-    return [Curve(a.name, v, c, p, dict(a.training or {})) for a in scenario.algorithms for v, c, p in a.expand()]
+    def by_channel(training: dict[str, Any] | None) -> bool:
+        scheduling = scenario.training_for(training).scheduling
+        return scheduling is not None and scheduling.spec().reads_channel
+
+    return [
+        Curve(a.name, v, c, p, dict(a.training or {}), by_channel(a.training))
+        for a in scenario.algorithms for v, c, p in a.expand()
+    ]
 
 
 def profiles_can_change_training(profiles: list[SystemProfile], curve: Curve | None = None, budgets: bool = False) -> bool:
     """A deadline or a battery budget (``budgets``) lets the network decide who is aggregated; and ``curve``,
     when its algorithm reads the channel (``uses_channel``, e.g. channel-aware ucfl streams), trains
-    differently under each physical cell."""
+    differently under each physical cell, and so does one whose scheduling policy reads the uplink channel."""
     if budgets or any(p.deadline is not None for p in profiles):
         return True
     return (
         curve is not None
-        and get_algorithm(curve.algorithm).uses_channel(curve.params)
+        and (get_algorithm(curve.algorithm).uses_channel(curve.params) or curve.schedules_by_channel)
         and any(p.physical is not None for p in profiles)
     )
 
@@ -185,6 +194,9 @@ class Unit:
             seed=learning_seed(seed),
             participation=t.participation,
             downlink_rates=self.network.nominal_downlink_rates() if channel_aware else None,
+            scheduling=t.scheduling.spec() if t.scheduling is not None else None,
+            compression=t.compression.spec() if t.compression is not None else None,
+            uplink_channel=self.round_uplink_channel if self.network is not None and curve.schedules_by_channel else None,
         )
         kind = get_algorithm(curve.algorithm)
         with user_errors(kind, "__init__"):
@@ -206,6 +218,10 @@ class Unit:
     @property
     def key(self) -> str:
         return unit_key(self.seed, self.curve, self.profile)
+
+    def round_uplink_channel(self, round: int):
+        """The uplink channel state of ``round`` from the round's own draws (a fresh copy of its generator)."""
+        return self.network.uplink_channel(network_rng(self.seed, self.profile.name, round))
 
     @property
     def fingerprint(self) -> str:

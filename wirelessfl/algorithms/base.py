@@ -32,11 +32,13 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from wirelessfl.algorithms.compression import Compression, Compressor
+from wirelessfl.algorithms.scheduling import Scheduler, Scheduling
 from wirelessfl.learning import optim
 from wirelessfl.learning.data.federated import FederatedData
 from wirelessfl.learning.lockstep import EvalResult, GradientCorrection, LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture
-from wirelessfl.seam import CommPlan, Stream
+from wirelessfl.seam import CommPlan, Stream, UplinkChannel
 from wirelessfl.tune.space import Param
 from wirelessfl.user_code import import_user_module, split_import_path
 
@@ -71,6 +73,13 @@ class Context:
     downlink_rates: np.ndarray | None = None
     #: sorted ids of devices whose battery budget is spent (the simulation updates it between rounds); never participants
     out_of_energy: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: ``training.scheduling`` and ``training.compression`` (docs/levers.md); None: every available client
+    #: uploads its whole model
+    scheduling: Scheduling | None = None
+    compression: Compression | None = None
+    #: the round's uplink channel state (``NetworkModel.uplink_channel``), set by the simulation for a
+    #: channel-aware scheduling policy (which then trains per profile); None otherwise
+    uplink_channel: Callable[[int], UplinkChannel] | None = None
 
     def training_clients(self) -> np.ndarray:
         """The clients that may take part in training (all but the held-out ones and those out of energy), sorted."""
@@ -154,6 +163,9 @@ class Algorithm(ABC):
     trains_as: ClassVar[str | None] = None
     #: The parameters that change only how a ``trains_as`` algorithm evaluates.
     evaluation_params: ClassVar[frozenset[str]] = frozenset()
+    #: The wireless levers this algorithm composes with ("scheduling", "compression"; docs/levers.md);
+    #: a scenario that sets another for it is refused in one line.
+    levers: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         unknown = sorted(set(hparams) - set(self.hparams))
@@ -163,6 +175,18 @@ class Algorithm(ABC):
         self.ctx = ctx
         self.params = {**self.hparams, **hparams}
         self.optimizer_state = ClientOptimizerState(ctx)
+        for lever, given in (("scheduling", ctx.scheduling), ("compression", ctx.compression)):
+            if given is not None and lever not in self.levers:
+                takers = ", ".join(sorted(n for n, c in ALGORITHMS.items() if lever in c.levers))
+                raise ValueError(f"{self.name}: training.{lever} does not apply to {self.name}; it applies to {takers}")
+        key = "participation" if ctx.participation >= 1.0 else "scheduling"  # random k of N is participation k/N
+        self.scheduler = (
+            Scheduler(ctx.scheduling, ctx.num_clients, lambda r, k, pool: self.sample_clients(r, k, pool, key), ctx.uplink_channel)
+            if ctx.scheduling is not None else None
+        )
+        self.compressor = (
+            Compressor(ctx.compression, ctx.num_clients, ctx.arch.param_count) if ctx.compression is not None else None
+        )
 
     @classmethod
     def uses_channel(cls, params: Mapping[str, Any]) -> bool:
@@ -184,13 +208,24 @@ class Algorithm(ABC):
 
     # -- shared helpers ------------------------------------------------------
     def participants(self, round: int) -> np.ndarray:
-        """Clients taking part in ``round``: every training client, or a seeded uniform sample of them."""
+        """Clients taking part in ``round``: the available ones (:meth:`available_clients`), or the ones the
+        scenario's ``scheduling`` policy picks among them."""
+        available = self.available_clients(round)
+        if self.scheduler is None:
+            return available
+        return self.scheduler.select(round, available, self.ctx.training_clients())
+
+    def available_clients(self, round: int) -> np.ndarray:
+        """Every training client, or a seeded uniform sample of them (``participation``)."""
         pool = self.ctx.training_clients()
         fraction = self.ctx.participation
         if fraction >= 1.0:
             return pool
-        count = max(1, int(round_half_up(fraction * len(pool))))
-        rng = numpy_generator(self.ctx.seed, round, "participation")
+        return self.sample_clients(round, max(1, int(round_half_up(fraction * len(pool)))), pool)
+
+    def sample_clients(self, round: int, count: int, pool: np.ndarray, purpose: str = "participation") -> np.ndarray:
+        """``count`` of ``pool`` drawn uniformly from ``(seed, round, purpose)``, sorted."""
+        rng = numpy_generator(self.ctx.seed, round, purpose)
         return np.sort(pool[rng.choice(len(pool), size=count, replace=False)])
 
     def train_clients(
@@ -235,6 +270,22 @@ class Algorithm(ABC):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         del state
+
+    def lever_state(self) -> dict[str, Any]:
+        """The scheduler's and the compressor's state for ``state_dict`` (nothing when neither is set, so
+        checkpoints without levers hold what they held before)."""
+        state: dict[str, Any] = {}
+        if self.scheduler is not None:
+            state["scheduler"] = self.scheduler.state_dict()
+        if self.compressor is not None:
+            state["compressor"] = self.compressor.state_dict()
+        return state
+
+    def load_lever_state(self, state: Mapping[str, Any]) -> None:
+        if self.scheduler is not None and "scheduler" in state:
+            self.scheduler.load_state_dict(state["scheduler"])
+        if self.compressor is not None and "compressor" in state:
+            self.compressor.load_state_dict(state["compressor"], self.ctx.device)
 
     def follow(self, trainer: Algorithm, round: int) -> None:
         """Take the state ``trainer`` (an instance of ``trains_as``) has after ``round``, in place of training."""
@@ -308,11 +359,15 @@ class MixingAlgorithm(Algorithm):
         members = self.participants(round)
         return CommPlan(
             streams=self.streams_for(members),
-            uplink={int(i): 1.0 for i in members},
+            uplink={int(i): self.upload_payload() for i in members},
             work={int(i): 1.0 for i in members},
             model_params=self.ctx.arch.param_count,
             label=self.name,
         )
+
+    def upload_payload(self) -> float:
+        """One client's upload in model units: 1.0, or its compressed size."""
+        return 1.0 if self.compressor is None else self.compressor.payload
 
     def streams_for(self, members: np.ndarray) -> tuple[Stream, ...]:
         streams = []
@@ -325,9 +380,14 @@ class MixingAlgorithm(Algorithm):
     # -- step ------------------------------------------------------------------
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)
+        received = self.models[torch.as_tensor(self.assignment[members], device=self.models.device)]
         trained, loss = self.local_training(round, members)
+        if self.compressor is not None:
+            trained = self.compressor.apply(members, received, trained, torch_generator(self.ctx.seed, round, "compression"))
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
         self.models = self.aggregate(uploads)
+        if self.scheduler is not None:
+            self.scheduler.record(round, frozenset(uploads))
         return StepInfo(train_loss=loss, aggregated=len(uploads))
 
     def local_training(self, round: int, members: np.ndarray) -> tuple[torch.Tensor, float]:
@@ -362,6 +422,7 @@ class MixingAlgorithm(Algorithm):
             "assignment": self.assignment.copy(),
             "mixing": self.mixing.clone(),
             "optimizer": self.optimizer_state.state_dict(),
+            **self.lever_state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -369,6 +430,7 @@ class MixingAlgorithm(Algorithm):
         self.assignment = np.asarray(state["assignment"]).copy()
         self.mixing = state["mixing"].clone()
         self.optimizer_state.load_state_dict(state.get("optimizer"))
+        self.load_lever_state(state)
 
 
 class ClientOptimizerState:

@@ -18,6 +18,7 @@ class Oracle(MixingAlgorithm):
     paper = "user-centric-fl.txt §V (baseline)"
     description = "FedAvg per ground-truth group (knows the groups); one multicast stream per group"
     knows_truth = True
+    levers = frozenset({"scheduling", "compression"})
 
     def __init__(self, ctx: Context, **hparams) -> None:
         super().__init__(ctx, **hparams)

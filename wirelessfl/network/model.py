@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..seam import CommPlan, RoundTiming, StreamDelivery, frozen
+from ..seam import CommPlan, RoundTiming, StreamDelivery, UplinkChannel, frozen
 from . import physical as phy
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
@@ -62,6 +62,7 @@ class NetworkModel:
         self.path_loss_db: np.ndarray | None = None
         self.uplink_loss_db: np.ndarray | None = None
         self.cell: CellDrop | None = None
+        self._ergodic_uplink: np.ndarray | None = None  # ``uplink_channel``'s mean rates, computed once
         if profile.physical is not None and profile.physical.topology is not None:
             # Interference enters as a rise of each direction's loss: the same SINR as S / (N + I).
             self.cell = drop_federation(profile.physical, profile.physical.topology, self.num_clients, rng)
@@ -156,6 +157,37 @@ class NetworkModel:
             upload=upload,
             deliveries=deliveries,
             mcs=phy.uplink_mcs(profile.physical, self.uplink_loss_db[clients]) if profile.physical is not None else None,
+        )
+
+    def uplink_channel(self, rng: np.random.Generator) -> UplinkChannel:
+        """Every client's uplink SINR and rate this round, as the base station measures them before it schedules.
+
+        ``rng`` must be seeded as the round's own generator (a fresh copy: ``time_round`` draws from its own),
+        so the draws are the round's: the compute times first, then, with fading held for the round, the same
+        downlink and uplink gains ``time_round`` makes, so the measured SINR is the one the upload sees. With
+        block fading (``coherence_s`` / ``ue_speed_mps``) the upload starts many coherence blocks after the
+        measurement, so the measured gain is one pilot block from a child of ``rng`` (``Generator.spawn``),
+        independent of the upload's blocks: a scheduler then gains only through the large-scale loss.
+        Nothing here changes a round's draws: ``time_round`` is called with its own generator as before.
+        """
+        channel = self.profile.physical
+        if channel is None or self.profile.backend == "analytic":
+            raise ValueError("the uplink channel state needs a physical channel with random draws (physical: set, backend: des)")
+        n = self.num_clients
+        draw_compute_times(self.t_min, self.mu, rng)
+        if channel.block_s is None:
+            dl_gain = phy.draw_fading(channel, n, rng)
+            ul_gain = dl_gain if self.profile.duplex == "tdd" else phy.draw_fading(channel, n, rng)
+        else:
+            ul_gain = phy.draw_fading(channel, n, rng.spawn(1)[0])
+        if self._ergodic_uplink is None:
+            self._ergodic_uplink = phy.ergodic_uplink_rates(channel, self.uplink_loss_db)
+        mean_snr = phy.link_snr(channel, "ul", self.uplink_loss_db)
+        return UplinkChannel(
+            snr=(mean_snr * ul_gain).tolist(),
+            rate_bps=phy.uplink_rates(channel, self.uplink_loss_db, ul_gain).tolist(),
+            mean_snr=mean_snr.tolist(),
+            mean_rate_bps=self._ergodic_uplink.tolist(),
         )
 
     def nominal_downlink_rates(self) -> np.ndarray | None:

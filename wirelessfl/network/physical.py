@@ -166,6 +166,18 @@ def in_outage(channel: PhysicalChannel, loss_db: np.ndarray, bits: float, ul_los
     return ~(seconds <= OUTAGE_S)
 
 
+def ergodic_uplink_rates(channel: PhysicalChannel, loss_db: np.ndarray) -> np.ndarray:
+    """Each user's uplink rate averaged over the channel's fading law (bit/s), as ``ergodic_downlink_rates``:
+    the long-run rate a proportional-fair scheduler divides the instantaneous rate by."""
+    gains = link.draw_fading(np.random.default_rng(0), FADING_SAMPLES, channel.fading, k_factor(channel))
+    loss = np.asarray(loss_db, dtype=float)
+    rates = np.empty(loss.size)
+    for start in range(0, loss.size, 256):
+        part = loss[start : start + 256, None]
+        rates[start : start + 256] = uplink_rates(channel, part, gains[None, :]).mean(axis=1)
+    return rates
+
+
 def downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.ndarray) -> np.ndarray:
     return _rates(channel, "dl", channel.radiated_dbm("dl"), channel.bandwidth_hz, loss_db, fading_gain)
 
