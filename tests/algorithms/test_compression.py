@@ -16,28 +16,9 @@ from wirelessfl.checkpoint import load_checkpoint
 from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, simulate, unit_fingerprint, curves_of
 
-CELL = {
-    "name": "cell", "t_min": 0.2, "mu": 5.0, "channels": 6,
-    "physical": {"cell_radius_m": 500, "min_distance_m": 20, "bs_power_dbm": 30, "ue_power_dbm": 23, "bandwidth_hz": 1.0e6},
-}
-SCENARIO = {
-    "name": "compression",
-    "rounds": 3,
-    "seeds": [0],
-    "data": {"dataset": "digits", "clients": 6, "samples": {"per_client": 30}},
-    "model": {"name": "mlp"},
-    "training": {"batch_size": 8, "lr": 0.05},
-    "networks": [CELL],
-    "device": "cpu",
-}
-COLUMNS = [
-    "avg_acc", "worst_acc", "avg_val_acc", "mean_loss", "train_loss", "time", "round_time", "ul_payload", "ul_bits",
-    "aggregated", "participants", "energy_j",
-]
+from levers_cell import curve_frame, lever_scenario
 
-
-def _curve(trace: pd.DataFrame, curve: str) -> pd.DataFrame:
-    return trace[trace["curve"] == curve].set_index(["seed", "round"])[COLUMNS].sort_index()
+SCENARIO = lever_scenario("compression")
 
 
 @pytest.mark.parametrize("bits", [2, 3, 5, 8])
@@ -105,7 +86,7 @@ def test_uncompressed_levers_give_the_uncompressed_trace_exactly():
     ]
     trace = simulate(parse_scenario({**SCENARIO, "algorithms": algorithms})).trace
     for curve in ("top-all", "qsgd-32", "qsgd-32-ef"):
-        pd.testing.assert_frame_equal(_curve(trace, curve), _curve(trace, "plain"), check_exact=True)
+        pd.testing.assert_frame_equal(curve_frame(trace, curve), curve_frame(trace, "plain"), check_exact=True)
 
 
 def test_a_compressed_upload_is_shorter_on_air_and_changes_the_models():
@@ -116,11 +97,11 @@ def test_a_compressed_upload_is_shorter_on_air_and_changes_the_models():
     ]
     scenario = parse_scenario({**SCENARIO, "algorithms": algorithms})
     trace = simulate(scenario).trace
-    plain, rounds = _curve(trace, "plain"), slice(1, None)
+    plain, rounds = curve_frame(trace, "plain"), slice(1, None)
     d = int(plain["ul_bits"].iloc[1]) // (6 * 32)  # six float32 models a round uncompressed
     assert plain["ul_bits"].iloc[1] == 6 * 32 * d and d > 1000
     for curve, spec in (("q4", Compression("qsgd", bits=4)), ("sign", Compression("sign"))):
-        ours = _curve(trace, curve)
+        ours = curve_frame(trace, curve)
         assert (ours["ul_payload"].iloc[rounds] == sum([spec.payload(d)] * 6)).all()
         np.testing.assert_allclose(ours["ul_bits"].iloc[rounds], 6 * spec.payload_bits(d), rtol=1e-12)
         assert (ours["round_time"].iloc[rounds] < plain["round_time"].iloc[rounds]).all()

@@ -16,29 +16,9 @@ from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.seam import CommPlan, Stream
 from wirelessfl.simulate import network_rng, simulate
 
-CELL = {
-    "name": "cell", "t_min": 0.2, "mu": 5.0, "channels": 6,
-    "physical": {"cell_radius_m": 500, "min_distance_m": 20, "bs_power_dbm": 30, "ue_power_dbm": 23,
-                 "bandwidth_hz": 1.0e6},
-}
-SCENARIO = {
-    "name": "scheduling",
-    "rounds": 3,
-    "seeds": [0],
-    "data": {"dataset": "digits", "clients": 6, "samples": {"per_client": 30}},
-    "model": {"name": "mlp"},
-    "training": {"batch_size": 8, "lr": 0.05},
-    "networks": [CELL],
-    "device": "cpu",
-}
-COLUMNS = [
-    "avg_acc", "worst_acc", "avg_val_acc", "mean_loss", "train_loss", "time", "round_time", "ul_payload", "ul_bits",
-    "aggregated", "participants", "energy_j",
-]
+from levers_cell import CELL, curve_frame, lever_scenario
 
-
-def _curve(trace: pd.DataFrame, curve: str) -> pd.DataFrame:
-    return trace[trace["curve"] == curve].set_index(["seed", "round"])[COLUMNS].sort_index()
+SCENARIO = lever_scenario("scheduling")
 
 
 def test_every_policy_with_k_all_gives_todays_trace_exactly():
@@ -46,9 +26,9 @@ def test_every_policy_with_k_all_gives_todays_trace_exactly():
         {"name": "fedavg", "label": policy, "training": {"scheduling": {"policy": policy, "k": 6}}} for policy in POLICIES
     ]
     result = simulate(parse_scenario({**SCENARIO, "algorithms": algorithms}))
-    today = _curve(result.trace, "today")
+    today = curve_frame(result.trace, "today")
     for policy in POLICIES:
-        pd.testing.assert_frame_equal(_curve(result.trace, policy), today, check_exact=True)
+        pd.testing.assert_frame_equal(curve_frame(result.trace, policy), today, check_exact=True)
     # the channel-aware curves trained per profile (their units name it), the others once: both reach today's trace
     assert sorted(key for key in result.runtime if key.endswith("__cell")) == [
         "seed0__best_channel__cell", "seed0__proportional_fair__cell",
@@ -63,7 +43,7 @@ def test_random_k_of_n_is_participation_k_over_n_exactly():
     sampled = simulate(parse_scenario({
         **wired, "training": {**wired["training"], "participation": 2 / 6}, "algorithms": [{"name": "fedavg"}],
     }))
-    pd.testing.assert_frame_equal(_curve(scheduled.trace, "fedavg"), _curve(sampled.trace, "fedavg"), check_exact=True)
+    pd.testing.assert_frame_equal(curve_frame(scheduled.trace, "fedavg"), curve_frame(sampled.trace, "fedavg"), check_exact=True)
     assert (scheduled.trace["participants"].iloc[1:] == 2).all()
 
 
