@@ -256,8 +256,38 @@ class CompressionConfig(_Strict):
         return Compression(self.method, self.bits, self.fraction, self.error_feedback)
 
 
+class AggregationConfig(_Strict):
+    """``aggregation:``: how the uploads reach the server: ``digital`` (each its own upload) or ``over_the_air``
+    (all at once in analog, summed by the channel; docs/levers.md)."""
+
+    mode: Literal["digital", "over_the_air"] = Field(..., description="digital | over_the_air (analog sum on a physical uplink)")
+    truncation_db: float | None = Field(
+        None, description="over_the_air: devices whose instantaneous uplink SNR at full power is below this (dB) sit the round out; none: no truncation"
+    )
+    receiver_noise: bool = Field(True, description="over_the_air: the receiver adds its noise (false: a noiseless receiver, infinite SNR)")
+
+    @field_validator("truncation_db")
+    @classmethod
+    def _finite(cls, value: float | None) -> float | None:
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"must be a finite number of dB (leave it out for no truncation), got {value}")
+        return value
+
+    @model_validator(mode="after")
+    def _fields_of_the_mode(self) -> AggregationConfig:
+        if self.mode == "digital" and (self.truncation_db is not None or not self.receiver_noise):
+            raise ValueError("truncation_db and receiver_noise: only mode: over_the_air takes them")
+        return self
+
+    def spec(self):
+        """The learning side's ``OverTheAir``; None for digital aggregation (today's)."""
+        from wirelessfl.algorithms.over_the_air import OverTheAir
+
+        return OverTheAir(self.truncation_db, self.receiver_noise) if self.mode == "over_the_air" else None
+
+
 #: ``training:`` fields an algorithm may also set for itself (``algorithms[i].training``), beside the tunable ones
-PER_ALGORITHM_LEVERS = ("scheduling", "compression")
+PER_ALGORITHM_LEVERS = ("scheduling", "compression", "aggregation")
 
 
 class TrainingConfig(_Strict):
@@ -288,6 +318,9 @@ class TrainingConfig(_Strict):
     )
     compression: CompressionConfig | None = Field(
         None, description="compressed uploads: qsgd, top_k or sign (docs/levers.md); none: the float32 model"
+    )
+    aggregation: AggregationConfig | None = Field(
+        None, description="digital or over_the_air aggregation of the uploads (docs/levers.md); none: digital"
     )
 
     @model_validator(mode="after")
@@ -574,6 +607,7 @@ class Scenario(_Strict):
         places += [(f"algorithms[{i}].training", self.training_for(a.training)) for i, a in enumerate(self.algorithms) if a.training]
         m = self.data.clients
         for where, training in places:
+            _over_the_air_fits(where, training, self.profiles())
             scheduling = training.scheduling
             if scheduling is None:
                 continue
@@ -860,6 +894,30 @@ def algorithm_path(scenario: Scenario, message: str) -> str:
     return (quoted or [path for path, _ in places] or [f"algorithms[{candidates[0][0]}].params.{key}"])[0]
 
 
+def _over_the_air_fits(where: str, training: TrainingConfig, profiles: list) -> None:
+    """Over-the-air aggregation needs, in every profile, a physical uplink whose fading holds for the round and
+    no deadline (every device transmits together), and an update sent as it is (no compression)."""
+    aggregation = training.aggregation
+    if aggregation is None or aggregation.mode != "over_the_air":
+        return
+    field_ = f"{where}.aggregation.mode"
+    if training.compression is not None:
+        raise ValueError(f"{field_}: over_the_air sends each update in analog, uncompressed; remove {where}.compression")
+    for index, profile in enumerate(profiles):
+        named = f"networks[{index}] ({profile.name!r})"
+        if profile.physical is None or profile.backend == "analytic":
+            raise ValueError(
+                f"{field_}: over_the_air needs a physical uplink, which {named} does not model (it needs physical: and backend: des)"
+            )
+        if profile.physical.block_s is not None:
+            raise ValueError(
+                f"{field_}: over_the_air holds each device's channel for the round; {named} sets block fading "
+                "(physical.coherence_s or ue_speed_mps)"
+            )
+        if profile.deadline is not None:
+            raise ValueError(f"{field_}: over_the_air transmits every update together; {named} sets a deadline, which it does not model")
+
+
 def resolved(scenario: Scenario) -> dict[str, Any]:
     """The scenario as plain data with every default written out, network profiles included (a preset
     becomes its fields), so that two spellings of the same scenario compare equal."""
@@ -874,7 +932,7 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
         del content["eval_last"]
     if not content["eval_train"]:
         del content["eval_train"]
-    for key in ("lr_schedule", "scheduling", "compression"):
+    for key in ("lr_schedule", "scheduling", "compression", "aggregation"):
         if content["training"][key] is None:
             del content["training"][key]
     for algo in content["algorithms"]:

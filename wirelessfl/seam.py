@@ -234,3 +234,30 @@ class UplinkChannel:
             object.__setattr__(self, name, tuple(float(v) for v in getattr(self, name)))
         if not len(self.snr) == len(self.rate_bps) == len(self.mean_snr) == len(self.mean_rate_bps):
             raise ValueError("uplink channel: snr, rate_bps, mean_snr and mean_rate_bps must have one entry per client")
+
+
+@dataclass(frozen=True)
+class AnalogAggregation:
+    """One round of over-the-air aggregation as the network decides it (docs/levers.md): of the ``scheduled``
+    devices, those whose instantaneous uplink SNR reaches the truncation threshold invert their channel and
+    transmit together (``passed``); the others (``truncated``) are left out of the round.
+
+    ``noise_var``: the receiver noise variance per real symbol relative to the power one aligned device's
+    symbol arrives with, 1/eta (eta the received SNR of the alignment; 0 for a noiseless receiver).
+    ``airtime_s``: the one analog transmission of d symbols (d the model's parameters) over the uplink band.
+    """
+
+    passed: frozenset[int]
+    truncated: frozenset[int]
+    noise_var: float
+    airtime_s: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "passed", frozenset(int(c) for c in self.passed))
+        object.__setattr__(self, "truncated", frozenset(int(c) for c in self.truncated))
+        if self.passed & self.truncated:
+            raise ValueError(f"analog aggregation: clients {sorted(self.passed & self.truncated)} both passed and truncated")
+        if not (self.noise_var >= 0 and math.isfinite(self.noise_var)):
+            raise ValueError(f"analog aggregation: noise_var must be a finite variance >= 0, got {self.noise_var}")
+        if not (self.airtime_s >= 0 and math.isfinite(self.airtime_s)):
+            raise ValueError(f"analog aggregation: airtime_s must be finite and >= 0, got {self.airtime_s}")

@@ -86,6 +86,8 @@ class Curve:
     training: dict[str, Any] = field(default_factory=dict)
     #: its ``scheduling`` policy reads each round's uplink channel (docs/levers.md): it trains per profile
     schedules_by_channel: bool = False
+    #: its ``aggregation`` is over the air (docs/levers.md): the channel decides who is aggregated, it trains per profile
+    over_the_air: bool = False
 
 
 def curves_of(scenario: Scenario) -> list[Curve]:
@@ -93,8 +95,12 @@ def curves_of(scenario: Scenario) -> list[Curve]:
         scheduling = scenario.training_for(training).scheduling
         return scheduling is not None and scheduling.spec().reads_channel
 
+    def analog(training: dict[str, Any] | None) -> bool:
+        aggregation = scenario.training_for(training).aggregation
+        return aggregation is not None and aggregation.mode == "over_the_air"
+
     return [
-        Curve(a.name, v, c, p, dict(a.training or {}), by_channel(a.training))
+        Curve(a.name, v, c, p, dict(a.training or {}), by_channel(a.training), analog(a.training))
         for a in scenario.algorithms for v, c, p in a.expand()
     ]
 
@@ -107,7 +113,7 @@ def profiles_can_change_training(profiles: list[SystemProfile], curve: Curve | N
         return True
     return (
         curve is not None
-        and (get_algorithm(curve.algorithm).uses_channel(curve.params) or curve.schedules_by_channel)
+        and (get_algorithm(curve.algorithm).uses_channel(curve.params) or curve.schedules_by_channel or curve.over_the_air)
         and any(p.physical is not None for p in profiles)
     )
 
@@ -197,6 +203,8 @@ class Unit:
             scheduling=t.scheduling.spec() if t.scheduling is not None else None,
             compression=t.compression.spec() if t.compression is not None else None,
             uplink_channel=self.round_uplink_channel if self.network is not None and curve.schedules_by_channel else None,
+            over_the_air=t.aggregation.spec() if t.aggregation is not None else None,
+            analog=self.round_analog if self.network is not None and curve.over_the_air else None,
         )
         kind = get_algorithm(curve.algorithm)
         with user_errors(kind, "__init__"):
@@ -222,6 +230,15 @@ class Unit:
     def round_uplink_channel(self, round: int):
         """The uplink channel state of ``round`` from the round's own draws (a fresh copy of its generator)."""
         return self.network.uplink_channel(network_rng(self.seed, self.profile.name, round))
+
+    def round_analog(self, round: int, scheduled: np.ndarray):
+        """Over-the-air aggregation of ``round``'s ``scheduled`` clients from the round's own draws (a fresh copy of
+        its generator): who passed the truncation, the receiver's noise, the airtime."""
+        spec = self.algorithm.ctx.over_the_air
+        return self.network.analog_aggregation(
+            network_rng(self.seed, self.profile.name, round), scheduled, spec.truncation_db, spec.receiver_noise,
+            self.algorithm.ctx.arch.param_count,
+        )
 
     @property
     def fingerprint(self) -> str:
@@ -264,7 +281,12 @@ class Unit:
                 with user_errors(type(self.algorithm), f"plan(round {r})"):
                     plan = self.algorithm.plan(r)
                 with engine.phase("network"):
-                    timing = self.clock_network.time_round(plan, network_rng(self.seed, self.clock_profile.name, r))
+                    if self.algorithm.ctx.analog is not None:  # one analog upload (over the air); clock_network is network
+                        timing = self.network.time_analog_round(
+                            plan, network_rng(self.seed, self.clock_profile.name, r), self.round_analog(r, np.array(sorted(plan.participants), dtype=np.int64))
+                        )
+                    else:
+                        timing = self.clock_network.time_round(plan, network_rng(self.seed, self.clock_profile.name, r))
                 self.clock += timing.t_end
                 self.clock_timings.append(timing)
                 if self.network is not None:

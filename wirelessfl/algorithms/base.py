@@ -33,12 +33,13 @@ import numpy as np
 import torch
 
 from wirelessfl.algorithms.compression import Compression, Compressor
+from wirelessfl.algorithms.over_the_air import OverTheAir, analog_aggregate
 from wirelessfl.algorithms.scheduling import Scheduler, Scheduling
 from wirelessfl.learning import optim
 from wirelessfl.learning.data.federated import FederatedData
 from wirelessfl.learning.lockstep import EvalResult, GradientCorrection, LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture
-from wirelessfl.seam import CommPlan, Stream, UplinkChannel
+from wirelessfl.seam import AnalogAggregation, CommPlan, Stream, UplinkChannel
 from wirelessfl.tune.space import Param
 from wirelessfl.user_code import import_user_module, split_import_path
 
@@ -80,6 +81,10 @@ class Context:
     #: the round's uplink channel state (``NetworkModel.uplink_channel``), set by the simulation for a
     #: channel-aware scheduling policy (which then trains per profile); None otherwise
     uplink_channel: Callable[[int], UplinkChannel] | None = None
+    #: ``training.aggregation`` with ``mode: over_the_air`` (docs/levers.md), and the network's decision for a
+    #: round's scheduled clients (who passed the truncation, the receiver's noise), set by the simulation
+    over_the_air: OverTheAir | None = None
+    analog: Callable[[int, np.ndarray], AnalogAggregation] | None = None
 
     def training_clients(self) -> np.ndarray:
         """The clients that may take part in training (all but the held-out ones and those out of energy), sorted."""
@@ -175,7 +180,7 @@ class Algorithm(ABC):
         self.ctx = ctx
         self.params = {**self.hparams, **hparams}
         self.optimizer_state = ClientOptimizerState(ctx)
-        for lever, given in (("scheduling", ctx.scheduling), ("compression", ctx.compression)):
+        for lever, given in (("scheduling", ctx.scheduling), ("compression", ctx.compression), ("aggregation", ctx.over_the_air)):
             if given is not None and lever not in self.levers:
                 takers = ", ".join(sorted(n for n, c in ALGORITHMS.items() if lever in c.levers))
                 raise ValueError(f"{self.name}: training.{lever} does not apply to {self.name}; it applies to {takers}")
@@ -385,10 +390,18 @@ class MixingAlgorithm(Algorithm):
         if self.compressor is not None:
             trained = self.compressor.apply(members, received, trained, torch_generator(self.ctx.seed, round, "compression"))
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
+        start = self.models[0]
         self.models = self.aggregate(uploads)
+        extra: dict[str, Any] = {}
+        if self.ctx.analog is not None:  # over the air: one stream (fedavg), its digital aggregate plus the receiver's noise
+            analog = self.ctx.analog(round, members)
+            weights = self.mixing[0].to(self.models.device)
+            noisy = analog_aggregate(self.models[0], start, uploads, weights, analog, torch_generator(self.ctx.seed, round, "over-the-air"))
+            self.models = noisy[None, :]
+            extra = {"truncated": len(analog.truncated), "noise_var": analog.noise_var}
         if self.scheduler is not None:
             self.scheduler.record(round, frozenset(uploads))
-        return StepInfo(train_loss=loss, aggregated=len(uploads))
+        return StepInfo(train_loss=loss, aggregated=len(uploads), extra=extra)
 
     def local_training(self, round: int, members: np.ndarray) -> tuple[torch.Tensor, float]:
         """Each member trains the stream it receives."""

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..seam import CommPlan, RoundTiming, StreamDelivery, UplinkChannel, frozen
+from ..seam import AnalogAggregation, CommPlan, RoundTiming, StreamDelivery, UplinkChannel, frozen
 from . import physical as phy
+from .over_the_air import analog_airtime_s, analog_timing, silent_plan, truncated_inversion
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
 from .topology import CellDrop, drop_federation
@@ -189,6 +190,19 @@ class NetworkModel:
             mean_snr=mean_snr.tolist(),
             mean_rate_bps=self._ergodic_uplink.tolist(),
         )
+
+    def analog_aggregation(
+        self, rng: np.random.Generator, scheduled: np.ndarray, threshold_db: float | None, noise: bool, model_params: int
+    ) -> AnalogAggregation:
+        """Over-the-air aggregation of ``scheduled`` this round (``over_the_air.truncated_inversion`` on the SNRs of
+        ``uplink_channel(rng)``, the round's own draws; ``rng`` seeded as the round's generator, a fresh copy)."""
+        snr = np.asarray(self.uplink_channel(rng).snr)
+        airtime = analog_airtime_s(self.profile.physical, model_params)
+        return truncated_inversion(snr, scheduled, threshold_db, noise, airtime)
+
+    def time_analog_round(self, plan: CommPlan, rng: np.random.Generator, analog: AnalogAggregation) -> RoundTiming:
+        """``time_round`` with the uploads replaced by one analog transmission (``over_the_air.analog_timing``)."""
+        return analog_timing(self.time_round(silent_plan(plan), rng), analog)
 
     def nominal_downlink_rates(self) -> np.ndarray | None:
         """Each client's downlink rate (bit/s) from its static path loss; None without a physical channel.
