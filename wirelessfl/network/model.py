@@ -62,15 +62,20 @@ class NetworkModel:
         self.path_loss_db: np.ndarray | None = None
         self.uplink_loss_db: np.ndarray | None = None
         self.cell: CellDrop | None = None
+        self.los: np.ndarray | None = None
+        """Each user's TR 38.901 LOS state to its serving cell (None under ``log_distance``): Rician fading applies
+        to LOS users only (``physical.k_factor``)."""
         self._ergodic_uplink: np.ndarray | None = None  # ``uplink_channel``'s mean rates, computed once
         if profile.physical is not None and profile.physical.topology is not None:
             # Interference enters as a rise of each direction's loss: the same SINR as S / (N + I).
             self.cell = drop_federation(profile.physical, profile.physical.topology, self.num_clients, rng)
             self.path_loss_db = self.cell.coupling_loss_db + self.cell.dl_rise_db
             self.uplink_loss_db = self.cell.coupling_loss_db + self.cell.ul_rise_db
+            self.los = self.cell.los
         elif profile.physical is not None:
             self.distances_m = phy.drop_users(profile.physical, self.num_clients, rng)
-            self.path_loss_db = self.uplink_loss_db = phy.static_loss_db(profile.physical, self.distances_m, rng)
+            self.path_loss_db, self.los = phy.static_large_scale(profile.physical, self.distances_m, rng)
+            self.uplink_loss_db = self.path_loss_db
         if profile.physical is not None and profile.physical.ul_p0_dbm is not None:
             # A phone below full power loses that much of its uplink SNR: it enters as extra loss.
             serving = self.cell.coupling_loss_db if self.cell is not None else self.path_loss_db
@@ -125,12 +130,12 @@ class NetworkModel:
             bits_per_model = plan.model_params * profile.bits_per_parameter
             stream_durations, upload, deliveries = phy.block_durations(
                 profile.physical, self.path_loss_db, self.uplink_loss_db, members, payloads * bits_per_model,
-                uplink_payload * bits_per_model, clients, rng, labels,
+                uplink_payload * bits_per_model, clients, rng, labels, self.los,
             )
         else:
             channel = profile.physical
-            dl_gain = phy.draw_fading(channel, n, rng)
-            ul_gain = dl_gain if profile.duplex == "tdd" else phy.draw_fading(channel, n, rng)
+            dl_gain = phy.draw_fading(channel, n, rng, self.los)
+            ul_gain = dl_gain if profile.duplex == "tdd" else phy.draw_fading(channel, n, rng, self.los)
             dl_rate = phy.downlink_rates(channel, self.path_loss_db, dl_gain)[clients]
             ul_rate = phy.uplink_rates(channel, self.uplink_loss_db, ul_gain)[clients]
             bits_per_model = plan.model_params * profile.bits_per_parameter
@@ -176,12 +181,12 @@ class NetworkModel:
         n = self.num_clients
         draw_compute_times(self.t_min, self.mu, rng)
         if channel.block_s is None:
-            dl_gain = phy.draw_fading(channel, n, rng)
-            ul_gain = dl_gain if self.profile.duplex == "tdd" else phy.draw_fading(channel, n, rng)
+            dl_gain = phy.draw_fading(channel, n, rng, self.los)
+            ul_gain = dl_gain if self.profile.duplex == "tdd" else phy.draw_fading(channel, n, rng, self.los)
         else:
-            ul_gain = phy.draw_fading(channel, n, rng.spawn(1)[0])
+            ul_gain = phy.draw_fading(channel, n, rng.spawn(1)[0], self.los)
         if self._ergodic_uplink is None:
-            self._ergodic_uplink = phy.ergodic_uplink_rates(channel, self.uplink_loss_db)
+            self._ergodic_uplink = phy.ergodic_uplink_rates(channel, self.uplink_loss_db, self.los)
         mean_snr = phy.link_snr(channel, "ul", self.uplink_loss_db)
         return UplinkChannel(
             snr=(mean_snr * ul_gain).tolist(),
@@ -200,7 +205,7 @@ class NetworkModel:
         if channel is None:
             return None
         if channel.link == "nr":
-            return phy.ergodic_downlink_rates(channel, self.path_loss_db)
+            return phy.ergodic_downlink_rates(channel, self.path_loss_db, self.los)
         return phy.downlink_rates(channel, self.path_loss_db, np.ones(self.num_clients))
 
     def nominal_downlink_snr_db(self) -> np.ndarray | None:
