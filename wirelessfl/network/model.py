@@ -66,6 +66,7 @@ class NetworkModel:
         """Each user's TR 38.901 LOS state to its serving cell (None under ``log_distance``): Rician fading applies
         to LOS users only (``physical.k_factor``)."""
         self._ergodic_uplink: np.ndarray | None = None  # ``uplink_channel``'s mean rates, computed once
+        self._block_use: tuple[np.ndarray, np.ndarray] | None = None  # ``nr`` over blocks: modal MCS, retransmissions per bit
         if profile.physical is not None and profile.physical.topology is not None:
             # Interference enters as a rise of each direction's loss: the same SINR as S / (N + I).
             self.cell = drop_federation(profile.physical, profile.physical.topology, self.num_clients, rng)
@@ -123,6 +124,7 @@ class NetworkModel:
         labels = tuple(s.label or str(k) for k, s in enumerate(streams))
         payloads = np.array([s.payload for s in streams])
         deliveries = ()
+        mcs = retransmissions = None
         if profile.physical is None:
             stream_durations = payloads * profile.t_dl
             upload = uplink_payload * profile.rho * profile.t_dl
@@ -132,6 +134,11 @@ class NetworkModel:
                 profile.physical, self.path_loss_db, self.uplink_loss_db, members, payloads * bits_per_model,
                 uplink_payload * bits_per_model, clients, rng, labels, self.los,
             )
+            if profile.physical.link == "nr":
+                if self._block_use is None:
+                    self._block_use = phy.uplink_block_use(profile.physical, phy.link_snr(profile.physical, "ul", self.uplink_loss_db), self.los)
+                mcs = self._block_use[0][clients]
+                retransmissions = np.rint(uplink_payload * bits_per_model * self._block_use[1][clients]).astype(np.int64)
         else:
             channel = profile.physical
             dl_gain = phy.draw_fading(channel, n, rng, self.los)
@@ -143,6 +150,8 @@ class NetworkModel:
             stream_durations = _duration(payloads * bits_per_model, weakest) if streams else np.zeros(0)
             upload = _duration(uplink_payload * bits_per_model, ul_rate)
             if channel.link == "nr":
+                ul_snr = phy.link_snr(channel, "ul", self.uplink_loss_db[clients]) * ul_gain[clients]
+                mcs, retransmissions = phy.uplink_held_use(channel, ul_snr, uplink_payload * bits_per_model)
                 stream_durations, upload = phy.add_held_harq_tails(
                     channel, self.path_loss_db[clients], self.uplink_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
                     stream_durations, upload,
@@ -161,7 +170,8 @@ class NetworkModel:
             compute=compute,
             upload=upload,
             deliveries=deliveries,
-            mcs=phy.uplink_mcs(profile.physical, self.uplink_loss_db[clients]) if profile.physical is not None else None,
+            mcs=mcs,
+            retransmissions=retransmissions,
         )
 
     def uplink_channel(self, rng: np.random.Generator) -> UplinkChannel:
@@ -294,6 +304,7 @@ def to_round_timing(
         time_unit=time_unit,
         deliveries=inputs.deliveries,
         mcs=frozen(ids, inputs.mcs.tolist()) if inputs.mcs is not None else {},
+        retransmissions=frozen(ids, inputs.retransmissions.tolist()) if inputs.retransmissions is not None else {},
         **activities(inputs.clients, inputs.stream_members, inputs.stream_durations, compute_start,
                      times.t_computed, uploaded, inputs.upload, shared_start),
     )

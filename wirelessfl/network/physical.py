@@ -100,14 +100,59 @@ def nr_link(settings: NrSettings, direction: str, bandwidth_hz: float) -> nr.NrL
     )
 
 
-def uplink_mcs(channel: PhysicalChannel, loss_db: np.ndarray) -> np.ndarray | None:
-    """``nr`` only: each user's uplink MCS at its mean SINR (-1: below the lowest MCS there); None otherwise.
-    Per block the MCS follows the block's SINR; this is what the user's average block gets."""
-    if channel.link != "nr":
-        return None
+def uplink_held_use(channel: PhysicalChannel, snr: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``nr``, one fading draw held for the round: each upload's MCS (the one at the SINR ``snr`` it is sent at,
+    -1 below the lowest MCS) and its HARQ retransmissions, ``retransmissions_per_bit`` times its ``bits``, rounded."""
     ul = link_model(channel, "ul")
-    snr = link_snr(channel, "ul", loss_db)
-    return ul.mcs[nr.snr_index(ul.tables, snr)].astype(np.int64)
+    index = nr.snr_index(ul.tables, snr)
+    return ul.mcs[index].astype(np.int64), _rounded(bits * retransmissions_per_bit(ul, index))
+
+
+def retransmissions_per_bit(ul: nr.NrLink, index: np.ndarray) -> np.ndarray:
+    """HARQ retransmissions per delivered bit at SINR grid ``index``: a TB takes E[T] slots on average, E[T] - 1 of
+    them retransmissions, and the slots carry G = TBS·(1 - p_lost)/E[T] bits each, so (E[T] - 1) / (E[T]·G); 0 where
+    no MCS is usable (nothing is sent)."""
+    goodput = ul.goodput_bits[index]
+    sent = goodput > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sent, (ul.transmissions[index] - 1.0) / np.where(sent, ul.transmissions[index] * goodput, 1.0), 0.0)
+
+
+def uplink_block_use(channel: PhysicalChannel, mean_snr: np.ndarray, los: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``nr`` over fading blocks: per user, the MCS most of its upload's blocks use (the mode of the MCS over its
+    fading law at its mean SINR; -1 when most blocks are outage blocks) and its expected HARQ retransmissions per bit
+    (renewal-reward: E[retransmitted slots per block] / E[bits per block] over the law, the same with subbands as
+    each subband has the law of a flat block). No draw: the law is ``link._fading_points``, whose mass is summed per
+    SINR grid point (the points of gain g with ``nr.snr_index(γ̄·g)`` on it), so the cost is users × grid points."""
+    ul = link_model(channel, "ul")
+    snr_db = 10.0 * np.log10(np.maximum(np.asarray(mean_snr, dtype=float), 1e-300))
+    k = k_factor(channel, los)
+    low, _, step = ul.tables.snr_grid
+    size = ul.tables.snr_db.size
+    levels = np.arange(-1, int(ul.mcs.max()) + 1)
+    by_mcs = (ul.mcs[:, None] == levels[None, :]).astype(float)  # [grid, levels]
+    sent = ul.goodput_bits > 0
+    retransmitted = np.where(sent, 1.0 - 1.0 / ul.transmissions, 0.0)  # retransmitted share of a block's slots
+    modes, per_bit = np.empty(snr_db.size, dtype=np.int64), np.zeros(snr_db.size)
+    for value in (np.unique(k).tolist() if isinstance(k, np.ndarray) else [k]):
+        users = np.flatnonzero(k == value) if isinstance(k, np.ndarray) else np.arange(snr_db.size)
+        gain, weight = link._fading_points(channel.fading, value)
+        order = np.argsort(gain)
+        gain_db = 10.0 * np.log10(np.maximum(gain[order], 1e-300))
+        below = np.concatenate([[0.0], np.cumsum(weight[order])])  # mass of the points under each cut
+        edges = low + (np.arange(size - 1) + 0.5) * step  # grid point j holds SINRs (dB) in [edge j-1, edge j)
+        for start in range(0, users.size, 4096):
+            part = users[start : start + 4096]
+            cuts = below[np.searchsorted(gain_db, edges[None, :] - snr_db[part, None])]
+            mass = np.diff(np.concatenate([np.zeros((part.size, 1)), cuts, np.full((part.size, 1), below[-1])], axis=1), axis=1)
+            modes[part] = levels[np.argmax(mass @ by_mcs, axis=1)]
+            goodput = mass @ ul.goodput_bits
+            per_bit[part] = np.where(goodput > 0, (mass @ retransmitted) / np.where(goodput > 0, goodput, 1.0), 0.0)
+    return modes, per_bit
+
+
+def _rounded(values: np.ndarray) -> np.ndarray:
+    return np.rint(np.asarray(values, dtype=float)).astype(np.int64)
 
 
 def harq_tail_s(channel: PhysicalChannel, direction: str, snr: np.ndarray) -> np.ndarray:
