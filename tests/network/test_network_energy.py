@@ -100,8 +100,9 @@ def test_a_device_whose_budget_runs_out_after_its_upload_still_arrives():
 
 
 def test_segments_cover_the_round_in_order():
-    pieces = segments(((0.0, 1.0), (2.0, 3.0)), 3.0, 4.5, 6.0, 2.0, 10.0, retransmissions=1)
-    assert [k for k, _, _ in pieces] == ["receive", "idle", "receive", "compute", "wait", "upload", "retransmission", "idle"]
+    pieces = segments(((0.0, 1.0), (2.0, 3.0)), 3.0, 4.5, 6.0, 2.0, 10.0)
+    assert [k for k, _, _ in pieces] == ["receive", "idle", "receive", "compute", "wait", "upload", "idle"]
+    assert pieces[5] == ("upload", 6.0, 8.0)
     assert pieces[0][1] == 0.0 and pieces[-1][2] == 10.0
     assert all(a[2] == b[1] for a, b in zip(pieces, pieces[1:]))
 

@@ -237,7 +237,7 @@ def test_bad_cell_settings_of_the_nr_scenario_are_one_line_and_write_nothing(tmp
     assert not out.exists()
 
 
-def test_an_nr_round_reports_each_clients_uplink_mcs_at_its_mean_sinr():
+def test_an_nr_round_over_blocks_reports_each_clients_modal_mcs_and_expected_retransmissions():
     from wirelessfl.network import NetworkModel, PhysicalChannel, SystemProfile
     from wirelessfl.network import physical as phy
     from wirelessfl.seam import CommPlan
@@ -245,10 +245,12 @@ def test_an_nr_round_reports_each_clients_uplink_mcs_at_its_mean_sinr():
     physical = PhysicalChannel(path_loss_model="UMa", cell_radius_m=600, min_distance_m=35, link="nr", bandwidth_hz=20e6, ue_speed_mps=1.4)
     model = NetworkModel(SystemProfile(name="cell", physical=physical), 30, np.random.default_rng(1))
     timing = model.time_round(CommPlan.broadcast(range(30), model_params=10_000), np.random.default_rng(2))
-    ul = phy.link_model(physical, "ul")
     snr = phy.mean_snr(physical.ue_power_dbm, model.path_loss_db, physical.uplink_bandwidth_hz, physical.noise_density_dbm_hz)
-    expected = ul.mcs[nr.snr_index(ul.tables, snr)]
-    assert [timing.mcs[c] for c in range(30)] == expected.tolist()
-    assert -1 in expected and max(expected) >= 10  # a 600 m cell has users below MCS 3 at their mean, and good ones
+    modes, per_bit = phy.uplink_block_use(physical, snr, model.los)
+    assert [timing.mcs[c] for c in range(30)] == modes.tolist()
+    assert [timing.retransmissions[c] for c in range(30)] == np.rint(10_000 * 32 * per_bit).astype(int).tolist()
+    assert -1 in modes and max(modes) >= 10  # a 600 m cell has users whose blocks are mostly outage, and good ones
+    assert max(timing.retransmissions.values()) > 0
     plain = NetworkModel(SystemProfile(name="cell", physical=PhysicalChannel()), 3, np.random.default_rng(1))
-    assert dict(plain.time_round(CommPlan.broadcast(range(3), model_params=10), np.random.default_rng(2)).mcs) == {}
+    none = plain.time_round(CommPlan.broadcast(range(3), model_params=10), np.random.default_rng(2))
+    assert dict(none.mcs) == {} and dict(none.retransmissions) == {}

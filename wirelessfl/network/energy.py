@@ -324,27 +324,23 @@ def join(parts: list[RoundActivity]) -> RoundActivity:
     return RoundActivity(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in names})
 
 
-SEGMENT_KINDS = ("idle", "receive", "compute", "wait", "upload", "retransmission")
+SEGMENT_KINDS = ("idle", "receive", "compute", "wait", "upload")
 
 
 def segments(
     receptions: tuple[tuple[float, float], ...], compute_start: float, computed: float, upload_start: float,
-    airtime: float, t_end: float, retransmissions: int = 0,
+    airtime: float, t_end: float,
 ) -> list[tuple[str, float, float]]:
     """One participant's round as consecutive ``(kind, start, end)`` covering [0, t_end] (the timeline).
 
-    An upload with retransmissions is cut into equal transmissions, the first
-    ``upload`` and the others ``retransmission``.
+    The upload is one segment of its airtime: the link models' retransmissions (NR's HARQ) are per transport
+    block, one slot each, interleaved with the first transmissions inside that airtime.
     """
     busy: list[tuple[str, float, float]] = [("receive", a, b) for a, b in receptions]
     busy.append(("compute", compute_start, computed))
     if math.isfinite(upload_start) and airtime > 0:
         busy.append(("wait", computed, upload_start))
-        pieces = 1 + max(int(retransmissions), 0)
-        for k in range(pieces):
-            a = upload_start + airtime * k / pieces
-            b = upload_start + airtime * (k + 1) / pieces
-            busy.append(("upload" if k == 0 else "retransmission", a, b))
+        busy.append(("upload", upload_start, upload_start + airtime))
     out: list[tuple[str, float, float]] = []
     now = 0.0
     for kind, a, b in sorted(busy, key=lambda s: (s[1], s[2])):
@@ -407,7 +403,7 @@ class Battery:
         duration = timing.t_computed[client] - timing.t_compute_start[client]
         compute_w = activity.compute_j[row] / (activity.compute[row] * seconds) if activity.compute[row] > 0 else 0.0
         watts = {"receive": ("rx_j", device.p_rx_w[client]), "compute": ("compute_j", compute_w),
-                 "upload": ("tx_j", device.p_tx_w[client]), "retransmission": ("tx_j", device.p_tx_w[client]),
+                 "upload": ("tx_j", device.p_tx_w[client]),
                  "wait": ("idle_j", device.p_idle_w[client]), "idle": ("idle_j", device.p_idle_w[client])}
         paid = {"compute_j": 0.0, "tx_j": 0.0, "rx_j": 0.0, "idle_j": 0.0, "time": math.inf}
         if duration <= 0 and activity.compute_j[row] > 0:  # an instantaneous computation is paid at its start
@@ -418,7 +414,7 @@ class Battery:
                 return paid
         for kind, a, b in segments(
             timing.receptions[client], timing.t_compute_start[client], timing.t_computed[client],
-            timing.t_upload_start[client], timing.airtime[client], timing.t_end, timing.retransmissions.get(client, 0),
+            timing.t_upload_start[client], timing.airtime[client], timing.t_end,
         ):
             part, power = watts[kind]
             cost = power * (b - a) * seconds

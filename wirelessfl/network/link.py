@@ -16,7 +16,8 @@
   the cap as SINR_MAX, "the SINR at which max throughput is reached", which is the
   same thing as min(·, Thr_MAX).
 * **Small-scale fading**: power gains of mean 1, ``rayleigh`` (Exp(1)),
-  ``rician`` with a linear K-factor (|sqrt(K/(K+1)) + CN(0, 1/(K+1))|²), or ``none``.
+  ``rician`` with a linear K-factor (|sqrt(K/(K+1)) + CN(0, 1/(K+1))|²), one for all users or one per
+  user (0 for a user without a LOS path: Rayleigh in distribution), or ``none``.
 * **Block-fading transfers** (``transfer_time``): a transfer is cut into coherence
   blocks of ``coherence_s`` seconds, each with an independent fading draw; block b
   delivers ``B·SE(γ̄·g_b)·T_c`` bits, and the transfer ends inside the first block
@@ -153,20 +154,32 @@ def spectral_efficiency(snr, link="shannon") -> np.ndarray:
 # --------------------------------------------------------------------------- fading
 
 
-def _fading_args(fading: str, k_factor: float | None) -> None:
+def _fading_args(fading: str, k_factor) -> None:
+    """``k_factor``: one linear K for every user, or (``rician``) an array of one K per user, 0 for a user whose
+    link has no LOS path (Rayleigh in distribution)."""
     if fading not in FADING_MODELS:
         raise ValueError(f"fading must be one of {', '.join(repr(f) for f in FADING_MODELS)}, got {fading!r}")
-    if fading == "rician":
+    if fading == "rician" and isinstance(k_factor, np.ndarray):
+        if k_factor.ndim != 1 or k_factor.dtype.kind not in "fiu" or not np.all((k_factor >= 0) & np.isfinite(k_factor)):
+            raise ValueError("k_factor must be linear K-factors >= 0 and finite for rician fading, one per user")
+    elif fading == "rician":
         if k_factor is None or isinstance(k_factor, bool) or not (0 <= float(k_factor) < math.inf):
             raise ValueError(f"k_factor must be a linear K-factor >= 0 and finite for rician fading, got {k_factor!r}")
 
 
-def draw_fading(rng: np.random.Generator, shape, fading: str = "rayleigh", k_factor: float | None = None) -> np.ndarray:
+def _users_k(k_factor, users: np.ndarray):
+    """The K-factors of ``users`` (indices): a per-user array is indexed, one K for all is kept."""
+    return k_factor[users] if isinstance(k_factor, np.ndarray) else k_factor
+
+
+def draw_fading(rng: np.random.Generator, shape, fading: str = "rayleigh", k_factor=None) -> np.ndarray:
     """Power gains |h|² of mean 1, one per element of ``shape``.
 
     * ``rayleigh``: Exp(1), one ``standard_exponential`` per gain;
     * ``rician``: |sqrt(K/(K+1)) + sqrt(1/(2(K+1)))·(x + jy)|² with x, y ~ N(0, 1),
-      one ``standard_normal(shape + (2,))`` call; K = 0 is Rayleigh in distribution;
+      one ``standard_normal(shape + (2,))`` call; K = 0 is Rayleigh in distribution.
+      ``k_factor`` may be an array of one K per row (the first axis of ``shape``: one per user):
+      the draws are the same call, so the generator advances as with one K;
     * ``none``: ones, no draw.
     """
     _fading_args(fading, k_factor)
@@ -174,6 +187,13 @@ def draw_fading(rng: np.random.Generator, shape, fading: str = "rayleigh", k_fac
         return rng.standard_exponential(shape)
     if fading == "none":
         return np.ones(shape)
+    if isinstance(k_factor, np.ndarray):
+        dims = tuple(np.atleast_1d(shape))
+        if k_factor.shape != dims[:1]:
+            raise ValueError(f"k_factor has {k_factor.size} K-factors for {dims[0]} users")
+        k = k_factor.astype(float).reshape(dims[:1] + (1,) * (len(dims) - 1))
+        xy = rng.standard_normal(dims + (2,)) * np.sqrt(1.0 / (2.0 * (k + 1.0)))[..., None]
+        return (np.sqrt(k / (k + 1.0)) + xy[..., 0]) ** 2 + xy[..., 1] ** 2
     k = float(k_factor)
     xy = rng.standard_normal(tuple(np.atleast_1d(shape)) + (2,)) * math.sqrt(1.0 / (2.0 * (k + 1.0)))
     return (math.sqrt(k / (k + 1.0)) + xy[..., 0]) ** 2 + xy[..., 1] ** 2
@@ -267,7 +287,7 @@ def transfer_time(
     rng: np.random.Generator,
     coherence_s: float,
     fading: str = "rayleigh",
-    k_factor: float | None = None,
+    k_factor: float | np.ndarray | None = None,
     link="shannon",
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     exact_blocks: int | None = None,
@@ -312,6 +332,8 @@ def transfer_time(
     shape = b.shape
     b, bw, snr = b.ravel().astype(float), bw.ravel().astype(float), snr.ravel().astype(float)
     n = b.size
+    if isinstance(k_factor, np.ndarray) and k_factor.size != n:
+        raise ValueError(f"k_factor has {k_factor.size} K-factors for {n} users")
     time = np.zeros(n)
     blocks = np.zeros(n, dtype=np.int64)
     zero_blocks = np.zeros(n, dtype=np.int64)
@@ -347,7 +369,7 @@ def transfer_time(
     drawn = min(max_blocks, exact_blocks or MIN_EXACT_BLOCKS)
     while todo.size and used < drawn:
         chunk = _chunk(remaining[todo], mean_rate[todo], coherence_s, todo.size * subbands, drawn - used)
-        rate = bw[todo, None] * block_se(se, snr[todo], rng, chunk, fading, k_factor, subbands)
+        rate = bw[todo, None] * block_se(se, snr[todo], rng, chunk, fading, _users_k(k_factor, todo), subbands)
         finished, k, owed, total = _crossing(rate * coherence_s, remaining[todo])
         zero = rate <= 0
         counted = np.where(finished[:, None], np.arange(chunk)[None, :] <= k[:, None], True)
@@ -365,7 +387,7 @@ def transfer_time(
     if todo.size and used < max_blocks:
         # The rest is a first passage of i.i.d. block bits (mean m, variance v) past what is owed: for R owed bits
         # it takes R/m + sqrt(R·v/m³)·Z blocks (renewal central limit theorem), drawn once per user.
-        mean, var, empty = block_bits_moments(bw[todo], snr[todo], coherence_s, fading, k_factor, se, subbands)
+        mean, var, empty = block_bits_moments(bw[todo], snr[todo], coherence_s, fading, _users_k(k_factor, todo), se, subbands)
         owed, served = remaining[todo], mean > 0
         m = np.where(served, mean, 1.0)
         spread = np.sqrt(owed * var / m**3) * rng.standard_normal(todo.size)
@@ -402,7 +424,7 @@ SUBBAND_SAMPLES = 4096
 has several subbands."""
 
 
-def block_se(se, mean_snr: np.ndarray, rng: np.random.Generator, blocks: int, fading: str, k_factor: float | None,
+def block_se(se, mean_snr: np.ndarray, rng: np.random.Generator, blocks: int, fading: str, k_factor: float | np.ndarray | None,
              subbands: int = 1) -> np.ndarray:
     """``[users, blocks]`` spectral efficiency of fading blocks: one gain a block (flat fading), or ``subbands``
     independent gains a block, each subband carrying its share of the band at its own SNR (the mean of their
@@ -415,7 +437,7 @@ def block_se(se, mean_snr: np.ndarray, rng: np.random.Generator, blocks: int, fa
 
 
 def block_bits_moments(
-    bandwidth_hz, mean_snr, coherence_s: float, fading: str = "rayleigh", k_factor: float | None = None, link="shannon",
+    bandwidth_hz, mean_snr, coherence_s: float, fading: str = "rayleigh", k_factor: float | np.ndarray | None = None, link="shannon",
     subbands: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per user, the mean and variance of the bits one fading block delivers, ``B·SE(γ̄·g)·T_c`` over the fading
@@ -424,6 +446,15 @@ def block_bits_moments(
     _fading_args(fading, k_factor)
     se = _link(link)
     bw, snr = np.broadcast_arrays(np.asarray(bandwidth_hz, dtype=float), np.asarray(mean_snr, dtype=float))
+    if isinstance(k_factor, np.ndarray):  # one K per user: each class of users by its own law
+        if k_factor.size != bw.size:
+            raise ValueError(f"k_factor has {k_factor.size} K-factors for {bw.size} users")
+        mean, var, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
+        for k in np.unique(k_factor).tolist():
+            users = np.flatnonzero(k_factor == k)
+            mean[users], var[users], empty[users] = block_bits_moments(
+                bw.ravel()[users], snr.ravel()[users], coherence_s, fading, k, se, subbands)
+        return mean, var, empty
     if subbands > 1:
         sample = np.random.default_rng(0)
         gains = draw_fading(sample, (SUBBAND_SAMPLES, subbands), fading, k_factor)
@@ -495,7 +526,7 @@ def multicast_transfer(
     rng: np.random.Generator,
     coherence_s: float,
     fading: str = "rayleigh",
-    k_factor: float | None = None,
+    k_factor: float | np.ndarray | None = None,
     link="shannon",
     policy: str = "worst_user",
     q: float = 1.0,
@@ -526,6 +557,8 @@ def multicast_transfer(
     snr = np.atleast_1d(_snr_array(mean_snr)).ravel()
     if snr.size == 0:
         raise ValueError("mean_snr must name at least one receiver")
+    if isinstance(k_factor, np.ndarray) and k_factor.size != snr.size:
+        raise ValueError(f"k_factor has {k_factor.size} K-factors for {snr.size} receivers")
     if not np.all(np.isfinite(snr)):
         raise ValueError("mean_snr must be finite")
     n = snr.size

@@ -63,15 +63,21 @@ class NetworkModel:
         self.path_loss_db: np.ndarray | None = None
         self.uplink_loss_db: np.ndarray | None = None
         self.cell: CellDrop | None = None
+        self.los: np.ndarray | None = None
+        """Each user's TR 38.901 LOS state to its serving cell (None under ``log_distance``): Rician fading applies
+        to LOS users only (``physical.k_factor``)."""
         self._ergodic_uplink: np.ndarray | None = None  # ``uplink_channel``'s mean rates, computed once
+        self._block_use: tuple[np.ndarray, np.ndarray] | None = None  # ``nr`` over blocks: modal MCS, retransmissions per bit
         if profile.physical is not None and profile.physical.topology is not None:
             # Interference enters as a rise of each direction's loss: the same SINR as S / (N + I).
             self.cell = drop_federation(profile.physical, profile.physical.topology, self.num_clients, rng)
             self.path_loss_db = self.cell.coupling_loss_db + self.cell.dl_rise_db
             self.uplink_loss_db = self.cell.coupling_loss_db + self.cell.ul_rise_db
+            self.los = self.cell.los
         elif profile.physical is not None:
             self.distances_m = phy.drop_users(profile.physical, self.num_clients, rng)
-            self.path_loss_db = self.uplink_loss_db = phy.static_loss_db(profile.physical, self.distances_m, rng)
+            self.path_loss_db, self.los = phy.static_large_scale(profile.physical, self.distances_m, rng)
+            self.uplink_loss_db = self.path_loss_db
         if profile.physical is not None and profile.physical.ul_p0_dbm is not None:
             # A phone below full power loses that much of its uplink SNR: it enters as extra loss.
             serving = self.cell.coupling_loss_db if self.cell is not None else self.path_loss_db
@@ -119,6 +125,7 @@ class NetworkModel:
         labels = tuple(s.label or str(k) for k, s in enumerate(streams))
         payloads = np.array([s.payload for s in streams])
         deliveries = ()
+        mcs = retransmissions = None
         if profile.physical is None:
             stream_durations = payloads * profile.t_dl
             upload = uplink_payload * profile.rho * profile.t_dl
@@ -126,12 +133,17 @@ class NetworkModel:
             bits_per_model = plan.model_params * profile.bits_per_parameter
             stream_durations, upload, deliveries = phy.block_durations(
                 profile.physical, self.path_loss_db, self.uplink_loss_db, members, payloads * bits_per_model,
-                uplink_payload * bits_per_model, clients, rng, labels,
+                uplink_payload * bits_per_model, clients, rng, labels, self.los,
             )
+            if profile.physical.link == "nr":
+                if self._block_use is None:
+                    self._block_use = phy.uplink_block_use(profile.physical, phy.link_snr(profile.physical, "ul", self.uplink_loss_db), self.los)
+                mcs = self._block_use[0][clients]
+                retransmissions = np.rint(uplink_payload * bits_per_model * self._block_use[1][clients]).astype(np.int64)
         else:
             channel = profile.physical
-            dl_gain = phy.draw_fading(channel, n, rng)
-            ul_gain = dl_gain if profile.duplex == "tdd" else phy.draw_fading(channel, n, rng)
+            dl_gain = phy.draw_fading(channel, n, rng, self.los)
+            ul_gain = dl_gain if profile.duplex == "tdd" else phy.draw_fading(channel, n, rng, self.los)
             dl_rate = phy.downlink_rates(channel, self.path_loss_db, dl_gain)[clients]
             ul_rate = phy.uplink_rates(channel, self.uplink_loss_db, ul_gain)[clients]
             bits_per_model = plan.model_params * profile.bits_per_parameter
@@ -139,6 +151,8 @@ class NetworkModel:
             stream_durations = _duration(payloads * bits_per_model, weakest) if streams else np.zeros(0)
             upload = _duration(uplink_payload * bits_per_model, ul_rate)
             if channel.link == "nr":
+                ul_snr = phy.link_snr(channel, "ul", self.uplink_loss_db[clients]) * ul_gain[clients]
+                mcs, retransmissions = phy.uplink_held_use(channel, ul_snr, uplink_payload * bits_per_model)
                 stream_durations, upload = phy.add_held_harq_tails(
                     channel, self.path_loss_db[clients], self.uplink_loss_db[clients], dl_gain[clients], ul_gain[clients], members,
                     stream_durations, upload,
@@ -157,7 +171,8 @@ class NetworkModel:
             compute=compute,
             upload=upload,
             deliveries=deliveries,
-            mcs=phy.uplink_mcs(profile.physical, self.uplink_loss_db[clients]) if profile.physical is not None else None,
+            mcs=mcs,
+            retransmissions=retransmissions,
         )
 
     def uplink_channel(self, rng: np.random.Generator) -> UplinkChannel:
@@ -177,12 +192,12 @@ class NetworkModel:
         n = self.num_clients
         draw_compute_times(self.t_min, self.mu, rng)
         if channel.block_s is None:
-            dl_gain = phy.draw_fading(channel, n, rng)
-            ul_gain = dl_gain if self.profile.duplex == "tdd" else phy.draw_fading(channel, n, rng)
+            dl_gain = phy.draw_fading(channel, n, rng, self.los)
+            ul_gain = dl_gain if self.profile.duplex == "tdd" else phy.draw_fading(channel, n, rng, self.los)
         else:
-            ul_gain = phy.draw_fading(channel, n, rng.spawn(1)[0])
+            ul_gain = phy.draw_fading(channel, n, rng.spawn(1)[0], self.los)
         if self._ergodic_uplink is None:
-            self._ergodic_uplink = phy.ergodic_uplink_rates(channel, self.uplink_loss_db)
+            self._ergodic_uplink = phy.ergodic_uplink_rates(channel, self.uplink_loss_db, self.los)
         mean_snr = phy.link_snr(channel, "ul", self.uplink_loss_db)
         return UplinkChannel(
             snr=(mean_snr * ul_gain).tolist(),
@@ -214,7 +229,7 @@ class NetworkModel:
         if channel is None:
             return None
         if channel.link == "nr":
-            return phy.ergodic_downlink_rates(channel, self.path_loss_db)
+            return phy.ergodic_downlink_rates(channel, self.path_loss_db, self.los)
         return phy.downlink_rates(channel, self.path_loss_db, np.ones(self.num_clients))
 
     def nominal_downlink_snr_db(self) -> np.ndarray | None:
@@ -303,6 +318,7 @@ def to_round_timing(
         time_unit=time_unit,
         deliveries=inputs.deliveries,
         mcs=frozen(ids, inputs.mcs.tolist()) if inputs.mcs is not None else {},
+        retransmissions=frozen(ids, inputs.retransmissions.tolist()) if inputs.retransmissions is not None else {},
         **activities(inputs.clients, inputs.stream_members, inputs.stream_durations, compute_start,
                      times.t_computed, uploaded, inputs.upload, shared_start),
     )

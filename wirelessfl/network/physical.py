@@ -29,28 +29,40 @@ def path_loss_db(channel: PhysicalChannel, distance_m: np.ndarray) -> np.ndarray
 def static_loss_db(channel: PhysicalChannel, distance_m: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Each user's large-scale loss for the whole run: log-distance (no draw), or a TR 38.901 scenario with
     the user's LOS state and shadowing drawn from ``rng`` once (``pathloss.draw_large_scale``)."""
+    return static_large_scale(channel, distance_m, rng)[0]
+
+
+def static_large_scale(
+    channel: PhysicalChannel, distance_m: np.ndarray, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``static_loss_db`` and each user's LOS state (None under ``log_distance``, which has no LOS state)."""
     if channel.path_loss_model == "log_distance":
-        return path_loss_db(channel, distance_m)
-    return pathloss.draw_large_scale(
-        channel.path_loss_model, distance_m, channel.carrier_ghz, rng, shadowing=channel.shadowing
-    ).loss_db
+        return path_loss_db(channel, distance_m), None
+    drawn = pathloss.draw_large_scale(channel.path_loss_model, distance_m, channel.carrier_ghz, rng, shadowing=channel.shadowing)
+    return drawn.loss_db, drawn.los
 
 
-def k_factor(channel: PhysicalChannel) -> float | None:
-    """The linear Rician K of the channel (None unless ``fading`` is rician)."""
-    return 10.0 ** (channel.k_factor_db / 10.0) if channel.fading == "rician" else None
+def k_factor(channel: PhysicalChannel, los: np.ndarray | None = None) -> float | np.ndarray | None:
+    """The linear Rician K of the channel (None unless ``fading`` is rician). With ``los`` (each user's TR 38.901
+    LOS state) one K per user: the profile's for a LOS user, 0 (Rayleigh in distribution: no specular path)
+    for a NLOS one. Without it (``log_distance`` path loss draws no LOS state) every user gets the profile's K."""
+    if channel.fading != "rician":
+        return None
+    k = 10.0 ** (channel.k_factor_db / 10.0)
+    return k if los is None else np.where(np.asarray(los, dtype=bool), k, 0.0)
 
 
-def draw_fading(channel: PhysicalChannel, num_clients: int, rng: np.random.Generator) -> np.ndarray:
-    """Power gains |h|^2 for one round: Exp(1) under Rayleigh fading, Rician of mean 1, 1 without fading.
+def draw_fading(channel: PhysicalChannel, num_clients: int, rng: np.random.Generator, los: np.ndarray | None = None) -> np.ndarray:
+    """Power gains |h|^2 for one round: Exp(1) under Rayleigh fading, Rician of mean 1 (of each user's K,
+    ``k_factor(channel, los)``), 1 without fading.
 
     Under fading the draw is always made, even if unused, so the generator
-    advances the same way whatever the plan.
+    advances the same way whatever the plan (and whatever the users' LOS states).
     """
     if channel.fading == "rayleigh":
         return rng.standard_exponential(num_clients)
     if channel.fading == "rician":
-        return link.draw_fading(rng, num_clients, "rician", k_factor(channel))
+        return link.draw_fading(rng, num_clients, "rician", k_factor(channel, los))
     return np.ones(num_clients)
 
 
@@ -88,14 +100,59 @@ def nr_link(settings: NrSettings, direction: str, bandwidth_hz: float) -> nr.NrL
     )
 
 
-def uplink_mcs(channel: PhysicalChannel, loss_db: np.ndarray) -> np.ndarray | None:
-    """``nr`` only: each user's uplink MCS at its mean SINR (-1: below the lowest MCS there); None otherwise.
-    Per block the MCS follows the block's SINR; this is what the user's average block gets."""
-    if channel.link != "nr":
-        return None
+def uplink_held_use(channel: PhysicalChannel, snr: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``nr``, one fading draw held for the round: each upload's MCS (the one at the SINR ``snr`` it is sent at,
+    -1 below the lowest MCS) and its HARQ retransmissions, ``retransmissions_per_bit`` times its ``bits``, rounded."""
     ul = link_model(channel, "ul")
-    snr = link_snr(channel, "ul", loss_db)
-    return ul.mcs[nr.snr_index(ul.tables, snr)].astype(np.int64)
+    index = nr.snr_index(ul.tables, snr)
+    return ul.mcs[index].astype(np.int64), _rounded(bits * retransmissions_per_bit(ul, index))
+
+
+def retransmissions_per_bit(ul: nr.NrLink, index: np.ndarray) -> np.ndarray:
+    """HARQ retransmissions per delivered bit at SINR grid ``index``: a TB takes E[T] slots on average, E[T] - 1 of
+    them retransmissions, and the slots carry G = TBS·(1 - p_lost)/E[T] bits each, so (E[T] - 1) / (E[T]·G); 0 where
+    no MCS is usable (nothing is sent)."""
+    goodput = ul.goodput_bits[index]
+    sent = goodput > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(sent, (ul.transmissions[index] - 1.0) / np.where(sent, ul.transmissions[index] * goodput, 1.0), 0.0)
+
+
+def uplink_block_use(channel: PhysicalChannel, mean_snr: np.ndarray, los: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``nr`` over fading blocks: per user, the MCS most of its upload's blocks use (the mode of the MCS over its
+    fading law at its mean SINR; -1 when most blocks are outage blocks) and its expected HARQ retransmissions per bit
+    (renewal-reward: E[retransmitted slots per block] / E[bits per block] over the law, the same with subbands as
+    each subband has the law of a flat block). No draw: the law is ``link._fading_points``, whose mass is summed per
+    SINR grid point (the points of gain g with ``nr.snr_index(γ̄·g)`` on it), so the cost is users × grid points."""
+    ul = link_model(channel, "ul")
+    snr_db = 10.0 * np.log10(np.maximum(np.asarray(mean_snr, dtype=float), 1e-300))
+    k = k_factor(channel, los)
+    low, _, step = ul.tables.snr_grid
+    size = ul.tables.snr_db.size
+    levels = np.arange(-1, int(ul.mcs.max()) + 1)
+    by_mcs = (ul.mcs[:, None] == levels[None, :]).astype(float)  # [grid, levels]
+    sent = ul.goodput_bits > 0
+    retransmitted = np.where(sent, 1.0 - 1.0 / ul.transmissions, 0.0)  # retransmitted share of a block's slots
+    modes, per_bit = np.empty(snr_db.size, dtype=np.int64), np.zeros(snr_db.size)
+    for value in (np.unique(k).tolist() if isinstance(k, np.ndarray) else [k]):
+        users = np.flatnonzero(k == value) if isinstance(k, np.ndarray) else np.arange(snr_db.size)
+        gain, weight = link._fading_points(channel.fading, value)
+        order = np.argsort(gain)
+        gain_db = 10.0 * np.log10(np.maximum(gain[order], 1e-300))
+        below = np.concatenate([[0.0], np.cumsum(weight[order])])  # mass of the points under each cut
+        edges = low + (np.arange(size - 1) + 0.5) * step  # grid point j holds SINRs (dB) in [edge j-1, edge j)
+        for start in range(0, users.size, 4096):
+            part = users[start : start + 4096]
+            cuts = below[np.searchsorted(gain_db, edges[None, :] - snr_db[part, None])]
+            mass = np.diff(np.concatenate([np.zeros((part.size, 1)), cuts, np.full((part.size, 1), below[-1])], axis=1), axis=1)
+            modes[part] = levels[np.argmax(mass @ by_mcs, axis=1)]
+            goodput = mass @ ul.goodput_bits
+            per_bit[part] = np.where(goodput > 0, (mass @ retransmitted) / np.where(goodput > 0, goodput, 1.0), 0.0)
+    return modes, per_bit
+
+
+def _rounded(values: np.ndarray) -> np.ndarray:
+    return np.rint(np.asarray(values, dtype=float)).astype(np.int64)
 
 
 def harq_tail_s(channel: PhysicalChannel, direction: str, snr: np.ndarray) -> np.ndarray:
@@ -130,20 +187,32 @@ FADING_SAMPLES = 4096
 """Fading gains averaged over in ``ergodic_downlink_rates``: a fixed draw, so the mean is the same every call."""
 
 
-def ergodic_downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray) -> np.ndarray:
+def ergodic_downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray, los: np.ndarray | None = None) -> np.ndarray:
     """Each user's downlink rate averaged over the channel's fading law (bit/s): the rate a long transfer sees.
 
     The gains are a fixed draw of ``FADING_SAMPLES`` (seeded apart from the run's generators), so the
     answer depends only on the channel and the user's static loss.
     """
-    return ergodic_rates(channel, loss_db, "dl")
+    return ergodic_rates(channel, loss_db, "dl", los)
 
 
-def ergodic_rates(channel: PhysicalChannel, loss_db: np.ndarray, direction: str) -> np.ndarray:
-    """:func:`ergodic_downlink_rates` of the downlink (``dl``) or the uplink (``ul``)."""
+def ergodic_rates(channel: PhysicalChannel, loss_db: np.ndarray, direction: str, los: np.ndarray | None = None) -> np.ndarray:
+    """:func:`ergodic_downlink_rates` of the downlink (``dl``) or the uplink (``ul``); with ``los``, each user
+    over its own fading law (``k_factor``)."""
     rates_of = downlink_rates if direction == "dl" else uplink_rates
-    gains = link.draw_fading(np.random.default_rng(0), FADING_SAMPLES, channel.fading, k_factor(channel))
     loss = np.asarray(loss_db, dtype=float)
+    k = k_factor(channel, los)
+    if isinstance(k, np.ndarray):  # LOS and NLOS users: each class over its own law
+        rates = np.empty(loss.size)
+        for value in np.unique(k).tolist():
+            users = np.flatnonzero(k == value)
+            rates[users] = _ergodic(channel, loss.ravel()[users], rates_of, value)
+        return rates
+    return _ergodic(channel, loss, rates_of, k)
+
+
+def _ergodic(channel: PhysicalChannel, loss: np.ndarray, rates_of, k: float | None) -> np.ndarray:
+    gains = link.draw_fading(np.random.default_rng(0), FADING_SAMPLES, channel.fading, k)
     rates = np.empty(loss.size)
     for start in range(0, loss.size, 256):  # 256 users x 4,096 gains at a time: 8 MB per array
         part = loss[start : start + 256, None]
@@ -156,26 +225,23 @@ OUTAGE_S = 1e4
 fading gives up on one; a round of hours is no longer a wireless round."""
 
 
-def in_outage(channel: PhysicalChannel, loss_db: np.ndarray, bits: float, ul_loss_db: np.ndarray | None = None) -> np.ndarray:
+def in_outage(
+    channel: PhysicalChannel, loss_db: np.ndarray, bits: float, ul_loss_db: np.ndarray | None = None, los: np.ndarray | None = None
+) -> np.ndarray:
     """Per user: whether receiving or sending ``bits`` (one model) at its ergodic rates takes longer than
     ``OUTAGE_S`` (a rate of 0 included). What the link budget alone says, before any round is drawn.
-    ``ul_loss_db``: the uplink's own loss where it differs (interference, power control)."""
+    ``ul_loss_db``: the uplink's own loss where it differs (interference, power control); ``los``: each user's
+    LOS state (``k_factor``)."""
     ul_loss = loss_db if ul_loss_db is None else ul_loss_db
     with np.errstate(divide="ignore"):
-        seconds = np.maximum(bits / ergodic_rates(channel, loss_db, "dl"), bits / ergodic_rates(channel, ul_loss, "ul"))
+        seconds = np.maximum(bits / ergodic_rates(channel, loss_db, "dl", los), bits / ergodic_rates(channel, ul_loss, "ul", los))
     return ~(seconds <= OUTAGE_S)
 
 
-def ergodic_uplink_rates(channel: PhysicalChannel, loss_db: np.ndarray) -> np.ndarray:
+def ergodic_uplink_rates(channel: PhysicalChannel, loss_db: np.ndarray, los: np.ndarray | None = None) -> np.ndarray:
     """Each user's uplink rate averaged over the channel's fading law (bit/s), as ``ergodic_downlink_rates``:
     the long-run rate a proportional-fair scheduler divides the instantaneous rate by."""
-    gains = link.draw_fading(np.random.default_rng(0), FADING_SAMPLES, channel.fading, k_factor(channel))
-    loss = np.asarray(loss_db, dtype=float)
-    rates = np.empty(loss.size)
-    for start in range(0, loss.size, 256):
-        part = loss[start : start + 256, None]
-        rates[start : start + 256] = uplink_rates(channel, part, gains[None, :]).mean(axis=1)
-    return rates
+    return ergodic_rates(channel, loss_db, "ul", los)
 
 
 def downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.ndarray) -> np.ndarray:
@@ -205,12 +271,12 @@ MAX_BLOCKS = 1_000_000
 
 
 def _stream_delivery(
-    channel: PhysicalChannel, label: str, bits: float, snr: np.ndarray, rng: np.random.Generator
+    channel: PhysicalChannel, label: str, bits: float, snr: np.ndarray, rng: np.random.Generator, k=None
 ) -> StreamDelivery:
     """A multicast over fading blocks, plus the unicast repairs of the receivers its rate left behind
     (``coverage``), sent one after another on the same carrier after it: the stream counts as received
-    when the last repair lands."""
-    block, fading, k, dl = channel.block_s, channel.fading, k_factor(channel), link_model(channel, "dl")
+    when the last repair lands. ``k``: the receivers' K-factors (``k_factor``)."""
+    block, fading, dl = channel.block_s, channel.fading, link_model(channel, "dl")
     bandwidth = channel.bandwidth_hz * channel.time_share("dl")  # a fading block's bits come in its downlink slots
     sent = link.multicast_transfer(bits, bandwidth, snr, rng, block, fading, k, dl, channel.multicast, channel.coverage_q, MAX_BLOCKS,
                                    subbands=channel.subbands)
@@ -219,7 +285,8 @@ def _stream_delivery(
     repair = np.asarray(sent.repair_bits, dtype=float)
     seconds, owed = float(sent.time_s) + tail, repair > 0
     if owed.any():
-        repairs = link.transfer_time(repair[owed], bandwidth, snr[owed], rng, block, fading, k, dl, MAX_BLOCKS, subbands=channel.subbands)
+        repairs = link.transfer_time(repair[owed], bandwidth, snr[owed], rng, block, fading, link._users_k(k, np.flatnonzero(owed)), dl,
+                                     MAX_BLOCKS, subbands=channel.subbands)
         seconds = float(sent.time_s + tail + np.sum(repairs.time_s + harq_tail_s(channel, "dl", snr[owed])))
     return StreamDelivery(label, int(snr.size), float(bits), seconds, float(sent.rate_bps), float(repair.sum()), int(owed.sum()))
 
@@ -227,6 +294,7 @@ def _stream_delivery(
 def block_durations(
     channel: PhysicalChannel, loss_db: np.ndarray, ul_loss_db: np.ndarray, stream_members: tuple[np.ndarray, ...], stream_bits: np.ndarray,
     upload_bits: np.ndarray, clients: np.ndarray, rng: np.random.Generator, labels: tuple[str, ...] = (),
+    los: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, tuple[StreamDelivery, ...]]:
     """Stream and upload durations (s) over block fading of length ``channel.block_s``, and each stream's
     delivery (rate, repairs).
@@ -236,14 +304,15 @@ def block_durations(
     ``link.transfer_time``).
     Downlink and uplink draws are independent (no TDD reciprocity across blocks).
     A transfer still unfinished after ``MAX_BLOCKS`` blocks is in outage and
-    lasts ``inf``: it misses any deadline.
+    lasts ``inf``: it misses any deadline. ``los``: every user's LOS state (``k_factor``), None under log-distance.
     """
-    block, fading, k = channel.block_s, channel.fading, k_factor(channel)
+    block, fading = channel.block_s, channel.fading
+    k = k_factor(channel, None if los is None else np.asarray(los)[clients])
     dl_snr = link_snr(channel, "dl", loss_db)[clients]
     ul_snr = link_snr(channel, "ul", ul_loss_db)[clients]
-    labels = labels or tuple(str(k) for k in range(len(stream_members)))
+    labels = labels or tuple(str(s) for s in range(len(stream_members)))
     deliveries = tuple(
-        _stream_delivery(channel, label, float(bits), dl_snr[members], rng)
+        _stream_delivery(channel, label, float(bits), dl_snr[members], rng, link._users_k(k, members))
         for label, bits, members in zip(labels, stream_bits.tolist(), stream_members)
     )
     streams = np.array([d.seconds for d in deliveries])

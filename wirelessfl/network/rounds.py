@@ -28,6 +28,9 @@ class RoundInputs:
     upload: np.ndarray
     deliveries: tuple = ()
     mcs: np.ndarray | None = None
+    """Per participant, the uplink MCS its upload used (``nr`` only; ``physical.uplink_held_use``, ``uplink_block_use``)."""
+    retransmissions: np.ndarray | None = None
+    """Per participant, the HARQ retransmissions of its upload (``nr`` only)."""
 
 
 @dataclass(frozen=True)

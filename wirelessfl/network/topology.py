@@ -233,6 +233,8 @@ class CellDrop:
     ul_rise_db: np.ndarray
     all_coupling_loss_db: np.ndarray
     """``[users, sectors]``: path loss less antenna patterns (antenna gains and other losses not included)."""
+    los: np.ndarray | None = None
+    """Per user, the TR 38.901 LOS state of its link to its serving site (None under ``log_distance``)."""
 
 
 def geometry_sinr_db(coupling_loss_db: np.ndarray, tx_power_dbm: float, noise_dbm: float, load: float = 1.0,
@@ -256,11 +258,14 @@ def drop_federation(channel, topology: Topology, num_clients: int, rng: np.rando
     height = LOG_DISTANCE_BS_HEIGHT_M if channel.path_loss_model == "log_distance" else pathloss.bs_height_m(channel.path_loss_model)
     layout = Layout.of(topology, height)
 
+    los_states: list[np.ndarray] = []  # [points, sites] of each call, in call order (the users' first)
+
     def loss_of(distance: np.ndarray, draws: np.random.Generator) -> np.ndarray:
         if channel.path_loss_model == "log_distance":
             return channel.reference_loss_db + 10.0 * channel.path_loss_exponent * np.log10(distance)
-        return pathloss.draw_large_scale(channel.path_loss_model, distance, channel.carrier_ghz, draws,
-                                         shadowing=channel.shadowing).loss_db
+        drawn = pathloss.draw_large_scale(channel.path_loss_model, distance, channel.carrier_ghz, draws, shadowing=channel.shadowing)
+        los_states.append(drawn.los)
+        return drawn.loss_db
 
     sites = len(layout.sites)
     homes = np.zeros(num_clients, dtype=int) if topology.users == "center" else rng.integers(0, sites, num_clients)
@@ -268,6 +273,7 @@ def drop_federation(channel, topology: Topology, num_clients: int, rng: np.rando
     cl = layout.coupling_loss_db(users, loss_of, rng)
     serving = np.argmin(cl, axis=1)
     own = cl[np.arange(num_clients), serving]
+    los = los_states[0][np.arange(num_clients), layout.sector_site[serving]] if los_states else None
     dl_power = channel.radiated_dbm("dl")
     dl_noise = channel.noise_dbm_hz("dl") + 10.0 * math.log10(channel.bandwidth_hz)
     sinr_dl = geometry_sinr_db(cl, dl_power, dl_noise, topology.load, serving)
@@ -286,4 +292,5 @@ def drop_federation(channel, topology: Topology, num_clients: int, rng: np.rando
         dl_rise_db=snr_dl - sinr_dl,
         ul_rise_db=10.0 * np.log10(1.0 + ul_interference_mw[serving] / ul_noise_mw),
         all_coupling_loss_db=cl,
+        los=los,
     )

@@ -2,8 +2,8 @@
 
 Each participant's round is cut into consecutive segments covering [0, round
 time] (``wirelessfl.network.energy.segments``): receiving each downlink stream
-it is sent, computing, waiting for an uplink channel, uploading (and
-retransmitting, where the link model reports retransmissions), and idle for the
+it is sent, computing, waiting for an uplink channel, uploading (HARQ
+retransmissions included: slot by slot inside the upload), and idle for the
 rest. One column of panels per profile, one row per curve, so k = 1 against
 k = m streams (m receptions instead of one) and phased against pipelined
 schedules (everyone computing after the whole downlink, or each as soon as its
@@ -29,7 +29,7 @@ MAX_PANEL_CURVES = 8
 MAX_CLIENTS = 60
 """More participants than this: the ones with the lowest ids (a bar per client stops being readable)."""
 _COLORS = {
-    "receive": "#1f77b4", "compute": "#2ca02c", "wait": "#ff7f0e", "upload": "#d62728", "retransmission": "#9467bd",
+    "receive": "#1f77b4", "compute": "#2ca02c", "wait": "#ff7f0e", "upload": "#d62728",
     "idle": "#e5e5e5",
 }
 
@@ -52,8 +52,7 @@ def client_segments(rows: pd.DataFrame, round_time: float) -> pd.DataFrame:
     out = []
     for r in rows.itertuples():
         for kind, a, b in segments(tuple(r.receptions), r.t_compute_start, r.t_computed, r.t_upload_start,
-                                   r.airtime, round_time,
-                                   int(r.retransmissions)):
+                                   r.airtime, round_time):
             out.append((int(r.client), kind, a, b))
     return pd.DataFrame(out, columns=["client", "kind", "start", "end"])
 
