@@ -837,7 +837,7 @@ def check_outage(scenario: Scenario, model_params: int, source: str = "scenario"
             continue
         network = NetworkModel(profile, scenario.data.clients, static_rng(scenario.seeds[0], profile))
         bits = model_params * profile.bits_per_parameter
-        out = int(in_outage(channel, network.path_loss_db, bits, network.uplink_loss_db).sum())
+        out = int(in_outage(channel, network.path_loss_db, bits, network.uplink_loss_db, network.los).sum())
         if out >= OUTAGE_REFUSED * scenario.data.clients:
             raise ScenarioError(
                 f"{source}: network {profile.name!r}: its link budget leaves {out} of {scenario.data.clients} clients in "
