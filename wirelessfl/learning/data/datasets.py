@@ -111,12 +111,7 @@ def register_dataset(name: str, description: str, options: Mapping[str, object])
 
 
 def load_pool(name: str, root: str | os.PathLike | None = None, download: bool = False, options: Mapping | None = None) -> Pool:
-    """Load every requested split of dataset ``name`` as one ``Pool``; ``pkg.mod:loader`` calls a user's loader
-    with ``options`` (``root`` and ``download`` are the registered datasets' only)."""
-    from wirelessfl.learning.data.user_datasets import is_user_dataset, load_user_pool
-
-    if is_user_dataset(name):
-        return load_user_pool(name, dict(options or {}))
+    """Load every requested split of dataset ``name`` as one ``Pool`` (a user's ``pkg.mod:loader``: ``user_datasets``)."""
     if name not in DATASETS:
         raise ValueError(f"data.dataset must be one of {', '.join(sorted(DATASETS))}; got {name!r}")
     info = DATASETS[name]

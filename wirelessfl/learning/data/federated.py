@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from wirelessfl.learning.data.datasets import Pool, load_pool
+from wirelessfl.learning.data.user_datasets import is_user_dataset, load_user_pool
 from wirelessfl.learning.data.partition import (
     PartitionError,
     SplitInput,
@@ -143,7 +144,10 @@ def build_federated_data(spec: DataSpec, seed: int) -> FederatedData:
     if not isinstance(spec.samples, Mapping):
         raise PartitionError(f"data.samples must be a mapping like {{'per_client': 80}} or {{'total': 10000}}; got {spec.samples!r}")
     check_samples(splitter, spec.samples)
-    pool = load_pool(spec.dataset, spec.root, spec.download, spec.options)
+    if is_user_dataset(spec.dataset):  # root and download are the registered datasets' only
+        pool = load_user_pool(spec.dataset, spec.options)
+    else:
+        pool = load_pool(spec.dataset, spec.root, spec.download, spec.options)
     minimum = minimum_client_size(fractions)
     if splitter.info.sizes == "natural":  # the dataset's client ids decide the sizes; nothing is drawn
         sizes = np.zeros(spec.num_clients, dtype=np.int64)
