@@ -826,9 +826,15 @@ def names_user_model(scenario: Scenario) -> bool:
     return scenario.model.name not in ARCHITECTURES
 
 
+def names_user_dataset(scenario: Scenario) -> bool:
+    """Whether the scenario's dataset is a user's ``package.module:loader`` (whose import runs its module)."""
+    return ":" in scenario.data.dataset
+
+
 def import_model(scenario: Scenario, source: str) -> None:
-    """Import the model module of a scenario read with ``import_models=False`` (this runs the module's code, as
-    any Python import does); one ``ScenarioError`` line, as validation words it, when it cannot be imported."""
+    """Import the model module (and a user dataset's loader module) of a scenario read with ``import_models=False``
+    (this runs the module's code, as any Python import does); one ``ScenarioError`` line, as validation words it,
+    when it cannot be imported."""
     from wirelessfl.learning.models import resolve_factory
 
     if names_user_model(scenario):
@@ -836,6 +842,13 @@ def import_model(scenario: Scenario, source: str) -> None:
             resolve_factory(scenario.model.name)
         except ValueError as err:
             raise ScenarioError(f"{source}: model.name: {err}") from None
+    if names_user_dataset(scenario):
+        from wirelessfl.learning.data.user_datasets import resolve_loader
+
+        try:
+            resolve_loader(scenario.data.dataset)
+        except ValueError as err:
+            raise ScenarioError(f"{source}: {err}") from None
 
 
 def algorithm_path(scenario: Scenario, message: str) -> str:
