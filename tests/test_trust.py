@@ -112,6 +112,15 @@ def _evil_model_and_renamed_curve(raw):
     raw["algorithms"][0]["label"] = "renamed"
 
 
+def _evil_dataset(raw):
+    raw["data"]["dataset"] = "evilmod:f"
+
+
+def _evil_dataset_and_renamed_curve(raw):
+    _evil_dataset(raw)
+    raw["algorithms"][0]["label"] = "renamed"
+
+
 OTHER_SETTINGS = (
     "error: checkpoints/seed0__fedavg.done.safetensors: written for other settings than scenario.yaml (was that file "
     "edited after the run started?); put back the scenario the run started with, or run the edited file as a new run"
@@ -125,7 +134,14 @@ NONE_FOR_THIS = (
 
 @pytest.mark.parametrize("command", [["simulate", "--resume", ".", "--quiet"], ["validate", "scenario.yaml"]])
 @pytest.mark.parametrize(
-    "edit, message", [(_evil_model, OTHER_SETTINGS), (_evil_model_and_renamed_curve, NONE_FOR_THIS)], ids=["model", "model+label"]
+    "edit, message",
+    [
+        (_evil_model, OTHER_SETTINGS),
+        (_evil_model_and_renamed_curve, NONE_FOR_THIS),
+        (_evil_dataset, OTHER_SETTINGS),
+        (_evil_dataset_and_renamed_curve, NONE_FOR_THIS.replace("its model 'evilmod:f'", "its dataset loader 'evilmod:f'")),
+    ],
+    ids=["model", "model+label", "dataset", "dataset+label"],
 )
 def test_a_received_run_folder_naming_its_own_module_is_refused_before_the_module_is_imported(
     received, tmp_path, command, edit, message

@@ -115,7 +115,7 @@ def _bounded_rounds(rounds: int) -> int:
 
 
 class DataConfig(_Strict):
-    dataset: str = Field("digits", description="dataset name (see `wirelessfl list`)")
+    dataset: str = Field("digits", description="dataset name (see `wirelessfl list`) or 'package.module:loader'")
     root: str | None = Field(None, description="folder holding torchvision-format datasets")
     download: bool = Field(False, description="let torchvision download a missing dataset")
     options: dict[str, Any] = Field(default_factory=dict, description="dataset options, e.g. {split: byclass}")
@@ -130,11 +130,20 @@ class DataConfig(_Strict):
 
     @field_validator("dataset")
     @classmethod
-    def _known_dataset(cls, value: str) -> str:
+    def _known_dataset(cls, value: str, info: ValidationInfo) -> str:
         from wirelessfl.learning.data.datasets import DATASETS
+        from wirelessfl.user_code import split_import_path
 
-        if value not in DATASETS:
-            raise ValueError(f"unknown dataset {_shown(value)}; allowed: {', '.join(sorted(DATASETS))}")
+        if value in DATASETS:
+            return value
+        if ":" not in value:
+            raise ValueError(f"unknown dataset {_shown(value)}; allowed: {', '.join(sorted(DATASETS))} or 'package.module:loader'")
+        if split_import_path(value) is None:
+            raise ValueError(f"a dataset by import path is written 'package.module:loader'; got {_shown(value)}")
+        if (info.context or {}).get("import_models", True):  # as a user's model: imported (not called) when the run's code may run
+            from wirelessfl.learning.data.user_datasets import resolve_loader
+
+            resolve_loader(value)
         return value
 
     @field_validator("split")
@@ -851,9 +860,15 @@ def names_user_model(scenario: Scenario) -> bool:
     return scenario.model.name not in ARCHITECTURES
 
 
+def names_user_dataset(scenario: Scenario) -> bool:
+    """Whether the scenario's dataset is a user's ``package.module:loader`` (whose import runs its module)."""
+    return ":" in scenario.data.dataset
+
+
 def import_model(scenario: Scenario, source: str) -> None:
-    """Import the model module of a scenario read with ``import_models=False`` (this runs the module's code, as
-    any Python import does); one ``ScenarioError`` line, as validation words it, when it cannot be imported."""
+    """Import the model module (and a user dataset's loader module) of a scenario read with ``import_models=False``
+    (this runs the module's code, as any Python import does); one ``ScenarioError`` line, as validation words it,
+    when it cannot be imported."""
     from wirelessfl.learning.models import resolve_factory
 
     if names_user_model(scenario):
@@ -861,6 +876,13 @@ def import_model(scenario: Scenario, source: str) -> None:
             resolve_factory(scenario.model.name)
         except ValueError as err:
             raise ScenarioError(f"{source}: model.name: {err}") from None
+    if names_user_dataset(scenario):
+        from wirelessfl.learning.data.user_datasets import resolve_loader
+
+        try:
+            resolve_loader(scenario.data.dataset)
+        except ValueError as err:
+            raise ScenarioError(f"{source}: {err}") from None
 
 
 def algorithm_path(scenario: Scenario, message: str) -> str:

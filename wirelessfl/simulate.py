@@ -980,15 +980,16 @@ def import_run_model(scenario: Scenario, run_dir: Path, checked: dict[str, int])
     (every curve renamed, say) is not the scenario the run was started with, and is refused before its module runs.
     The stamps are hashes of the scenario, not signatures: a run folder made to pass them still runs its scenario's
     module when resumed (docs/results.md, "What a run folder may contain")."""
-    from wirelessfl.config import import_model, names_user_model
+    from wirelessfl.config import import_model, names_user_dataset, names_user_model
 
     source = Path(run_dir) / "scenario.yaml"
     ckpt_dir = checkpoint_dir(run_dir)
-    if names_user_model(scenario) and not checked and ckpt_dir.is_dir():
+    if (names_user_model(scenario) or names_user_dataset(scenario)) and not checked and ckpt_dir.is_dir():
+        what = f"model {scenario.model.name!r}" if names_user_model(scenario) else f"dataset loader {scenario.data.dataset!r}"
         if any(path.name.endswith((SUFFIX, ".pt")) for path in ckpt_dir.iterdir()):
             raise CheckpointError(
                 f"{source}: none of the checkpoints in {ckpt_dir} was written for this scenario (was the file edited "
-                f"after the run started?), so its model {scenario.model.name!r} is not imported; put back the scenario "
+                f"after the run started?), so its {what} is not imported; put back the scenario "
                 "the run started with, or run the edited file as a new run"
             )
     import_model(scenario, str(source))

@@ -1,7 +1,8 @@
 """The one place wirelessfl imports code a scenario names by import path.
 
-A scenario may name a user's model factory (``model: {name: "pkg.mod:factory"}``)
-or a user's algorithm class (``algorithms: [{name: "pkg.mod:Class"}]``).
+A scenario may name a user's model factory (``model: {name: "pkg.mod:factory"}``),
+a user's algorithm class (``algorithms: [{name: "pkg.mod:Class"}]``) or a user's
+dataset loader (``data: {dataset: "pkg.mod:loader"}``).
 Importing such a module runs its code, so every such import goes through
 :func:`import_user_module`: a policy on when user code may run (for instance,
 not before a resumed run's checkpoints are checked) is one change here.

@@ -49,6 +49,7 @@ def test_registry_kinds_and_defaults():
         "shards": "splitter",
         "random_classes": "splitter",
         "majority": "splitter",
+        "natural": "splitter",
         "rotation": "shift",
         "label_permutation": "shift",
         "local_labels": "shift",
@@ -58,6 +59,7 @@ def test_registry_kinds_and_defaults():
     assert dict(PARTITIONERS["random_classes"].params) == {"classes": 2}
     assert dict(PARTITIONERS["majority"].params) == {"p": 0.8, "classes": 2, "rest": "sampled"}
     assert {n for n, i in PARTITIONERS.items() if i.sizes == "outcome"} == {"per_class_dirichlet", "random_classes"}
+    assert {n for n, i in PARTITIONERS.items() if i.sizes == "natural"} == {"natural"}
     assert all(info.description for info in PARTITIONERS.values())
 
 
@@ -480,13 +482,13 @@ def test_combine_groups_numbers_each_combination():
 
 
 def test_parse_steps_errors():
-    with pytest.raises(PartitionError, match=r"^data\.partition\[0\]\.name must be one of: dirichlet, iid, label_permutation, local_labels, majority, per_class_dirichlet, random_classes, rotation, shards; got 'dirichlet2'$"):
+    with pytest.raises(PartitionError, match=r"^data\.partition\[0\]\.name must be one of: dirichlet, iid, label_permutation, local_labels, majority, natural, per_class_dirichlet, random_classes, rotation, shards; got 'dirichlet2'$"):
         parse_steps([{"name": "dirichlet2"}])
     with pytest.raises(PartitionError, match=r"^data\.partition\[0\] \(dirichlet\): unknown parameter 'alpah'; allowed: alpha, over$"):
         parse_steps([{"name": "dirichlet", "alpah": 0.1}])
-    with pytest.raises(PartitionError, match=r"^data\.partition must contain exactly one sample splitter \(dirichlet, iid, majority, per_class_dirichlet, random_classes, shards\); got 2: iid, dirichlet$"):
+    with pytest.raises(PartitionError, match=r"^data\.partition must contain exactly one sample splitter \(dirichlet, iid, majority, natural, per_class_dirichlet, random_classes, shards\); got 2: iid, dirichlet$"):
         parse_steps([{"name": "iid"}, {"name": "dirichlet"}])
-    with pytest.raises(PartitionError, match=r"^data\.partition must contain exactly one sample splitter \(dirichlet, iid, majority, per_class_dirichlet, random_classes, shards\); got 0: none$"):
+    with pytest.raises(PartitionError, match=r"^data\.partition must contain exactly one sample splitter \(dirichlet, iid, majority, natural, per_class_dirichlet, random_classes, shards\); got 0: none$"):
         parse_steps([{"name": "rotation"}])
     with pytest.raises(PartitionError, match=r"^data\.partition\[1\] must be a mapping with a 'name'; got 'rotation'$"):
         parse_steps([{"name": "iid"}, "rotation"])

@@ -62,6 +62,7 @@ class Pool:
     mean: tuple[float, ...]
     std: tuple[float, ...]
     latent: torch.Tensor | None = None
+    client_ids: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.x.dim() != 4:
@@ -70,6 +71,8 @@ class Pool:
             raise ValueError(f"Pool.y must be int64 of shape [{self.x.shape[0]}], got {self.y.dtype} {tuple(self.y.shape)}")
         if len(self.mean) != self.x.shape[1] or len(self.std) != self.x.shape[1]:
             raise ValueError(f"Pool.mean and Pool.std need one value per channel ({self.x.shape[1]})")
+        if self.client_ids is not None and (self.client_ids.shape != self.y.shape or self.client_ids.dtype != torch.int64):
+            raise ValueError(f"Pool.client_ids must be int64 of shape [{self.x.shape[0]}], got {self.client_ids.dtype} {tuple(self.client_ids.shape)}")
 
     def __len__(self) -> int:
         return int(self.x.shape[0])
@@ -108,7 +111,7 @@ def register_dataset(name: str, description: str, options: Mapping[str, object])
 
 
 def load_pool(name: str, root: str | os.PathLike | None = None, download: bool = False, options: Mapping | None = None) -> Pool:
-    """Load every requested split of dataset ``name`` as one ``Pool``."""
+    """Load every requested split of dataset ``name`` as one ``Pool`` (a user's ``pkg.mod:loader``: ``user_datasets``)."""
     if name not in DATASETS:
         raise ValueError(f"data.dataset must be one of {', '.join(sorted(DATASETS))}; got {name!r}")
     info = DATASETS[name]

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from wirelessfl.learning.data.datasets import Pool, load_pool
+from wirelessfl.learning.data.user_datasets import is_user_dataset, load_user_pool
 from wirelessfl.learning.data.partition import (
     PartitionError,
     SplitInput,
@@ -143,16 +144,23 @@ def build_federated_data(spec: DataSpec, seed: int) -> FederatedData:
     if not isinstance(spec.samples, Mapping):
         raise PartitionError(f"data.samples must be a mapping like {{'per_client': 80}} or {{'total': 10000}}; got {spec.samples!r}")
     check_samples(splitter, spec.samples)
-    pool = load_pool(spec.dataset, spec.root, spec.download, spec.options)
+    if is_user_dataset(spec.dataset):  # root and download are the registered datasets' only
+        pool = load_user_pool(spec.dataset, spec.options)
+    else:
+        pool = load_pool(spec.dataset, spec.root, spec.download, spec.options)
     minimum = minimum_client_size(fractions)
-    sizes = client_sizes(spec.samples, spec.num_clients, len(pool), minimum, _step_rng(seed, SIZES_KEY))
+    if splitter.info.sizes == "natural":  # the dataset's client ids decide the sizes; nothing is drawn
+        sizes = np.zeros(spec.num_clients, dtype=np.int64)
+    else:
+        sizes = client_sizes(spec.samples, spec.num_clients, len(pool), minimum, _step_rng(seed, SIZES_KEY))
     split_input = SplitInput(
         labels=pool.y.numpy(),
         num_classes=pool.num_classes,
         latent=None if pool.latent is None else pool.latent.numpy(),
+        client_ids=None if pool.client_ids is None else pool.client_ids.numpy(),
     )
     indices = run_splitter(splitter, split_input, sizes, _step_rng(seed, STEP_KEY_BASE + splitter.index), minimum)
-    if splitter.info.sizes == "outcome":  # per_class_dirichlet, random_classes: the split decided the sizes
+    if splitter.info.sizes in ("outcome", "natural"):  # per_class_dirichlet, random_classes, natural: the split decided the sizes
         sizes = np.array([len(taken) for taken in indices], dtype=np.int64)
     for client, taken in enumerate(indices):
         if len(taken) != sizes[client] or split_counts(len(taken), fractions)[0] < 1:

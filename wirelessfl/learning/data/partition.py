@@ -18,7 +18,10 @@ themselves (``sizes="outcome"``) and only use the total. Splitters:
 * ``random_classes`` -- each client holds ``classes`` = K randomly chosen classes, each class
   dealt round-robin among its holders; sizes are an outcome (pflego.txt Sec. 4.3, K = 2, C/2, C);
 * ``majority`` -- 2 majority classes make a fraction ``p`` of each client's data, the rest is
-  sampled uniformly from the other classes (adaptive-expert-models.txt Sec. 4.2).
+  sampled uniformly from the other classes (adaptive-expert-models.txt Sec. 4.2);
+* ``natural`` -- every client id of the dataset (a user loader's third array) is one client
+  holding all its samples, as LEAF splits FEMNIST by writer; sizes are the dataset's
+  (``sizes="natural"``: nothing is drawn).
 
 Shifts: ``rotation`` (covariate shift: group g's images rotated by ``angles[g]``) and
 ``label_permutation`` (concept shift: group g's labels permuted, group 0 unchanged),
@@ -48,6 +51,7 @@ class SplitInput:
     labels: np.ndarray
     num_classes: int
     latent: np.ndarray | None = None
+    client_ids: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +74,8 @@ class PartitionerInfo:
     A splitter's ``sizes`` says who decides the client sizes: ``"given"`` splitters are called as
     ``function(step, pool, sizes, rng)`` and give client i exactly ``sizes[i]`` samples;
     ``"outcome"`` splitters are called as ``function(step, pool, total, num_clients, rng)``, deal
-    ``total`` samples and let the split decide how many each client gets.
+    ``total`` samples and let the split decide how many each client gets; ``"natural"`` splitters are
+    called as ``function(step, pool, num_clients)`` and give each client what the dataset says is its own.
     """
 
     name: str
@@ -139,6 +144,11 @@ OUTCOME_DRAWS = 100
 
 def check_samples(splitter: Step, samples: Mapping) -> None:
     """An ``outcome`` splitter decides the client sizes, so of ``data.samples`` only the total it deals means anything."""
+    if splitter.info.sizes == "natural" and dict(samples) != {"total": "all"}:
+        raise PartitionError(
+            f"{splitter.where}: every client gets all the samples of its client id, so data.samples must be "
+            f"{{total: all}} (the default); got {dict(samples)!r}"
+        )
     if splitter.info.sizes == "outcome" and ("per_client" in samples or samples.get("distribution", "equal") != "equal"):
         raise PartitionError(
             f"{splitter.where}: client sizes are an outcome of this split, so data.samples must be {{total: N}} or "
@@ -160,6 +170,15 @@ def run_splitter(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random
         raise PartitionError(f"data.samples asks for {int(sizes.sum())} samples in total but the dataset pool has only {len(pool.labels)}")
     if step.info.sizes == "given":
         return step.info.function(step, pool, sizes, rng)
+    if step.info.sizes == "natural":
+        clients = step.info.function(step, pool, len(sizes))
+        small = [client for client, taken in enumerate(clients) if len(taken) < minimum]
+        if small:
+            raise PartitionError(
+                f"{step.where}: client {small[0]} has {len(clients[small[0]])} samples but every client needs at least "
+                f"{minimum} (one per train/val/test split); {len(small)} client(s) are below it: drop them in the loader"
+            )
+        return clients
     best = 0
     for _ in range(OUTCOME_DRAWS):
         clients = step.info.function(step, pool, int(sizes.sum()), len(sizes), rng)
@@ -567,6 +586,26 @@ def rotate(x: torch.Tensor, angle: float) -> torch.Tensor:
     from torchvision.transforms.v2.functional import rotate as tv_rotate
 
     return tv_rotate(x, float(angle), interpolation=InterpolationMode.BILINEAR)
+
+
+@register_partitioner(
+    "natural",
+    "splitter",
+    "each client id of the dataset (a user loader's third array, e.g. FEMNIST's writer) is one client with all its samples",
+    {},
+    sizes="natural",
+)
+def _natural(step: Step, pool: SplitInput, num_clients: int) -> list[np.ndarray]:
+    if pool.client_ids is None:
+        raise PartitionError(
+            f"{step.where}: the dataset has no client id per sample; natural needs a dataset by import path whose "
+            "loader returns (inputs, labels, client_ids)"
+        )
+    found = int(pool.client_ids.max()) + 1
+    if found != num_clients:
+        raise PartitionError(f"{step.where}: the dataset's client ids name {found} clients, so data.clients must be {found}; got {num_clients}")
+    order = np.argsort(pool.client_ids, kind="stable")  # each client's samples in the loader's order
+    return np.split(order, np.cumsum(np.bincount(pool.client_ids, minlength=num_clients))[:-1])
 
 
 @register_partitioner(

@@ -14,7 +14,9 @@ contiguous copy). *Federating* it (``federated._clients``): the pool, plus the
 dealt samples normalised to float32 and their per-client copies. The pool
 sizes of the fixed datasets are torchvision's; ``imagefolder`` counts its
 image files (as torchvision's ``make_dataset`` lists them) and ``synthetic``
-takes ``num_samples``.
+takes ``num_samples``. A user's loader (``pkg.mod:loader``) cannot be sized before
+it runs: ``data_size`` returns None for it, and the run's estimate measures the
+data once it is built (``cost.check_run``).
 """
 
 from __future__ import annotations
