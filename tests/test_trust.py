@@ -7,11 +7,9 @@ from __future__ import annotations
 import math
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -373,20 +371,6 @@ def reported(streams_run, tmp_path):
     return run_dir
 
 
-@contextmanager
-def no_longer_than(seconds: int):
-    def expired(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
-
-
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -419,7 +403,7 @@ def test_report_on_a_run_whose_scenario_yaml_does_not_parse_is_one_line(reported
     assert _files(reported) == before
 
 
-def test_report_on_a_trace_that_is_a_fifo_is_one_line_and_does_not_hang(reported):
+def test_report_on_a_trace_that_is_a_fifo_is_one_line_and_does_not_hang(reported, no_longer_than):
     (reported / "trace.parquet").unlink()
     (reported / "trace.csv").unlink()
     os.mkfifo(reported / "trace.csv")

@@ -24,21 +24,9 @@ from wirelessfl.network.over_the_air import truncated_inversion
 from wirelessfl.seam import AnalogAggregation, CommPlan
 from wirelessfl.simulate import network_rng, simulate, static_rng
 
-CELL = {
-    "name": "cell", "t_min": 0.2, "mu": 5.0, "channels": 6,
-    "physical": {"cell_radius_m": 500, "min_distance_m": 20, "bs_power_dbm": 30, "ue_power_dbm": 23,
-                 "bandwidth_hz": 1.0e6},
-}
-SCENARIO = {
-    "name": "ota",
-    "rounds": 3,
-    "seeds": [0],
-    "data": {"dataset": "digits", "clients": 6, "samples": {"per_client": 30}},
-    "model": {"name": "mlp"},
-    "training": {"batch_size": 8, "lr": 0.05},
-    "networks": [CELL],
-    "device": "cpu",
-}
+from levers_cell import CELL, lever_scenario
+
+SCENARIO = lever_scenario("ota")
 LEARNING = ["avg_acc", "worst_acc", "avg_val_acc", "mean_loss", "train_loss", "aggregated", "participants"]
 
 

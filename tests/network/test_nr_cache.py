@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -59,22 +57,6 @@ def cache(tmp_path, monkeypatch, built):
     monkeypatch.setattr(nr, "_build_tables", build)
     yield tmp_path / "nr" / good.name, calls
     nr.load_tables.cache_clear()
-
-
-@contextmanager
-def no_longer_than(seconds: int):
-    """Fail instead of hanging (a FIFO opened for reading blocks until someone writes)."""
-
-    def expired(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def assert_same_tables(a: nr.NrTables, b: nr.NrTables) -> None:
@@ -188,7 +170,7 @@ DAMAGE = {
 
 
 @pytest.mark.parametrize("case", sorted(DAMAGE))
-def test_a_damaged_or_irregular_cache_file_is_replaced_without_hanging(cache, built, case):
+def test_a_damaged_or_irregular_cache_file_is_replaced_without_hanging(cache, built, case, no_longer_than):
     path, calls = cache
     path.parent.mkdir(parents=True)
     path.with_name("good").write_bytes(built[1])
