@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+import numpy as np
+
 from .topology import Topology
 
 SCHEDULES = ("phased", "pipelined")
@@ -442,8 +444,6 @@ class PhysicalChannel:
         α·PL), with 2^μ·M_RB taken as the uplink bandwidth over 180 kHz and PL the coupling loss less both
         antenna gains and plus other losses (what a phone measures on the downlink reference signals);
         ``ue_power_dbm`` for every phone without ``ul_p0_dbm``."""
-        import numpy as np
-
         loss = np.asarray(coupling_loss_db, dtype=float)
         if self.ul_p0_dbm is None:
             return np.full(loss.shape, self.ue_power_dbm)
