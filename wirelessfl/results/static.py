@@ -184,8 +184,12 @@ def _style_axes(panel: _Panel, heatmap: bool) -> None:
             (axes.set_xlim if which == "x" else axes.set_ylim)(*limits)
         elif layout.range is not None:
             (axes.set_xlim if which == "x" else axes.set_ylim)(*layout.range)
-        if not categories and panel.whole[which] and panel.used and layout.type != "log":
-            axis.set_major_locator(MaxNLocator(integer=True))
+        if not categories and layout.type != "log":
+            whole = bool(panel.whole[which] and panel.used)
+            if which == "x":  # at most ~6 labels: four-digit times side by side ran into each other on a third of a page
+                axis.set_major_locator(MaxNLocator(nbins=6, integer=whole))
+            elif whole:
+                axis.set_major_locator(MaxNLocator(integer=True))
         if layout.showticklabels is False:
             axis.set_tick_params(labelleft=False, labelbottom=False)
     axes.tick_params(labelsize=FONT_SIZE - 1)
