@@ -25,7 +25,10 @@ from wirelessfl.config import dump_scenario, parse_scenario, scenario_fingerprin
 from wirelessfl.results.figures import write_figures
 from wirelessfl.results.io import WriteFailed, atomic_write_bytes, resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming, Stream
-from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, build_units, check_checkpoints, simulate
+from wirelessfl.run.build import build_units
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
+from wirelessfl.run.folder import check_checkpoints
+from wirelessfl.simulate import simulate
 
 runner = CliRunner()
 

@@ -401,7 +401,7 @@ def test_a_bad_set_is_reported_with_the_file(tmp_path):
     ],
 )
 def test_preflight_names_the_file_and_the_parameter(algorithms, data, message):
-    from wirelessfl.simulate import preflight
+    from wirelessfl.run.preflight import preflight
 
     doc = {**VALID, "model": {"name": "mlp", "options": {"hidden": [4]}}, "algorithms": algorithms, "data": {**VALID["data"], **data}}
     with pytest.raises(ScenarioError) as info:

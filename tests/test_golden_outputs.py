@@ -83,7 +83,8 @@ def run_extended(run_dir: Path) -> dict[str, str]:
     """followers-deadline run for 2 rounds keeping its models, then extended to its 3 rounds."""
     from wirelessfl.config import dump_scenario, load_scenario
     from wirelessfl.results.io import atomic_write_text
-    from wirelessfl.simulate import extend_run, simulate
+    from wirelessfl.run.extend import extend_run
+    from wirelessfl.simulate import simulate
 
     shorter = load_scenario(GOLDEN / "followers-deadline.yaml", {"rounds": 2})
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -33,7 +33,7 @@ from wirelessfl.network.physical import OUTAGE_S, in_outage, shannon_rate
 from wirelessfl.results import io
 from wirelessfl.results.links import outage_warnings
 from wirelessfl.results.tables import loss_warnings
-from wirelessfl.simulate import static_rng
+from wirelessfl.run.seeds import static_rng
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()

@@ -22,7 +22,8 @@ import wirelessfl
 from wirelessfl import checkpoint
 from wirelessfl.cli import app
 from wirelessfl.config import dump_scenario, parse_scenario
-from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, simulate
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
+from wirelessfl.simulate import simulate
 
 runner = CliRunner()
 REPO = Path(wirelessfl.__file__).resolve().parents[1]

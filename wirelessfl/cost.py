@@ -38,7 +38,10 @@ from wirelessfl.learning.workers import balanced_group, group_samples
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
 from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
-from wirelessfl.simulate import evaluated, following_curves, resolve_device, unit_keys
+from wirelessfl.run.build import resolve_device
+from wirelessfl.run.evaluation import evaluated
+from wirelessfl.run.followers import following_curves
+from wirelessfl.run.keys import unit_keys
 
 #: A run may use this fraction of the available memory; the rest is the safety margin.
 MEMORY_FRACTION = 0.8

@@ -14,7 +14,10 @@ import torch
 from wirelessfl.algorithms.compression import Compression, Compressor, qsgd, qsgd_bound, qsgd_variance, scaled_sign, top_k
 from wirelessfl.checkpoint import load_checkpoint
 from wirelessfl.config import ScenarioError, parse_scenario
-from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, simulate, unit_fingerprint, curves_of
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
+from wirelessfl.run.curves import curves_of
+from wirelessfl.run.keys import unit_fingerprint
+from wirelessfl.simulate import simulate
 
 from levers_cell import curve_frame, lever_scenario
 

@@ -22,7 +22,8 @@ from wirelessfl.config import parse_scenario
 from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.network.over_the_air import truncated_inversion
 from wirelessfl.seam import AnalogAggregation, CommPlan
-from wirelessfl.simulate import network_rng, simulate, static_rng
+from wirelessfl.run.seeds import network_rng, static_rng
+from wirelessfl.simulate import simulate
 
 from levers_cell import CELL, lever_scenario
 

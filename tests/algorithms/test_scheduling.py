@@ -14,7 +14,8 @@ from wirelessfl.algorithms.scheduling import POLICIES, Scheduler, Scheduling, ro
 from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.seam import CommPlan, Stream
-from wirelessfl.simulate import network_rng, simulate
+from wirelessfl.run.seeds import network_rng
+from wirelessfl.simulate import simulate
 
 from levers_cell import CELL, curve_frame, lever_scenario
 

@@ -446,7 +446,8 @@ def test_only_channel_tiers_make_ucfl_channel_aware():
 def test_a_channel_aware_curve_trains_per_profile_with_the_cells_rates():
     from wirelessfl.config import parse_scenario
     from wirelessfl.network import NetworkModel
-    from wirelessfl.simulate import build_units, static_rng
+    from wirelessfl.run.build import build_units
+    from wirelessfl.run.seeds import static_rng
 
     scenario = parse_scenario({
         "name": "tiny", "rounds": 1, "device": "cpu", "model": {"name": "mlp"},

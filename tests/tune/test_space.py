@@ -10,7 +10,7 @@ import wirelessfl
 from wirelessfl.algorithms import ALGORITHMS
 from wirelessfl.cli import app
 from wirelessfl.config import ScenarioError, dump_scenario, parse_scenario, scenario_fingerprint
-from wirelessfl.simulate import preflight
+from wirelessfl.run.preflight import preflight
 from wirelessfl.tune.space import Param, parse_param, tunables
 from wirelessfl.tune.study import check_tunable, endpoint_scenario, targets
 

@@ -184,7 +184,7 @@ def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
     run at once share the memory.
     """
     from wirelessfl.cost import check_run
-    from wirelessfl.simulate import build_units
+    from wirelessfl.run.build import build_units
 
     algorithm = [f"{a.key}={','.join(map(value_text, a.values))}" for a in plan.axes if a.kind == "algorithm"]
     todo = {task.key for task in pending(plan, sweep_dir)} if sweep_dir is not None else {u.key for u in plan.units}
