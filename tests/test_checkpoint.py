@@ -526,7 +526,7 @@ def test_a_fifo_in_the_checkpoint_folder_is_refused(tmp_path):
 
 
 def test_a_run_that_gains_a_curve_and_a_seed_resumes_without_retraining_its_finished_units(tmp_path):
-    """Each unit is stamped with its own settings (simulate.unit_fingerprint), and common random numbers make
+    """Each unit is stamped with its own settings (run.keys.unit_fingerprint), and common random numbers make
     its trace independent of the other curves and seeds: adding `local` and seed 1 to a finished run's
     scenario.yaml trains only the three new units, and the trace is the one a fresh run of the larger
     scenario gives."""

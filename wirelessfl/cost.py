@@ -236,7 +236,7 @@ def measure_throughput(
 
 def units_left(scenario: Scenario, done: Mapping[str, int] | None = None) -> list[float]:
     """Per curve, its units still to train, counted in units: each unit adds the share of its rounds not
-    yet done (``done``: rounds per unit key, as :func:`wirelessfl.simulate.check_checkpoints` reads them)."""
+    yet done (``done``: rounds per unit key, as :func:`wirelessfl.run.folder.check_checkpoints` reads them)."""
     done = done or {}
     return [
         sum(1.0 - min(done.get(key, 0), scenario.rounds) / scenario.rounds for _, key in units)
