@@ -119,7 +119,7 @@ def simulate(scenario, out: str | Path | None = None, *, resume: bool = False, s
                 f"{'give out' if run_dir is None else 'leave out ' + ', '.join(clashing)}"
             )
         given = load(scenario) if scenario is not None else None
-        prepared = prepare_resume(run_dir, resumable(run_dir, given, "out", "scenario"), rounds, probe=False)
+        prepared = prepare_resume(run_dir, resumable(run_dir, given, "out", "scenario", "scenario"), rounds, probe=False)
     else:
         sc = load(scenario, settings, **overrides)
         prepared = prepare_run(

@@ -194,7 +194,7 @@ def _resumable(run_dir: Path, scenario: Path | None):
     given = None
     if scenario is not None and (run_dir / "scenario.yaml").is_file():
         given = load_scenario(scenario, import_models=False)
-    return resumable(run_dir, given)
+    return resumable(run_dir, given, given_name=str(scenario))
 
 
 def _check_run_scenario(scenario: Path) -> None:

@@ -103,9 +103,11 @@ def make_run_dir(
     return run_dir
 
 
-def resumable(run_dir: Path, given: Scenario | None = None, flag: str = "--resume", given_name: str = "SCENARIO") -> Scenario:
+def resumable(
+    run_dir: Path, given: Scenario | None = None, flag: str = "--resume", given_name: str = "SCENARIO", option: str = "SCENARIO"
+) -> Scenario:
     """The run's own scenario, its model not imported yet (:func:`prepare_resume` imports it once the checkpoints
-    vouch for it); a scenario ``given`` beside it must be the same one."""
+    vouch for it); a scenario ``given`` beside it (shown as ``given_name``, passed as ``option``) must be the same one."""
     source = Path(run_dir) / "scenario.yaml"
     if not source.is_file():
         raise RunRefused(f"{flag} {run_dir}: no scenario.yaml there (not a wirelessfl run directory)")
@@ -116,7 +118,7 @@ def resumable(run_dir: Path, given: Scenario | None = None, flag: str = "--resum
         if differing:
             raise RunRefused(
                 f"{flag} {run_dir}: {given_name} differs from the run's scenario.yaml in {', '.join(differing)}; "
-                f"leave {given_name} out to continue the run as it was started"
+                f"leave {option} out to continue the run as it was started"
             )
     return saved
 
