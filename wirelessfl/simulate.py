@@ -41,6 +41,9 @@ from wirelessfl.run.unit import ProgressFn, Unit
 
 @dataclass
 class SimulationResult:
+    """What a run returns: its tables (the trace, per-client, link and per-client-round rows), how many units
+    trained, whether they were replayed through the profiles, and their diagnostics, runtime and provenance."""
+
     trace: pd.DataFrame
     clients: pd.DataFrame
     trained_units: int
