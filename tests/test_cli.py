@@ -241,7 +241,7 @@ def test_resume_refuses_overrides_and_a_different_scenario(tmp_path, run):
 def test_a_run_kept_with_its_models_extends_to_the_trace_of_a_longer_run(tmp_path, monkeypatch):
     """`--resume RUN --rounds N` trains every unit on from its last round, FedAvg+ still following FedAvg: the
     trace is the one a run started with N rounds gives. An extension killed half-way completes when re-run."""
-    import wirelessfl.results.io as io_module
+    import wirelessfl.run.extend as extend_module
 
     doc = {**SCENARIO, "algorithms": [{"name": "fedavg"}, {"name": "fedavg_ft"}, {"name": "local"}], "networks": [{"preset": "wired"}]}
     source = _write(tmp_path, doc)
@@ -250,17 +250,17 @@ def test_a_run_kept_with_its_models_extends_to_the_trace_of_a_longer_run(tmp_pat
     short = tmp_path / "short"
     made = runner.invoke(app, ["simulate", str(source), "--rounds", "2", "--out", str(short), "--keep-models", "--quiet"])
     assert made.exit_code == 0, made.output
-    written = io_module.atomic_write_text
+    written = extend_module.atomic_write_text
 
     def killed(path, text):
         if path.name == "scenario.yaml":
             raise KeyboardInterrupt
         return written(path, text)
 
-    monkeypatch.setattr(io_module, "atomic_write_text", killed)
+    monkeypatch.setattr(extend_module, "atomic_write_text", killed)  # the extension is killed as it rewrites scenario.yaml
     assert runner.invoke(app, ["simulate", "--resume", str(short), "--rounds", "3", "--quiet"]).exit_code != 0
     assert sorted(p.name.split(".")[1] for p in (short / "checkpoints").glob("*.safetensors")) == ["partial"] * 3
-    monkeypatch.setattr(io_module, "atomic_write_text", written)
+    monkeypatch.setattr(extend_module, "atomic_write_text", written)
     for rounds in ("3", "4"):  # the killed extension completed, then extended once more (its models are kept)
         result = runner.invoke(app, ["simulate", "--resume", str(short), "--rounds", rounds, "--quiet"])
         assert result.exit_code == 0, result.output
