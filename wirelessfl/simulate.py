@@ -40,6 +40,7 @@ import torch
 from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, CLIENT_ROUNDS_LIMIT, Ledger, account, client_round_rows
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, display_name, draw_held_out, is_registered, shared_trainings, user_errors
+from wirelessfl.algorithms.spec import ParamError
 from wirelessfl.config import (
     FINGERPRINT_IGNORES, Scenario, ScenarioError, algorithm_path, first_line, resolved, scenario_fingerprint,
 )
@@ -804,7 +805,7 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
     Raises every configuration error the schema cannot see (a missing dataset,
     a parameter out of range for this data) as one ``ScenarioError`` line
     prefixed with ``source``; an algorithm's error also with the YAML path of
-    the parameter it names (``config.algorithm_path``).
+    the parameter its ``ParamError`` names (``config.algorithm_path``).
     """
     check_links(scenario, source)
     try:
@@ -814,7 +815,7 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
                 check_checkpointable(unit)
     except ValueError as err:
         message = first_line(str(err), type(err).__name__)
-        where = algorithm_path(scenario, message)
+        where = algorithm_path(scenario, err) if isinstance(err, ParamError) else ""
         raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
     check_outage(scenario, units[0].algorithm.ctx.arch.param_count, source)
 

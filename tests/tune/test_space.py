@@ -11,7 +11,7 @@ from wirelessfl.algorithms import ALGORITHMS
 from wirelessfl.cli import app
 from wirelessfl.config import ScenarioError, dump_scenario, parse_scenario, scenario_fingerprint
 from wirelessfl.simulate import preflight
-from wirelessfl.tune.space import Param, parse_param, tunables
+from wirelessfl.algorithms.search_space import Param, parse_param, tunables
 from wirelessfl.tune.study import check_tunable, endpoint_scenario, targets
 
 runner = CliRunner()
