@@ -33,6 +33,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from wirelessfl.algorithms import registry
 from wirelessfl.algorithms.search_space import PER_ALGORITHM_TRAINING, parse_param, tunables
 from wirelessfl.algorithms.spec import AlgorithmSpec, ParamError
+from wirelessfl.learning.catalog import ARCHITECTURES
+from wirelessfl.learning.catalog import split_import_path as split_model_path
+from wirelessfl.learning.data.catalog import DATASETS, parse_steps
+from wirelessfl.user_code import split_import_path
 
 
 def first_line(message: str, fallback: str = "") -> str:
@@ -137,9 +141,6 @@ class DataConfig(_Strict):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, value: str, info: ValidationInfo) -> str:
-        from wirelessfl.learning.data.datasets import DATASETS
-        from wirelessfl.user_code import split_import_path
-
         if value in DATASETS:
             return value
         if ":" not in value:
@@ -164,8 +165,6 @@ class DataConfig(_Strict):
     @field_validator("partition")
     @classmethod
     def _known_partitioners(cls, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from wirelessfl.learning.data.partition import parse_steps
-
         try:
             parse_steps(steps)
         except TypeError as err:  # e.g. a list as a name, which the partition registry cannot look up
@@ -181,16 +180,16 @@ class ModelConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _known_model(cls, value: str, info: ValidationInfo) -> str:
-        from wirelessfl.learning.models import ARCHITECTURES, resolve_factory, split_import_path
-
         if value in ARCHITECTURES:
             return value
         if ":" not in value:
             raise ValueError(f"unknown model {_shown(value)}; allowed: {', '.join(sorted(ARCHITECTURES))} or 'package.module:factory'")
         if (info.context or {}).get("import_models", True):
+            from wirelessfl.learning.models import resolve_factory  # torch: only for a user's model, imported here anyway
+
             resolve_factory(value)  # one line naming what cannot be imported
         else:
-            split_import_path(value)  # the spelling only: importing runs the module (see import_model)
+            split_model_path(value)  # the spelling only: importing runs the module (see import_model)
         return value
 
 
@@ -881,8 +880,6 @@ def load_scenario(
 
 def names_user_model(scenario: Scenario) -> bool:
     """Whether the scenario's model is a user's ``package.module:factory`` (whose import runs its module)."""
-    from wirelessfl.learning.models import ARCHITECTURES
-
     return scenario.model.name not in ARCHITECTURES
 
 

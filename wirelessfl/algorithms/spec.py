@@ -219,11 +219,19 @@ def describe_error(error: Mapping[str, Any]) -> str:
     return f"{message} (got {error.get('input')!r})" if "input" in error else message
 
 
+class UntypedParams(Params):
+    """The parameters of an old-style class (``hparams``, a dict of defaults): any value each (the class checks
+    it), read as ``self.params.key`` or, as such a class was written, ``self.params["key"]``."""
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
+
+
 def spec_from_hparams(cls: type) -> AlgorithmSpec:
     """The spec of an old-style plugin class that declares only ``hparams`` (a dict of defaults): each
     parameter takes any value (the class checks it), the common search space, one model per client."""
     fields = {key: (Any, Field(default)) for key, default in getattr(cls, "hparams", {}).items() if key.isidentifier()}
-    model = create_model(f"{cls.__name__}Params", __base__=Params, **fields)
+    model = create_model(f"{cls.__name__}Params", __base__=UntypedParams, **fields)
     return AlgorithmSpec(
         name=getattr(cls, "name", "") or cls.__name__,
         paper=getattr(cls, "paper", ""),
