@@ -26,7 +26,8 @@ _FROM = {
         "wirelessfl.algorithms.base",
     ),
     **dict.fromkeys(
-        ("AlgorithmSpec", "ClientBound", "Footprint", "FootprintInputs", "ParamError", "Params", "at_least", "finite", "model_per_client"),
+        ("AlgorithmSpec", "ClientBound", "Footprint", "FootprintInputs", "ParamError", "Params", "Unit", "at_least", "finite",
+         "model_per_client", "one_of"),
         "wirelessfl.algorithms.spec",
     ),
     "COMMON_SEARCH_SPACE": "wirelessfl.algorithms.search_space",
