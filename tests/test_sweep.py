@@ -119,8 +119,10 @@ def test_a_bad_algorithm_value_fails_before_training_naming_the_axis(tmp_path):
     doc = {**TINY, "algorithms": [{"name": "ucfl"}]}
     result = runner.invoke(app, ["sweep", str(_write(tmp_path, doc)), "--grid", "algorithms.ucfl.streams=2,-1", "--quiet"])
     assert result.exit_code == 2
-    assert result.output.startswith("error: --grid algorithms.ucfl.streams=2,-1: ucfl streams must be")
-    assert result.output.strip().endswith("got -1")
+    assert result.output.strip() == (
+        "error: --grid algorithms.ucfl.streams=2,-1: algorithms[0].variants.streams: must be a positive int, 'm', 'all' or "
+        "'auto', got -1"
+    )
 
 
 def test_network_grid_trains_once_and_each_cell_equals_a_plain_simulate(tmp_path):

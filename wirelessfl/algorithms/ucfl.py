@@ -162,7 +162,7 @@ class UserCentricFL(MixingAlgorithm):
             low, high = self.params.auto_range
             if high > m - 1:
                 raise ParamError(
-                    f"ucfl auto_range must be (low, high) with 2 <= low <= high <= {m - 1} (m = {m} clients), got {self.params.auto_range!r}",
+                    f"ucfl: auto_range must be (low, high) with 2 <= low <= high <= {m - 1} (m = {m} clients), got {self.params.auto_range!r}",
                     self.name, "auto_range",
                 )
 
