@@ -142,8 +142,7 @@ class UserCentricFL(MixingAlgorithm):
     @classmethod
     def uses_channel(cls, params: Mapping[str, Any]) -> bool:
         """Channel-aware streams (``channel_tiers`` > 1) need the profile's downlink rates."""
-        tiers = params.get("channel_tiers", 1)
-        return _positive_int(tiers) and tiers > 1
+        return cls.spec.parse(params).channel_tiers > 1
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
