@@ -424,3 +424,18 @@ def test_first_line_cuts_only_at_a_newline():
     assert first_line("model.\t\x85: unknown key\nmore") == "model.\t\x85: unknown key"
     assert first_line("a\u2028b\r\nc") == "a\u2028b"
     assert first_line("  ", "ValueError") == "ValueError"
+
+
+def test_the_networks_are_parsed_once_into_typed_profiles(monkeypatch):
+    from wirelessfl.network import SystemProfile
+
+    doc = {**VALID, "networks": [{"preset": "wired"}, {"preset": "wired", "name": "fast", "rho": 0.5}]}
+    scenario = parse_scenario(doc)
+    expected = [SystemProfile.from_dict({"preset": "wired"}), SystemProfile.from_dict({"preset": "wired", "name": "fast", "rho": 0.5})]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a profile parsed again")
+
+    monkeypatch.setattr(SystemProfile, "from_dict", refuse)
+    assert scenario.profiles() == expected and scenario.profiles() == expected
+    assert all(isinstance(profile, SystemProfile) for profile in scenario.profiles())
