@@ -39,7 +39,6 @@ pass when early stopping is on.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,10 +80,6 @@ def cluster_mixing(choice: np.ndarray, sizes: np.ndarray, clusters: int) -> torc
     chose = np.flatnonzero(choice >= 0)
     mixing[choice[chose], chose] = np.asarray(sizes, dtype=np.float64)[chose]
     return torch.as_tensor(mixing, dtype=torch.float64)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 @register
