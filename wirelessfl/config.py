@@ -10,7 +10,7 @@ validated by the network package's own ``SystemProfile.from_dict`` (once: the
 scenario keeps the typed profiles) and algorithm parameters against each
 algorithm's declaration (``wirelessfl/algorithms/spec.py``: typed parameters,
 client bounds, levers), so there is one source of truth for each rule. Reading
-a scenario imports no torch for the built-in algorithms (``tests/test_cli_latency.py``).
+a scenario imports no torch for the built-in algorithms (``tests/test_torch_free.py``).
 """
 
 from __future__ import annotations
