@@ -114,10 +114,20 @@ class FootprintInputs:
     test_sizes: tuple[int, ...]
     epochs: float
     groups: int
-    head_size: int
     classes: int
-    head_inputs: int
-    """Inputs of the model's last layer with parameters (the features a head is fitted on)."""
+    head: Callable[[], tuple[int, int]] = field(repr=False, compare=False)
+    """``(head_size, head_inputs)`` on demand: counting the head costs a ``[P]`` mask, which a huge model that
+    the estimate is about to refuse must not allocate, so only footprints that read them pay for it."""
+
+    @property
+    def head_size(self) -> int:
+        """Parameters of the personal head."""
+        return self.head()[0]
+
+    @property
+    def head_inputs(self) -> int:
+        """Inputs of the model's last layer with parameters (the features a head is fitted on)."""
+        return self.head()[1]
 
 
 FLOAT = 4

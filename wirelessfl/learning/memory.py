@@ -210,11 +210,15 @@ def footprint(
     ``m`` clients of ``sizes``, ``participants`` of them training a round, and ``groups`` ground-truth groups:
     its declaration's ``footprint`` over these sizes."""
     spec = spec_of(name)
-    weight = getattr(arch.template.get_submodule(arch.layers[-1]), "weight", None) if arch.layers else None
+
+    def head() -> tuple[int, int]:
+        weight = getattr(arch.template.get_submodule(arch.layers[-1]), "weight", None) if arch.layers else None
+        return arch.head_size, int(weight.shape[-1]) if weight is not None else 0
+
     inputs = FootprintInputs(
         clients=sizes.clients, participants=participants, model_params=arch.param_count, optimizer_rows=optimizer_rows(cfg),
         train_sizes=sizes.train, val_sizes=sizes.val, test_sizes=sizes.test, epochs=float(cfg.epochs), groups=groups,
-        head_size=arch.head_size, classes=arch.num_classes, head_inputs=int(weight.shape[-1]) if weight is not None else 0,
+        classes=arch.num_classes, head=head,
     )
     return spec.footprint(spec.parse(params), inputs)
 
