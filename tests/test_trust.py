@@ -321,7 +321,7 @@ def test_a_partial_checkpoint_with_a_timing_too_many_is_one_line(tmp_path):
 def test_a_model_factory_that_raises_is_one_line(tmp_path, user_model):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({**SMALL, "model": {"name": "usermods:raises"}}))
-    result = runner.invoke(app, ["validate", str(path)])
+    result = runner.invoke(app, ["validate", str(path), "--build"])
     assert _one_error(result) == f"error: {path}: model 'usermods:raises': the factory raised RuntimeError: no such layer"
 
 
@@ -341,7 +341,7 @@ def test_a_forward_that_draws_noise_of_the_batch_size_validates_and_trains(tmp_p
     made too, instead of mixing a CPU tensor into meta values."""
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({**SMALL, "rounds": 1, "model": {"name": "usermods:noisy"}}))
-    assert runner.invoke(app, ["validate", str(path)]).exit_code == 0
+    assert runner.invoke(app, ["validate", str(path), "--build"]).exit_code == 0
     result = runner.invoke(app, ["simulate", str(path), "--out", str(tmp_path / "run"), "--quiet"])
     assert result.exit_code == 0, result.output
     assert pd.read_csv(tmp_path / "run" / "trace.csv")["round"].tolist() == [0, 1]

@@ -64,13 +64,13 @@ KNOWN_BREAKS = [
     ),
     ("wirelessfl/algorithms/base.py", "mixing[assignment, np.arange(len(labels))] = sizes", "mixing[assignment, np.arange(len(labels))] = 1.0"),
     ("wirelessfl/algorithms/cfl.py", 'linkage="complete"', 'linkage="single"'),
-    ("wirelessfl/algorithms/cfl.py", '"linkage": "single"', '"linkage": "complete"'),
+    ("wirelessfl/algorithms/specs/cfl.py", '(the authors\' demo code)") = "single"', '(the authors\' demo code)") = "complete"'),
     # early stopping, work accounting and slot indexing of IFCA, FedMoE and FedEM, each killed by a test since 3e8bf41
-    ("wirelessfl/algorithms/ifca.py", 'if not self.params["early_stopping_patience"] or not len(members):',
-     'if self.params["early_stopping_patience"] or not len(members):'),
+    ("wirelessfl/algorithms/ifca.py", "if not self.params.early_stopping_patience or not len(members):",
+     "if self.params.early_stopping_patience or not len(members):"),
     ("wirelessfl/algorithms/ifca.py", "float(self.selectable.sum()) / epochs", "float(self.selectable.sum()) * epochs"),
-    ("wirelessfl/algorithms/fedmoe.py", 'self.params["gate_split"] == "train"', 'self.params["gate_split"] != "train"'),
-    ("wirelessfl/algorithms/fedmoe.py", 'work += self.params["local_epochs"] / epochs', 'work += self.params["local_epochs"] * epochs'),
+    ("wirelessfl/algorithms/fedmoe.py", 'self.params.gate_split == "train"', 'self.params.gate_split != "train"'),
+    ("wirelessfl/algorithms/fedmoe.py", "work += self.params.local_epochs / epochs", "work += self.params.local_epochs * epochs"),
     ("wirelessfl/algorithms/fedem.py", "(members[:, None] * M + np.arange(M))", "(members[:, None] // M + np.arange(M))"),
 ]
 SWAPS = {

@@ -161,9 +161,11 @@ def test_bad_compression_fields_are_one_line(compression, message):
 def test_a_method_that_uploads_no_model_refuses_compression_in_one_line():
     doc = {**SCENARIO, "networks": [{"preset": "wired"}],
            "algorithms": [{"name": "local", "training": {"compression": {"method": "sign"}}}]}
-    with pytest.raises(ValueError) as err:
-        simulate(parse_scenario(doc))
-    assert str(err.value) == "local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, oracle"
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(doc)
+    assert str(err.value) == (
+        "scenario: algorithms[0]: local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, oracle"
+    )
 
 
 def test_qsgd_bound_is_the_papers_min():

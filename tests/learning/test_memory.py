@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from wirelessfl.algorithms.specs import BUILT_INS
+from wirelessfl.algorithms.specs.ucfl import sigma_groups
 from wirelessfl.algorithms.ucfl import UserCentricFL
 from wirelessfl.learning.lockstep import TrainConfig
 from wirelessfl.learning.memory import (
-    KNOWN_ALGORITHMS,
     SplitSizes,
-    _sigma_groups,
     activations,
     estimate_memory,
     format_bytes,
@@ -101,21 +101,17 @@ def test_models_kept_per_algorithm():
 @pytest.mark.parametrize("params", [{}, {"sigma_batch_size": 4, "sigma_batches": 3}, {"sigma_batch_size": 0.25, "sigma_batches": 10}])
 def test_sigma_groups_follow_ucfl(params):
     sizes = np.array([7, 10, 10, 23, 40, 3])
-    full = {**UserCentricFL.hparams, **params}
-    batch, count = UserCentricFL.sigma_batches_for(SimpleNamespace(params=full), sizes.astype(np.float64))
+    typed = UserCentricFL.spec.parse(params)
+    batch, count = UserCentricFL.sigma_batches_for(SimpleNamespace(params=typed), sizes.astype(np.float64))
     expected: dict[tuple[int, int], int] = {}
     for b, k in zip(batch.tolist(), count.tolist()):
         expected[(b, k)] = expected.get((b, k), 0) + 1
-    assert sorted(_sigma_groups(full, sizes.tolist())) == sorted((rows, k) for (_, k), rows in expected.items())
+    assert sorted(sigma_groups(typed, sizes.tolist())) == sorted((rows, k) for (_, k), rows in expected.items())
 
 
-@pytest.mark.parametrize("name", KNOWN_ALGORITHMS)
-def test_every_known_algorithm_has_every_phase(name):
-    """Each table entry is registered, keeps at least one model, and its peak is at least its largest phase."""
-    import wirelessfl.algorithms  # noqa: F401  (registers them all)
-    from wirelessfl.algorithms.base import ALGORITHMS
-
-    assert name in ALGORITHMS
+@pytest.mark.parametrize("name", sorted(BUILT_INS))
+def test_every_built_in_algorithm_has_every_phase(name):
+    """Each declared footprint keeps at least one model, and the peak is at least its largest phase."""
     est = estimate_memory(MLP, SIZES, TrainConfig(batch_size=10), [(name, {})], workers=2)
     assert est.parts["models kept"] >= 2410 * 4
     assert est.total == sum(est.parts.values()) >= max(est.phases.values()) + est.parts["data"]

@@ -4,17 +4,14 @@ import numpy as np
 import pytest
 import torch
 
+from wirelessfl.learning.data.catalog import PARTITIONERS, PartitionError, check_samples, parse_steps
 from wirelessfl.learning.data.partition import (
-    PARTITIONERS,
     OUTCOME_DRAWS,
     ClassQueues,
     _fill,
-    PartitionError,
     SplitInput,
-    check_samples,
     client_sizes,
     combine_groups,
-    parse_steps,
     rotate,
     run_shift,
     run_splitter,

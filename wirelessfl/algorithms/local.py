@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, register
+from wirelessfl.algorithms.specs.local import SPEC
 from wirelessfl.seam import CommPlan
 
 
@@ -18,10 +19,7 @@ from wirelessfl.seam import CommPlan
 class Local(MixingAlgorithm):
     """``theta_i <- theta_i^{t-1/2}``: the identity mixing, kept on the device."""
 
-    name = "local"
-    paper = "user-centric-fl.txt §V (baseline)"
-    description = "each client trains its own model; no communication"
-    timing_independent = True
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams) -> None:
         super().__init__(ctx, **hparams)

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats
 
 FADING_MODELS = ("rayleigh", "rician", "none")
 MULTICAST_POLICIES = ("worst_user", "coverage")
@@ -415,6 +414,8 @@ def _fading_points(fading: str, k_factor: float | None) -> tuple[np.ndarray, np.
     if fading == "rayleigh":
         gain = -np.log(survival)
     else:
+        from scipy import stats  # seconds to import; only Rician fading needs it, and reading a scenario must not pay it
+
         gain = stats.ncx2.isf(survival, 2, 2.0 * k_factor) / (2.0 * (k_factor + 1.0))
     return gain, weight
 

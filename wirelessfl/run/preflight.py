@@ -8,6 +8,7 @@ not store, and a link budget that leaves nearly every client in outage.
 from __future__ import annotations
 
 from wirelessfl.algorithms.base import is_registered
+from wirelessfl.algorithms.spec import ParamError
 from wirelessfl.config import Scenario, ScenarioError, algorithm_path, first_line
 from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.network.physical import OUTAGE_S, in_outage
@@ -27,7 +28,7 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
     Raises every configuration error the schema cannot see (a missing dataset,
     a parameter out of range for this data) as one ``ScenarioError`` line
     prefixed with ``source``; an algorithm's error also with the YAML path of
-    the parameter it names (``config.algorithm_path``).
+    the parameter its ``ParamError`` names (``config.algorithm_path``).
     """
     check_links(scenario, source)
     try:
@@ -37,7 +38,7 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
                 check_checkpointable(unit)
     except ValueError as err:
         message = first_line(str(err), type(err).__name__)
-        where = algorithm_path(scenario, message)
+        where = algorithm_path(scenario, err) if isinstance(err, ParamError) else ""
         raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
     check_outage(scenario, units[0].algorithm.ctx.arch.param_count, source)
 

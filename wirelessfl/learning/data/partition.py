@@ -34,14 +34,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import numpy as np
 import torch
 
+from wirelessfl.learning.data.catalog import PARTITIONERS, PartitionError, Step
 
-class PartitionError(ValueError):
-    """A partition cannot be built as asked; the message names the step, client or field."""
+
+
 
 
 @dataclass(frozen=True)
@@ -67,93 +67,23 @@ class GroupShift:
     defines_groups: bool = True
 
 
-@dataclass(frozen=True)
-class PartitionerInfo:
-    """A registered partitioner: ``kind`` is ``"splitter"`` or ``"shift"``.
-
-    A splitter's ``sizes`` says who decides the client sizes: ``"given"`` splitters are called as
-    ``function(step, pool, sizes, rng)`` and give client i exactly ``sizes[i]`` samples;
-    ``"outcome"`` splitters are called as ``function(step, pool, total, num_clients, rng)``, deal
-    ``total`` samples and let the split decide how many each client gets; ``"natural"`` splitters are
-    called as ``function(step, pool, num_clients)`` and give each client what the dataset says is its own.
-    """
-
-    name: str
-    kind: str
-    description: str
-    params: Mapping[str, object]
-    function: Callable = field(repr=False)
-    sizes: str = "given"
+_FUNCTIONS: dict[str, Callable] = {}
+"""Each partitioner's function by name (its declaration: ``catalog.PARTITIONERS``)."""
 
 
-PARTITIONERS: dict[str, PartitionerInfo] = {}
+def register_partitioner(name: str):
+    """Decorator: ``function`` carries out the partitioner ``catalog.PARTITIONERS[name]`` declares."""
+    if name not in PARTITIONERS:
+        raise ValueError(f"partitioner {name!r} is not declared in wirelessfl.learning.data.catalog.PARTITIONERS")
 
-
-def register_partitioner(name: str, kind: str, description: str, params: Mapping[str, object], sizes: str = "given"):
     def decorate(function: Callable) -> Callable:
-        PARTITIONERS[name] = PartitionerInfo(name, kind, description, MappingProxyType(dict(params)), function, sizes)
+        _FUNCTIONS[name] = function
         return function
 
     return decorate
 
 
-# --- steps ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Step:
-    """One validated partition step: its registry entry and its parameters with defaults filled in."""
-
-    index: int
-    info: PartitionerInfo
-    params: Mapping[str, object]
-
-    @property
-    def where(self) -> str:
-        return f"data.partition[{self.index}] ({self.info.name})"
-
-
-def parse_steps(steps: Sequence[Mapping]) -> tuple[Step, list[Step]]:
-    """Validate partition steps; return the splitter and the shifts (in the order given)."""
-    if isinstance(steps, Mapping) or not isinstance(steps, Sequence) or isinstance(steps, str):
-        raise PartitionError(f"data.partition must be a list of steps like {{'name': 'dirichlet', 'alpha': 0.4}}; got {steps!r}")
-    parsed: list[Step] = []
-    for index, step in enumerate(steps):
-        if not isinstance(step, Mapping) or "name" not in step:
-            raise PartitionError(f"data.partition[{index}] must be a mapping with a 'name'; got {step!r}")
-        name = step["name"]
-        if name not in PARTITIONERS:
-            raise PartitionError(f"data.partition[{index}].name must be one of: {', '.join(sorted(PARTITIONERS))}; got {name!r}")
-        info = PARTITIONERS[name]
-        unknown = sorted(set(step) - {"name"} - set(info.params))
-        if unknown:
-            allowed = ", ".join(info.params) or "(none)"
-            raise PartitionError(f"data.partition[{index}] ({name}): unknown parameter {unknown[0]!r}; allowed: {allowed}")
-        params = {**info.params, **{k: v for k, v in step.items() if k != "name"}}
-        parsed.append(Step(index, info, MappingProxyType(params)))
-    splitters = [s for s in parsed if s.info.kind == "splitter"]
-    if len(splitters) != 1:
-        names = ", ".join(n for n, i in sorted(PARTITIONERS.items()) if i.kind == "splitter")
-        found = ", ".join(s.info.name for s in splitters) or "none"
-        raise PartitionError(f"data.partition must contain exactly one sample splitter ({names}); got {len(splitters)}: {found}")
-    return splitters[0], [s for s in parsed if s.info.kind == "shift"]
-
-
 OUTCOME_DRAWS = 100
-
-
-def check_samples(splitter: Step, samples: Mapping) -> None:
-    """An ``outcome`` splitter decides the client sizes, so of ``data.samples`` only the total it deals means anything."""
-    if splitter.info.sizes == "natural" and dict(samples) != {"total": "all"}:
-        raise PartitionError(
-            f"{splitter.where}: every client gets all the samples of its client id, so data.samples must be "
-            f"{{total: all}} (the default); got {dict(samples)!r}"
-        )
-    if splitter.info.sizes == "outcome" and ("per_client" in samples or samples.get("distribution", "equal") != "equal"):
-        raise PartitionError(
-            f"{splitter.where}: client sizes are an outcome of this split, so data.samples must be {{total: N}} or "
-            f"{{total: all}} (how many pool samples it deals out); got {dict(samples)!r}"
-        )
 
 
 def run_splitter(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator, minimum: int = 1) -> list[np.ndarray]:
@@ -169,9 +99,9 @@ def run_splitter(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random
     if int(sizes.sum()) > len(pool.labels):
         raise PartitionError(f"data.samples asks for {int(sizes.sum())} samples in total but the dataset pool has only {len(pool.labels)}")
     if step.info.sizes == "given":
-        return step.info.function(step, pool, sizes, rng)
+        return _FUNCTIONS[step.info.name](step, pool, sizes, rng)
     if step.info.sizes == "natural":
-        clients = step.info.function(step, pool, len(sizes))
+        clients = _FUNCTIONS[step.info.name](step, pool, len(sizes))
         small = [client for client, taken in enumerate(clients) if len(taken) < minimum]
         if small:
             raise PartitionError(
@@ -181,7 +111,7 @@ def run_splitter(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random
         return clients
     best = 0
     for _ in range(OUTCOME_DRAWS):
-        clients = step.info.function(step, pool, int(sizes.sum()), len(sizes), rng)
+        clients = _FUNCTIONS[step.info.name](step, pool, int(sizes.sum()), len(sizes), rng)
         smallest = min(len(c) for c in clients)
         if smallest >= minimum:
             return clients
@@ -193,7 +123,7 @@ def run_splitter(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random
 
 
 def run_shift(step: Step, num_clients: int, input_shape: tuple[int, int, int], num_classes: int, rng: np.random.Generator) -> GroupShift:
-    return step.info.function(step, num_clients, input_shape, num_classes, rng)
+    return _FUNCTIONS[step.info.name](step, num_clients, input_shape, num_classes, rng)
 
 
 def combine_groups(shifts: Sequence[GroupShift], num_clients: int) -> np.ndarray:
@@ -330,7 +260,7 @@ def _fill(wanted: np.ndarray, room: np.ndarray, allowed: np.ndarray, where: str,
     return take
 
 
-@register_partitioner("iid", "splitter", "uniform random split of the pool", {})
+@register_partitioner("iid")
 def _iid(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     order = rng.permutation(len(pool.labels))
     return np.split(order[: int(sizes.sum())], np.cumsum(sizes)[:-1])
@@ -356,12 +286,7 @@ def _group_by_owner(chosen: np.ndarray, owners: np.ndarray, num_clients: int) ->
     return np.split(chosen[order], np.cumsum(np.bincount(owners, minlength=num_clients))[:-1])
 
 
-@register_partitioner(
-    "dirichlet",
-    "splitter",
-    "label shift: client i's class proportions q_i ~ Dir(alpha); over: 'latent' splits synthetic's mixture components instead (FedEM)",
-    {"alpha": 0.4, "over": "label"},
-)
+@register_partitioner("dirichlet")
 def _dirichlet(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     alpha, over = _alpha(step), step.params["over"]
     if over == "label":
@@ -391,13 +316,7 @@ def _dirichlet(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.G
     return clients
 
 
-@register_partitioner(
-    "per_class_dirichlet",
-    "splitter",
-    "each class's samples divided among the clients by p_k ~ Dir(alpha) over the clients; client sizes are an outcome (FedEM)",
-    {"alpha": 0.4},
-    sizes="outcome",
-)
+@register_partitioner("per_class_dirichlet")
 def _per_class_dirichlet(step: Step, pool: SplitInput, total: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """FedEM's split (fedem-mixture-of-distributions.txt Sec. 5: "distributing samples with the same label
     across the clients according to a symmetric Dirichlet distribution with parameter 0.4, as in [65]").
@@ -443,7 +362,7 @@ def _even_counts(total: int, classes: np.ndarray, num_classes: int, rng: np.rand
     return counts
 
 
-@register_partitioner("shards", "splitter", "pathological split: each client holds exactly `classes` classes, in equal parts", {"classes": 2})
+@register_partitioner("shards")
 def _shards(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     classes, num_classes = step.params["classes"], pool.num_classes
     present, named = _present_classes(pool)
@@ -468,13 +387,7 @@ def _shards(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Gene
     return clients
 
 
-@register_partitioner(
-    "random_classes",
-    "splitter",
-    "each client holds `classes` randomly chosen classes; each class is dealt round-robin among its holders; client sizes are an outcome (PFLEGO)",
-    {"classes": 2},
-    sizes="outcome",
-)
+@register_partitioner("random_classes")
 def _random_classes(step: Step, pool: SplitInput, total: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """PFLEGO's degrees of personalization (pflego.txt Sec. 4.3): "each client has K randomly chosen classes"
     out of C, K = 2, C/2 or C.
@@ -509,12 +422,7 @@ def _random_classes(step: Step, pool: SplitInput, total: int, num_clients: int, 
     return _group_by_owner(chosen, owners, num_clients)
 
 
-@register_partitioner(
-    "majority",
-    "splitter",
-    "2 majority classes make exactly a fraction p of each client's data, the rest is sampled uniformly from the others (rest: even spreads it evenly)",
-    {"p": 0.8, "classes": 2, "rest": "sampled"},
-)
+@register_partitioner("majority")
 def _majority(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     """adaptive-expert-models.txt Sec. 4.2: "two majority classes ... make up a fraction p of the data samples
     of the client. The remainder fraction (1 - p) is sampled uniformly from the other 8 classes."
@@ -588,13 +496,7 @@ def rotate(x: torch.Tensor, angle: float) -> torch.Tensor:
     return tv_rotate(x, float(angle), interpolation=InterpolationMode.BILINEAR)
 
 
-@register_partitioner(
-    "natural",
-    "splitter",
-    "each client id of the dataset (a user loader's third array, e.g. FEMNIST's writer) is one client with all its samples",
-    {},
-    sizes="natural",
-)
+@register_partitioner("natural")
 def _natural(step: Step, pool: SplitInput, num_clients: int) -> list[np.ndarray]:
     if pool.client_ids is None:
         raise PartitionError(
@@ -608,12 +510,7 @@ def _natural(step: Step, pool: SplitInput, num_clients: int) -> list[np.ndarray]
     return np.split(order, np.cumsum(np.bincount(pool.client_ids, minlength=num_clients))[:-1])
 
 
-@register_partitioner(
-    "rotation",
-    "shift",
-    "covariate groups: clients of group g see images rotated by angles[g] (default 360*g/groups: 0/90/180/270 for 4)",
-    {"groups": 4, "angles": None, "assign": "blocks"},
-)
+@register_partitioner("rotation")
 def _rotation(step: Step, num_clients: int, input_shape: tuple[int, int, int], num_classes: int, rng: np.random.Generator) -> GroupShift:
     groups, assignment = _assign_groups(step, num_clients, rng)
     angles = step.params["angles"]
@@ -636,12 +533,7 @@ def _rotation(step: Step, num_clients: int, input_shape: tuple[int, int, int], n
     return GroupShift("rotation", assignment, groups, transform, f"rotation angles {angles}")
 
 
-@register_partitioner(
-    "label_permutation",
-    "shift",
-    "concept groups: clients of group g see labels mapped by a random permutation pi_g (group 0: identity)",
-    {"groups": 4, "assign": "blocks"},
-)
+@register_partitioner("label_permutation")
 def _label_permutation(step: Step, num_clients: int, input_shape: tuple[int, int, int], num_classes: int, rng: np.random.Generator) -> GroupShift:
     groups, assignment = _assign_groups(step, num_clients, rng)
     if groups > math.factorial(num_classes):
@@ -662,12 +554,7 @@ def _label_permutation(step: Step, num_clients: int, input_shape: tuple[int, int
     return GroupShift("label_permutation", assignment, groups, transform, detail)
 
 
-@register_partitioner(
-    "local_labels",
-    "shift",
-    "each client's labels re-indexed 0..K_i-1 in ascending class order (per-client label spaces, PFLEGO); no ground-truth groups",
-    {},
-)
+@register_partitioner("local_labels")
 def _local_labels(step: Step, num_clients: int, input_shape: tuple[int, int, int], num_classes: int, rng: np.random.Generator) -> GroupShift:
     """PFLEGO models client i's task with its own K_i outputs (pflego.txt §3.1: W_i is K_i x M): client i's
     k-th smallest class becomes label k. The model keeps ``num_classes`` outputs; a client uses its first K_i.
