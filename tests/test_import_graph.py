@@ -120,6 +120,12 @@ def test_the_graph_knows_the_real_edges():
 # belongs to the layer of its longest matching entry, and every module must have one.
 LAYERS = (
     ("foundations", ("wirelessfl.seam", "wirelessfl.user_code", "wirelessfl.results.io")),
+    # what each algorithm is (typed parameters, search space, client bounds, memory footprint), torch-free; the
+    # registry imports an implementation by its dotted path only when a run needs it
+    ("algorithm declarations", (
+        "wirelessfl.algorithms.spec", "wirelessfl.algorithms.search_space", "wirelessfl.algorithms.specs",
+        "wirelessfl.algorithms.registry",
+    )),
     ("network and learning", ("wirelessfl.network", "wirelessfl.learning")),
     # torch-free declarations, and the levers' leaf modules that config validates against and algorithms run
     ("declarations", (
@@ -137,11 +143,6 @@ LAYERS = (
     ("api", ("wirelessfl.api",)),
     ("doors", ("wirelessfl.cli", "wirelessfl.__main__", "wirelessfl.progress_lines", "wirelessfl")),
 )
-
-# Back-arrows another branch (selfdesc) removes: config imports the algorithm registry to validate algorithm
-# names and parameters, which moves to torch-free declarations. Empty this set when that branch is merged.
-BEING_REMOVED = {("wirelessfl.config", "wirelessfl.algorithms")}
-
 
 def layer_of(module: str, layers=LAYERS) -> int:
     """The index in ``layers`` of ``module``'s longest matching entry (a package's entry covers its submodules;
@@ -169,13 +170,7 @@ def back_arrows(graph: dict[str, set[str]], layers=LAYERS) -> set[tuple[str, str
 
 def test_no_module_imports_a_higher_layer():
     graph = import_graph(ROOT, ("wirelessfl",))
-    assert back_arrows(graph) - BEING_REMOVED == set()
-
-
-def test_the_arrows_being_removed_still_exist():
-    """Once the branch that removes them is merged, this fails: empty BEING_REMOVED then."""
-    graph = import_graph(ROOT, ("wirelessfl",))
-    assert BEING_REMOVED <= back_arrows(graph)
+    assert back_arrows(graph) == set()
 
 
 def test_the_layer_check_sees_a_back_arrow_inside_a_function(tmp_path):
