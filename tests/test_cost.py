@@ -257,3 +257,22 @@ def test_eval_train_charges_a_forward_pass_of_the_train_split_at_each_evaluation
     plain = cost.estimate_seconds(parse_scenario(base), data, arch, speed)
     fit = cost.estimate_seconds(parse_scenario({**base, "eval_train": True}), data, arch, speed)
     assert fit - plain == pytest.approx(3 * 360 / 3 / 1000.0)
+
+
+def test_a_client_by_client_matrix_is_counted_and_refused_in_one_line():
+    """UCFL keeps W [m, m] and, with ``streams: m``, m mixing rows [m, m] (float64): at 100,000 clients
+    2 x 8e10 B = 160 GB beside the m models (100,000 x 2,410 x 4 B = 0.964 GB), refused before anything runs;
+    Local keeps no such matrix (its m models only)."""
+    from wirelessfl.learning.lockstep import TrainConfig
+    from wirelessfl.learning.memory import SplitSizes, estimate_memory
+
+    arch = get_architecture("mlp", (1, 8, 8), 10, hidden=(32,))
+    m = 100_000
+    sizes = SplitSizes(train=(6,) * m, val=(2,) * m, test=(2,) * m)
+    ucfl = estimate_memory(arch, sizes, TrainConfig(batch_size=10), [("ucfl", {})], workers=1)
+    assert ucfl.parts["models kept"] == m * 2410 * 4 + 2 * m * m * 8
+    assert cost.refusal(ucfl, 16_000_000_000).startswith(
+        "memory: this run needs about 524 GB at its peak (algorithm extras 362 GB, models kept 161 GB) but 16.0 GB is available"
+    )
+    local = estimate_memory(arch, sizes, TrainConfig(batch_size=10), [("local", {})], workers=1)
+    assert local.parts["models kept"] == m * 2410 * 4

@@ -92,7 +92,7 @@ def test_models_kept_per_algorithm():
     assert kept("local") == m * row
     assert kept("fedem", {"components": 3}) == 3 * row
     assert kept("fedfomo") == 3 * m * row + m * m * 8  # base, current, server and the affinity matrix
-    assert kept("ucfl", {"streams": 2}) == 2 * row + m * m * 8
+    assert kept("ucfl", {"streams": 2}) == 2 * row + m * m * 8 + 2 * m * 8  # W [m, m] and the mixing rows [2, m]
     assert kept("ifca", {"clusters": 2}) == 2 * row
     both = estimate_memory(MLP, SIZES, cfg, [("local", {}), ("fedavg", {})], workers=1).parts["models kept"]
     assert both == (m + 1) * row  # every curve of a seed is built before the first trains

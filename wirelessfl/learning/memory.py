@@ -251,11 +251,11 @@ def footprint(
 
     * ``fedavg``, ``oracle``, ``fedper``: the stream models (1, the ground-truth
       groups; FedPer 1 body plus ``m`` heads); one train call over T slots.
-    * ``local``: ``m`` models.
+    * ``local``: ``m`` models (no mixing matrix: it never aggregates).
     * ``cfl``: 1 model growing by splits; counted as up to twice the ground-truth
       groups (at most ``m``); a step also holds the starts and the T updates.
     * ``ucfl``: k stream models (``m`` for ``streams: m``), the ``[m, m]``
-      weights; its estimation round holds the full gradients ``[T, P]`` in
+      weights and the ``[k, m]`` mixing rows (float64); its estimation round holds the full gradients ``[T, P]`` in
       float32 and twice in float64, then per (n_k, K) group of clients the batch
       gradients ``[r, K, P]`` in float32 and three float64 temporaries (the
       cast, the column selection, the difference: 28 bytes an entry, as measured).
@@ -305,7 +305,8 @@ def footprint(
         sigma = max((rows * k for rows, k in _sigma_groups(params, sizes.train[:T])), default=0) * P * (FLOAT + 3 * 8)
         weights = 4 * m * m * 8  # W, distances, k-means copies
         extra = max(gradients, T * P * 8 + sigma) + weights
-        return Footprint(kept=kept, kept_bytes=m * m * 8, train_slots=T, state=state, eval_rows=m, eval_slots=m, extra_bytes=extra, checkpoint_rows=kept)
+        mixing = (m + kept) * m * 8  # W [m, m] and the streams' mixing rows [k, m], float64
+        return Footprint(kept=kept, kept_bytes=mixing, train_slots=T, state=state, eval_rows=m, eval_slots=m, extra_bytes=extra, checkpoint_rows=kept)
     if name == "fedfomo":
         downloads = min(_int(params, "models_per_client", 5), max(m - 1, 0))
         stacked = T * (2 + downloads)
