@@ -60,7 +60,8 @@ from wirelessfl.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from wirelessfl.results.io import FIT_COLUMNS, SEEDING, atomic_write_text, resumable_writes
+from wirelessfl.results.io import FIT_COLUMNS, SAMPLE_COLUMNS, SEEDING, atomic_write_text, resumable_writes
+from wirelessfl.sampled_evaluation import evaluate_sample, sample_size
 from wirelessfl.seam import CommPlan, RoundTiming
 
 ProgressFn = Callable[[dict[str, Any]], None]
@@ -268,7 +269,7 @@ class Unit:
         try:
             if not self.records:
                 with engine.phase("evaluation"), user_errors(type(self.algorithm), "evaluate (round 0)"):
-                    metrics, acc = evaluate_round(self.algorithm, 0, test_split, self.scenario.eval_train)
+                    metrics, acc = self.evaluate(0, test_split)
                 self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
                 for follower in followers:
                     follower._follow(self, 0, True, test_split, theirs)
@@ -300,7 +301,7 @@ class Unit:
                     info = self.algorithm.step(r, frozenset(arrived))
                 if evaluated(r, rounds, eval_every, eval_last):
                     with engine.phase("evaluation"), user_errors(type(self.algorithm), f"evaluate (round {r})"):
-                        metrics, acc = evaluate_round(self.algorithm, r, test_split, self.scenario.eval_train)
+                        metrics, acc = self.evaluate(r, test_split)
                 else:
                     metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
                 metrics["train_loss"] = info.train_loss
@@ -344,6 +345,14 @@ class Unit:
         theirs.clear()
         return times, now
 
+    def evaluate(self, round: int, test_split: bool) -> tuple[dict[str, float], np.ndarray]:
+        """:func:`evaluate_round`, or with ``evaluation.clients`` its seeded sample (``sampled_evaluation``)."""
+        clients = self.scenario.evaluation.clients
+        if clients == "all":
+            return evaluate_round(self.algorithm, round, test_split, self.scenario.eval_train)
+        count = sample_size(clients, round, self.scenario.rounds)
+        return evaluate_sample(self.algorithm, round, count, test_split, self.scenario.eval_train)
+
     def at_round(self, round: int) -> None:
         """Give the algorithm the client rate of ``round`` under ``training.lr_schedule`` (round 0: the base rate)."""
         if self.schedule is not None:
@@ -359,13 +368,13 @@ class Unit:
         self.algorithm.follow(trainer.algorithm, round)
         if round == 0:
             with engine.phase("evaluation"):
-                metrics, acc = evaluate_round(self.algorithm, 0, test_split, self.scenario.eval_train)
+                metrics, acc = self.evaluate(0, test_split)
             self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
         else:
             source = trainer.records[-1]
             if evaluate:
                 with engine.phase("evaluation"):
-                    metrics, acc = evaluate_round(self.algorithm, round, test_split, self.scenario.eval_train)
+                    metrics, acc = self.evaluate(round, test_split)
             else:
                 metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
             metrics["train_loss"] = source.metrics["train_loss"]
@@ -593,6 +602,7 @@ def rows_for(
                 **{k: rec.metrics.get(k, math.nan) for k in ("avg_acc", "worst_acc", "p10_acc", "avg_val_acc", "mean_loss", "unseen_acc")},
                 "train_loss": rec.metrics.get("train_loss", math.nan),
                 **({k: rec.metrics.get(k, math.nan) for k in FIT_COLUMNS} if scenario.eval_train else {}),
+                **({k: rec.metrics.get(k, math.nan) for k in SAMPLE_COLUMNS} if scenario.evaluation.clients != "all" else {}),
                 "dl_payload": dl,
                 "ul_payload": ul,
                 "dl_bits": dl_bits,
