@@ -140,3 +140,20 @@ def test_bad_evaluation_is_one_line(evaluation, extra, message):
     with pytest.raises(ScenarioError) as refused:
         parse_scenario({**BASE, **extra, "evaluation": evaluation})
     assert str(refused.value) == message
+
+
+def test_the_full_evaluation_of_a_sampled_run_goes_in_chunks_of_clients(ctx, monkeypatch):
+    import wirelessfl.sampled_evaluation as sampled
+
+    algo = get_algorithm("local")(ctx)
+    algo.step(1, frozenset(range(10)))
+    whole = algo.evaluate("test")
+    calls = []
+    evaluate = algo.evaluate
+    monkeypatch.setattr(algo, "evaluate", lambda split, clients=None: calls.append(clients) or evaluate(split, clients))
+    monkeypatch.setattr(sampled, "CHUNK_CLIENTS", 3)
+    metrics, acc = evaluate_sample(algo, 1, None)
+    assert [c.tolist() for c in calls[-4:]] == [[0, 1, 2], [3, 4, 5], [6, 7], [8, 9]]  # the test split's 4 calls
+    np.testing.assert_array_equal(acc, whole.accuracy.double().numpy())
+    assert metrics["mean_loss"] == pytest.approx(whole.loss.double().mean().item(), rel=1e-12)
+    assert metrics["evaluated_clients"] == 10 and metrics["avg_acc_lo"] == metrics["avg_acc"] == metrics["avg_acc_hi"]
