@@ -42,6 +42,8 @@ from wirelessfl.simulate import evaluated, following_curves, resolve_device, uni
 
 #: A run may use this fraction of the available memory; the rest is the safety margin.
 MEMORY_FRACTION = 0.8
+#: One-sample clients of the probe that times what a client costs an evaluation (runs of at least that many clients).
+EVAL_CLIENT_PROBE = 256
 
 
 @dataclass(frozen=True)
@@ -341,7 +343,9 @@ def check_run(
         workers = _workers(dev)
         group = balanced_group(participants, max(1, group_samples(dev) // cfg.batch_size), workers)
         slots = max(1, min(participants, group * workers))
-        speed, spent = measure_throughput(arch, cfg, dev, slots, eval_clients=min(data.num_clients, max(4 * slots, 256)))
+        # below a few hundred clients an evaluation is its samples and its call (a client probe would cost more than it tells)
+        probed = EVAL_CLIENT_PROBE if data.num_clients >= EVAL_CLIENT_PROBE else 0
+        speed, spent = measure_throughput(arch, cfg, dev, slots, eval_clients=probed)
         seconds = estimate_seconds(scenario, data, arch, speed, done)
     left = units_left(scenario, done)
     share = sum(left) / max(1, sum(len(units) for units in unit_keys(scenario)))
