@@ -112,6 +112,7 @@ def needs(clients: int) -> float:
     from wirelessfl.learning.data.federated import split_counts
     from wirelessfl.learning.memory import SplitSizes, estimate_memory
     from wirelessfl.learning.models import get_architecture
+    from wirelessfl.sampled_evaluation import CHUNK_CLIENTS
 
     parsed = parse_scenario(scenario(1000, True))
     train, val, test = split_counts(SAMPLES_PER_CLIENT, tuple(parsed.data.split))
@@ -121,7 +122,7 @@ def needs(clients: int) -> float:
     import torch
 
     estimate = estimate_memory(arch, sizes, t.train_config(), [("fedavg", {})], participation=PARTICIPANTS / clients,
-                               rounds=ROUNDS, workers=_workers(torch.device("cpu")))
+                               rounds=ROUNDS, workers=_workers(torch.device("cpu")), eval_clients=CHUNK_CLIENTS)
     pool = clients * SAMPLES_PER_CLIENT * (28 * 28 * 4 + 8)  # the loaded pool, normalised, beside the dealt copies
     return (estimate.total + pool) / 1e9
 

@@ -38,6 +38,7 @@ from wirelessfl.learning.workers import balanced_group, group_samples
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
 from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
+from wirelessfl.sampled_evaluation import CHUNK_CLIENTS
 from wirelessfl.simulate import evaluated, following_curves, resolve_device, unit_keys
 
 #: A run may use this fraction of the available memory; the rest is the safety margin.
@@ -151,6 +152,7 @@ def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.dev
         seeds=len(scenario.seeds),
         workers=_workers(device),
         max_samples=group_samples(device),
+        eval_clients=None if scenario.evaluation.clients == "all" else CHUNK_CLIENTS,
     )
     return estimate, arch
 
