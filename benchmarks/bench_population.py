@@ -5,9 +5,9 @@ generated images of the same shape and classes), so the k participants' training
 is the same work at every N and only the population grows. Evaluation is
 sampled (``evaluation: {clients: 100}``), with the last round evaluating all N
 clients. Each N runs in its own child process (imports, the data, the run), which
-reports the round time (the unit's wall time over its trained rounds, its
-sampled evaluations included, the last round's full one not), the last round's
-full evaluation, the whole run's phases, its CPU time, its peak RSS, and the cost
+reports the round time (the unit's wall time over its trained rounds, their
+sampled evaluations and the last round's full one included), the whole run's
+phases, its CPU time, its peak RSS, and the cost
 preview's estimate of the run's time (``wirelessfl.cost.check_run``) beside the
 measured one. The parent prints them as ratios to N = 1,000.
 
