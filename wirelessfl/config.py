@@ -466,6 +466,22 @@ class TuneConfig(_Strict):
         return {key: None if raw is None else parse_param(raw, key) for key, raw in self.algorithms.get(name, {}).items()}
 
 
+class EvaluationConfig(_Strict):
+    """``evaluation:``: how many clients each evaluated round measures (docs/results.md, "Sampled evaluation").
+    ``every`` is read into ``eval_every`` (one field holds the cadence), so it is not kept here."""
+
+    clients: int | Literal["all"] = Field(
+        "all", description="a seeded sample of n clients per evaluated round (the last round evaluates all), or all"
+    )
+
+    @field_validator("clients", mode="before")
+    @classmethod
+    def _a_count_or_all(cls, clients: Any) -> Any:
+        if clients != "all" and (not isinstance(clients, int) or isinstance(clients, bool) or clients < 2):
+            raise ValueError(f"must be a number of clients, at least 2 (an interval needs two), or all; got {_shown(clients)}")
+        return clients
+
+
 class Scenario(_Strict):
     name: str = Field(
         ..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME, description="run name (letters, digits, _ . -)"
@@ -483,6 +499,10 @@ class Scenario(_Strict):
         False,
         description="also evaluate each client's model on its own training split at every evaluated round "
         "(fit_acc, fit_loss: one measure for every method, to tell under-fitting from over-fitting)",
+    )
+    evaluation: EvaluationConfig = Field(
+        default_factory=EvaluationConfig,
+        description="{clients: n | all, every: r}: a seeded sample of n clients evaluated every r rounds (r is eval_every)",
     )
     target_accuracy: float = Field(0.8, gt=0, le=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -523,6 +543,35 @@ class Scenario(_Strict):
     @classmethod
     def _bounded_rounds(cls, rounds: int) -> int:
         return _bounded_rounds(rounds)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _evaluation_every_is_eval_every(cls, raw: Any) -> Any:
+        """``evaluation.every`` is another spelling of ``eval_every``: read into it, so that one field holds the
+        cadence (and the resolved scenario writes it there); giving both is refused."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("evaluation"), dict) or "every" not in raw["evaluation"]:
+            return raw
+        evaluation = dict(raw["evaluation"])
+        every = evaluation.pop("every")
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise ValueError(f"evaluation.every: must be a whole number of rounds, at least 1; got {_shown(every)}")
+        if "eval_every" in raw:
+            raise ValueError("evaluation.every: eval_every also sets the rounds between evaluations; give one of them")
+        return {**raw, "evaluation": evaluation, "eval_every": every}
+
+    @model_validator(mode="after")
+    def _evaluation_sample_within_clients(self) -> Scenario:
+        """A sample cannot hold more clients than the population it is drawn from (the training clients)."""
+        n = self.evaluation.clients
+        m = self.data.clients
+        held_out = min(m - 1, math.floor(self.training.unseen_fraction * m + 0.5)) if self.training.unseen_fraction > 0 else 0
+        if n != "all" and n > m - held_out:
+            population = (
+                f"the clients (data.clients = {m})" if not held_out
+                else f"the {m - held_out} training clients (data.clients = {m} less {held_out} held out by training.unseen_fraction)"
+            )
+            raise ValueError(f"evaluation.clients: {n} is more than {population}; at most {m - held_out}, or all")
+        return self
 
     @field_validator("seeds")
     @classmethod
@@ -973,6 +1022,8 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
         del content["eval_last"]
     if not content["eval_train"]:
         del content["eval_train"]
+    if content["evaluation"]["clients"] == "all":
+        del content["evaluation"]
     for key in ("lr_schedule", "scheduling", "compression", "aggregation"):
         if content["training"][key] is None:
             del content["training"][key]

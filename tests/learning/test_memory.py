@@ -92,7 +92,7 @@ def test_models_kept_per_algorithm():
     assert kept("local") == m * row
     assert kept("fedem", {"components": 3}) == 3 * row
     assert kept("fedfomo") == 3 * m * row + m * m * 8  # base, current, server and the affinity matrix
-    assert kept("ucfl", {"streams": 2}) == 2 * row + m * m * 8
+    assert kept("ucfl", {"streams": 2}) == 2 * row + m * m * 8 + 2 * m * 8  # W [m, m] and the mixing rows [2, m]
     assert kept("ifca", {"clusters": 2}) == 2 * row
     both = estimate_memory(MLP, SIZES, cfg, [("local", {}), ("fedavg", {})], workers=1).parts["models kept"]
     assert both == (m + 1) * row  # every curve of a seed is built before the first trains
@@ -142,3 +142,17 @@ def test_estimate_within_factor_two_of_measured_peak():
         ratio = result["estimate"] / result["measured"]
         assert result["measured"] > 40e6, result
         assert 0.5 <= ratio <= 2.0, result
+
+
+def test_a_sampled_evaluation_gathers_at_most_its_chunk_of_client_rows():
+    """FedAvg evaluates one gathered row per client: capped at ``eval_clients`` (2 of 4 clients here): 2 rows of
+    2,410 x 4 B fewer, and 2 slots' forward pass fewer (a chunk of the longest split, 20 samples, x 4 B x (the input
+    twice, 2 x 64, and the largest activation three times, 3 x 64)); FedEM's mixture evaluation (m x M rows, no
+    sampled path) keeps its rows."""
+    cfg = TrainConfig(batch_size=10)
+
+    def evaluation(name, **kwargs):
+        return estimate_memory(MLP, SIZES, cfg, [(name, {})], workers=1, **kwargs).phases[f"{name} evaluate"]
+
+    assert evaluation("fedavg") - evaluation("fedavg", eval_clients=2) == 2 * 2410 * 4 + 2 * 20 * 4 * (2 * 64 + 3 * 64)
+    assert evaluation("fedem") == evaluation("fedem", eval_clients=2)

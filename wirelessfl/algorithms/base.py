@@ -279,11 +279,19 @@ class Algorithm(ABC):
         """Clients that never train; evaluated apart (``unseen_acc``) on what the algorithm gives them."""
         return self.ctx.held_out.copy()
 
-    def evaluate(self, split: str = "test") -> EvalResult:
-        """Each client's own model on its own ``split`` ("test", "val", or "train" for how well it fits)."""
-        clients = np.arange(self.ctx.num_clients)
-        sets = self.ctx.split_sets(split, clients)
-        return self.ctx.engine.evaluate(self.client_params(), sets)
+    def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
+        """Each client's own model on its own ``split`` ("test", "val", or "train" for how well it fits): every
+        client's, or only those of ``clients`` (sorted ids; a sampled evaluation), in their order."""
+        if clients is None:
+            sets = self.ctx.split_sets(split, np.arange(self.ctx.num_clients))
+            return self.ctx.engine.evaluate(self.client_params(), sets)
+        return self.ctx.engine.evaluate(self.params_of(clients), self.ctx.split_sets(split, clients))
+
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """``[len(clients), P]``: the models of ``clients`` (rows of :meth:`client_params`; a method that can
+        gather them without building every client's row overrides this)."""
+        params = self.client_params()
+        return params[torch.as_tensor(clients, dtype=torch.long, device=params.device)]
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -443,6 +451,13 @@ class MixingAlgorithm(Algorithm):
 
     def client_params(self) -> torch.Tensor:
         return self.models[torch.as_tensor(self.assignment, device=self.models.device)]
+
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """Only the rows of ``clients``: a sampled evaluation of FedAvg at 100,000 clients gathers n rows, not m.
+        A subclass whose clients use other models (Ditto's personal ones) keeps the general rule."""
+        if type(self).client_params is not MixingAlgorithm.client_params:
+            return super().params_of(clients)
+        return self.models[torch.as_tensor(self.assignment[clients], device=self.models.device)]
 
     def state_dict(self) -> dict[str, Any]:
         return {

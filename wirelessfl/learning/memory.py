@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from wirelessfl.algorithms.registry import spec_of
 from wirelessfl.algorithms.spec import FLOAT, Footprint, FootprintInputs
@@ -246,12 +246,15 @@ def estimate_memory(
     seeds: int = 1,
     workers: int = 1,
     max_samples: int = 512,
+    eval_clients: int | None = None,
 ) -> MemoryEstimate:
     """Peak bytes of a run of ``curves`` (algorithm name, params) on clients of ``sizes``; see the module docstring.
 
     ``units_per_curve`` is how many trainings of a curve a seed holds at once
     (the number of profiles when a deadline makes each profile train its own);
     ``workers`` the slot groups that run at once (CPU threads; 1 on a GPU).
+    ``eval_clients``: the most clients one evaluation call gathers the models of (a sampled evaluation's
+    chunk, ``run.sampled_evaluation.CHUNK_CLIENTS``); it caps the evaluation of methods that gather one row per client.
     """
     m = sizes.clients
     P = arch.param_count
@@ -263,6 +266,11 @@ def estimate_memory(
     feature = act.input * FLOAT + INDEX
     data = (sum(sizes.train) + sum(sizes.val) + sum(sizes.test)) * feature
     prints = [footprint(name, params, arch, sizes, T, train, groups) for name, params in curves]
+    if eval_clients is not None:  # a sampled evaluation gathers at most eval_clients rows per call (one per client)
+        prints = [
+            replace(fp, eval_rows=min(m, eval_clients), eval_slots=min(fp.eval_slots, eval_clients)) if fp.eval_rows == m else fp
+            for fp in prints
+        ]
 
     def persistent(fp: Footprint) -> int:
         kept_state = fp.keep_rows * fp.state * row if keep_optimizer_state else 0

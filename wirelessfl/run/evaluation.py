@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from wirelessfl.run.sampled_evaluation import evaluate_sample, sample_size
 from wirelessfl.seam import CommPlan
 
 
@@ -66,3 +67,12 @@ def evaluate_round(algorithm, round: int, test_split: bool = True, fit: bool = F
         metrics["fit_acc"] = float(train.accuracy.double().cpu().numpy()[seen].mean())
         metrics["fit_loss"] = float(train.loss.double().cpu().numpy()[seen].mean())
     return metrics, acc
+
+
+def evaluate_for(scenario, algorithm, round: int, test_split: bool) -> tuple[dict[str, float], np.ndarray]:
+    """:func:`evaluate_round`, or with ``evaluation.clients`` its seeded sample (``run.sampled_evaluation``)."""
+    clients = scenario.evaluation.clients
+    if clients == "all":
+        return evaluate_round(algorithm, round, test_split, scenario.eval_train)
+    count = sample_size(clients, round, scenario.rounds)
+    return evaluate_sample(algorithm, round, count, test_split, scenario.eval_train)

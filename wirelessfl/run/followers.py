@@ -13,7 +13,7 @@ from dataclasses import replace
 from wirelessfl.algorithms.base import shared_trainings
 from wirelessfl.config import Scenario
 from wirelessfl.run.curves import curves_of, has_budgets
-from wirelessfl.run.evaluation import RoundRecord, evaluate_round
+from wirelessfl.run.evaluation import RoundRecord, evaluate_for
 from wirelessfl.run.walltime import charge_follower, mark
 
 
@@ -28,13 +28,13 @@ def follow(unit, trainer, round: int, evaluate: bool, test_split: bool, theirs: 
     unit.algorithm.follow(trainer.algorithm, round)
     if round == 0:
         with engine.phase("evaluation"):
-            metrics, acc = evaluate_round(unit.algorithm, 0, test_split, unit.scenario.eval_train)
+            metrics, acc = evaluate_for(unit.scenario, unit.algorithm, 0, test_split)
         unit.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
     else:
         source = trainer.records[-1]
         if evaluate:
             with engine.phase("evaluation"):
-                metrics, acc = evaluate_round(unit.algorithm, round, test_split, unit.scenario.eval_train)
+                metrics, acc = evaluate_for(unit.scenario, unit.algorithm, round, test_split)
         else:
             metrics, acc = {k: math.nan for k in unit.records[-1].metrics}, unit.records[-1].client_acc
         metrics["train_loss"] = source.metrics["train_loss"]

@@ -15,7 +15,7 @@ import pandas as pd
 from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, Ledger, account
 from wirelessfl.config import Scenario
 from wirelessfl.network import NetworkModel, SystemProfile
-from wirelessfl.results.io import FIT_COLUMNS
+from wirelessfl.results.io import FIT_COLUMNS, SAMPLE_COLUMNS
 from wirelessfl.run.curves import Curve
 from wirelessfl.run.evaluation import RoundRecord
 from wirelessfl.run.seeds import network_rng
@@ -87,6 +87,7 @@ def rows_for(
                 **{k: rec.metrics.get(k, math.nan) for k in ("avg_acc", "worst_acc", "p10_acc", "avg_val_acc", "mean_loss", "unseen_acc")},
                 "train_loss": rec.metrics.get("train_loss", math.nan),
                 **({k: rec.metrics.get(k, math.nan) for k in FIT_COLUMNS} if scenario.eval_train else {}),
+                **({k: rec.metrics.get(k, math.nan) for k in SAMPLE_COLUMNS} if scenario.evaluation.clients != "all" else {}),
                 "dl_payload": dl,
                 "ul_payload": ul,
                 "dl_bits": dl_bits,

@@ -31,7 +31,7 @@ from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.run.clock import Clock
 from wirelessfl.run.curves import Curve
-from wirelessfl.run.evaluation import RoundRecord, evaluate_round, evaluated
+from wirelessfl.run.evaluation import RoundRecord, evaluate_for, evaluated
 from wirelessfl.run.followers import follow
 from wirelessfl.run.keys import unit_fingerprint, unit_key
 from wirelessfl.run.ledger import budget_ledger, recharge
@@ -137,7 +137,7 @@ class Unit:
         try:
             if not self.records:
                 with engine.phase("evaluation"), user_errors(type(self.algorithm), "evaluate (round 0)"):
-                    metrics, acc = evaluate_round(self.algorithm, 0, test_split, self.scenario.eval_train)
+                    metrics, acc = evaluate_for(self.scenario, self.algorithm, 0, test_split)
                 self.records.append(RoundRecord(0, None, metrics, 0, 0, 0, acc))
                 for follower in followers:
                     follow(follower, self, 0, True, test_split, theirs)
@@ -168,7 +168,7 @@ class Unit:
                     info = self.algorithm.step(r, frozenset(arrived))
                 if evaluated(r, rounds, eval_every, eval_last):
                     with engine.phase("evaluation"), user_errors(type(self.algorithm), f"evaluate (round {r})"):
-                        metrics, acc = evaluate_round(self.algorithm, r, test_split, self.scenario.eval_train)
+                        metrics, acc = evaluate_for(self.scenario, self.algorithm, r, test_split)
                 else:
                     metrics, acc = {k: math.nan for k in self.records[-1].metrics}, self.records[-1].client_acc
                 metrics["train_loss"] = info.train_loss
