@@ -104,6 +104,8 @@ class NrTables:
     snr_grid: tuple[float, float, float]
     cbs_grid: tuple[float, float, float]
     sionna_version: str
+    eesm_beta: np.ndarray | None = None
+    """EESM's beta per MCS (Sionna's default table; 0 where it has none)."""
 
     @property
     def snr_db(self) -> np.ndarray:
@@ -133,7 +135,8 @@ def load_tables(mcs_table: int = 1, re_per_prb: int = 156) -> NrTables:
         raise _unavailable("it is not installed")
     params = {"mcs_table": int(mcs_table), "re_per_prb": int(re_per_prb)}
     version = _sionna_version(Path(spec.origin))
-    key = hashlib.sha1(json.dumps({"sionna": version, **params}, sort_keys=True).encode()).hexdigest()[:16]
+    # The arrays' names are in the key: a wirelessfl that writes other arrays keeps its own file beside this one.
+    key = hashlib.sha1(json.dumps({"sionna": version, **params, "arrays": TABLE_ARRAYS}, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir() / f"sionna-{version}-table{mcs_table}-{re_per_prb}re-{key}.npz"
     tables, problem = read_tables(path, version, params)
     if tables is not None:
@@ -195,7 +198,7 @@ def read_tables(path: Path, version: str, params: dict) -> tuple[NrTables | None
     return NrTables(
         bler=arrays["bler"], qm=arrays["qm"], rate=arrays["rate"], tbs=arrays["tbs"], cbs=arrays["cbs"], ncb=arrays["ncb"],
         snr_grid=tuple(float(v) for v in arrays["snr_grid"]), cbs_grid=tuple(float(v) for v in arrays["cbs_grid"]),
-        sionna_version=version,
+        sionna_version=version, eesm_beta=arrays["eesm_beta"],
     ), None
 
 
@@ -223,6 +226,9 @@ def _table_problem(arrays: dict[str, np.ndarray]) -> str | None:
     for name in ("tbs", "cbs", "ncb"):
         if (arrays[name][valid] <= 0).any():
             return f"{name} is 0 or negative for a valid MCS"
+    beta = arrays["eesm_beta"]
+    if beta.shape != (mcs,) or beta.dtype.kind != "f" or not np.isfinite(beta).all() or (beta < 0).any():
+        return f"eesm_beta has shape {list(beta.shape)} or values that are not finite and >= 0"
     return None
 
 
@@ -359,3 +365,89 @@ def make_link(
         bler_target=float(bler_target), harq_retransmissions=int(harq_retransmissions), harq_rtt_s=float(harq_rtt_s),
         mcs=mcs, first_tbler=first, transmissions=transmissions, lost=lost, goodput_bits=goodput, tables=tables,
     )
+
+
+EESM_CLAMP_DB = (-30.0, 30.0)
+"""Sionna's ``EESM`` clamps the effective SINR to [-30, 30] dB (its ``sinr_eff_min_db``, ``sinr_eff_max_db``)."""
+
+
+def eesm_sinr(sinr: np.ndarray, beta) -> np.ndarray:
+    """The exponential effective SINR over the last axis (subbands), Sionna's ``EESM``:
+    ``-beta·ln(mean_s exp(-SINR_s/beta))`` (linear SINRs, ``beta`` broadcast over the other axes), clamped to
+    ``EESM_CLAMP_DB``. Computed from the smallest SINR up, ``min - beta·ln(mean exp(-(SINR - min)/beta))``, so that
+    high SINRs do not underflow (Sionna's float32 ``exp`` reads them as the 30 dB clamp; both read the table's edge)."""
+    sinr = np.asarray(sinr, dtype=float)
+    beta = np.asarray(beta, dtype=float)[..., None]
+    low = sinr.min(axis=-1, keepdims=True)
+    effective = (low - beta * np.log(np.mean(np.exp(-(sinr - low) / beta), axis=-1, keepdims=True)))[..., 0]
+    floor, ceiling = (10.0 ** (db / 10.0) for db in EESM_CLAMP_DB)
+    return np.clip(effective, floor, ceiling)
+
+
+@dataclass(frozen=True)
+class EesmLink:
+    """An NR direction whose blocks of subbands carry one transport block at one MCS, mapped through EESM.
+
+    Sionna's ``InnerLoopLinkAdaptation`` over subcarriers: for every MCS m, the effective SINR with m's beta,
+    and the highest MCS whose TBLER at its own effective SINR meets the target; HARQ copies combine at j times
+    that effective SINR. Called on one SINR (a flat block) it is the ``NrLink`` itself.
+
+    The search starts at the MCS the mean SINR supports and stops at the one the weakest subband supports: the
+    effective SINR lies between the two (for every beta) and TBLER falls with SINR in Sionna's tables
+    (``tests/network/test_eesm.py`` checks both), so no MCS outside is ever chosen.
+    """
+
+    link: NrLink
+    usable: np.ndarray
+    """``[mcs, grid]``: TBLER of MCS m at grid SINR s meets the BLER target."""
+    goodput_by_mcs: np.ndarray
+    """``[mcs, grid]``: expected goodput per slot (bits) of MCS m at grid SINR s, HARQ included."""
+
+    def __call__(self, snr) -> np.ndarray:
+        return self.link(snr)
+
+    def mcs_and_index(self, sinr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per block of subbands ``[..., subbands]``: the MCS chosen (-1: outage) and its effective SINR's grid index."""
+        sinr = np.asarray(sinr, dtype=float)
+        flat = sinr.reshape(-1, sinr.shape[-1])
+        tables = self.link.tables
+        top = self.link.mcs[snr_index(tables, flat.mean(axis=1))]
+        floor = self.link.mcs[snr_index(tables, flat.min(axis=1))]
+        chosen = np.full(flat.shape[0], -1, dtype=np.int64)
+        index = snr_index(tables, flat.min(axis=1))
+        candidate = top.copy()
+        todo = np.flatnonzero(candidate >= 0)
+        while todo.size:
+            m = candidate[todo]
+            at = snr_index(tables, eesm_sinr(flat[todo], tables.eesm_beta[m]))
+            ok = self.usable[m, at]
+            chosen[todo[ok]], index[todo[ok]] = m[ok], at[ok]
+            settled = ok | (m <= np.maximum(floor[todo], 0))
+            lowest = todo[~ok & settled]  # the weakest subband's MCS meets the target on its own SINR
+            chosen[lowest] = floor[lowest]
+            candidate[todo] = m - 1
+            todo = todo[~settled]
+        return chosen.reshape(sinr.shape[:-1]), index.reshape(sinr.shape[:-1])
+
+    def subbands_se(self, sinr: np.ndarray) -> np.ndarray:
+        """Spectral efficiency (bit/s/Hz of the carrier) of blocks of subbands ``[..., subbands]``."""
+        mcs, index = self.mcs_and_index(sinr)
+        goodput = np.where(mcs >= 0, self.goodput_by_mcs[np.maximum(mcs, 0), index], 0.0)
+        return goodput / (self.link.slot_s * self.link.bandwidth_hz)
+
+
+def eesm_link(link: NrLink) -> EesmLink:
+    """``link`` with EESM over subbands: its TBLER and HARQ goodput per MCS and grid SINR, computed once."""
+    tables = link.tables
+    if tables.eesm_beta is None:
+        raise ValueError("the NR tables have no EESM beta (built by an older wirelessfl); delete the cache file")
+    tbler = tbler_table(tables, link.category, link.prbs)
+    size = tbler.shape[1]
+    usable = (tbler <= link.bler_target) & (tables.eesm_beta[:, None] > 0)
+    goodput = np.zeros(tbler.shape)
+    tbs = tables.tbs[link.category, :, link.prbs - 1].astype(float)
+    for m in np.flatnonzero(usable.any(axis=1)).tolist():
+        fixed = np.where(usable[m], m, -1)
+        _, transmissions, lost = harq_statistics(tbler, fixed, link.harq_retransmissions, tables.snr_grid[2])
+        goodput[m] = np.where(usable[m], tbs[m] * (1.0 - lost) / transmissions, 0.0)
+    return EesmLink(link=link, usable=usable, goodput_by_mcs=goodput)
