@@ -48,9 +48,11 @@ def test_a_hand_computed_block(pdsch):
 
 
 def test_the_search_is_the_exhaustive_one(pdsch):
-    """The search's premises (TBLER falls with SINR; the effective SINR lies between the weakest and the mean
-    subband) hold, and it chooses what trying every MCS does."""
+    """The search's premises (TBLER falls with SINR; beta grows with the MCS; the effective SINR grows with beta
+    and lies between the weakest and the mean subband) hold, and it chooses what trying every MCS does."""
     for table in (1, 2):
+        beta = nr.load_tables(table).eesm_beta
+        assert np.all(np.diff(beta[beta > 0]) >= 0) and np.all(beta[: np.count_nonzero(beta)] > 0)
         for category in (nr.PUSCH, nr.PDSCH):
             tbler = nr.tbler_table(nr.load_tables(table), category, 51)
             finite = np.isfinite(tbler).all(axis=1)
@@ -59,10 +61,12 @@ def test_the_search_is_the_exhaustive_one(pdsch):
     beta = pdsch.link.tables.eesm_beta
     best = np.full(sinr.shape[0], -1)
     for m in np.flatnonzero(beta > 0).tolist():
-        at = nr.snr_index(pdsch.link.tables, nr.eesm_sinr(sinr, np.full(sinr.shape[0], beta[m])))
+        at = nr.snr_index(pdsch.link.tables, nr.eesm_sinr(sinr.astype(np.float32), np.full(sinr.shape[0], beta[m])))
         best = np.where(pdsch.usable[m, at], m, best)
         effective = nr.eesm_sinr(sinr, beta[m])
         assert np.all(effective >= sinr.min(axis=1) * (1 - 1e-12)) and np.all(effective <= sinr.mean(axis=1) * (1 + 1e-12))
+        if m > 0 and beta[m - 1] > 0:
+            assert np.all(effective >= nr.eesm_sinr(sinr, beta[m - 1]) * (1 - 1e-12))
     assert np.array_equal(pdsch.mcs_and_index(sinr)[0], best)
 
 

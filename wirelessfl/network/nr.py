@@ -375,12 +375,14 @@ def eesm_sinr(sinr: np.ndarray, beta) -> np.ndarray:
     """The exponential effective SINR over the last axis (subbands), Sionna's ``EESM``:
     ``-beta·ln(mean_s exp(-SINR_s/beta))`` (linear SINRs, ``beta`` broadcast over the other axes), clamped to
     ``EESM_CLAMP_DB``. Computed from the smallest SINR up, ``min - beta·ln(mean exp(-(SINR - min)/beta))``, so that
-    high SINRs do not underflow (Sionna's float32 ``exp`` reads them as the 30 dB clamp; both read the table's edge)."""
-    sinr = np.asarray(sinr, dtype=float)
-    beta = np.asarray(beta, dtype=float)[..., None]
+    high SINRs do not underflow (Sionna's float32 ``exp`` reads them as the 30 dB clamp; both read the table's edge).
+    In float32 for float32 SINRs (as Sionna computes it, and ten times faster here), else in float64."""
+    sinr = np.asarray(sinr)
+    sinr = sinr if sinr.dtype == np.float32 else sinr.astype(float)
+    beta = np.asarray(beta, dtype=sinr.dtype)[..., None]
     low = sinr.min(axis=-1, keepdims=True)
     effective = (low - beta * np.log(np.mean(np.exp(-(sinr - low) / beta), axis=-1, keepdims=True)))[..., 0]
-    floor, ceiling = (10.0 ** (db / 10.0) for db in EESM_CLAMP_DB)
+    floor, ceiling = (sinr.dtype.type(10.0 ** (db / 10.0)) for db in EESM_CLAMP_DB)
     return np.clip(effective, floor, ceiling)
 
 
@@ -392,9 +394,11 @@ class EesmLink:
     and the highest MCS whose TBLER at its own effective SINR meets the target; HARQ copies combine at j times
     that effective SINR. Called on one SINR (a flat block) it is the ``NrLink`` itself.
 
-    The search starts at the MCS the mean SINR supports and stops at the one the weakest subband supports: the
-    effective SINR lies between the two (for every beta) and TBLER falls with SINR in Sionna's tables
-    (``tests/network/test_eesm.py`` checks both), so no MCS outside is ever chosen.
+    The search is a fixed point that never passes the answer: start at m = the MCS the subbands' mean SINR
+    supports, then m <- the highest MCS that γ_eff(β_m) supports, until m stays. Since β grows with the MCS and
+    γ_eff with β (never above the mean), and TBLER falls with SINR (``tests/network/test_eesm.py`` checks all
+    three on Sionna's tables), no MCS above each step's m can meet the target at its own γ_eff, and the m that
+    stays meets it: it is the highest that does. It takes two or three passes where trying every MCS takes ~25.
     """
 
     link: NrLink
@@ -402,31 +406,26 @@ class EesmLink:
     """``[mcs, grid]``: TBLER of MCS m at grid SINR s meets the BLER target."""
     goodput_by_mcs: np.ndarray
     """``[mcs, grid]``: expected goodput per slot (bits) of MCS m at grid SINR s, HARQ included."""
+    highest: np.ndarray
+    """Per grid SINR, the highest MCS that meets the target there (-1: none)."""
 
     def __call__(self, snr) -> np.ndarray:
         return self.link(snr)
 
     def mcs_and_index(self, sinr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per block of subbands ``[..., subbands]``: the MCS chosen (-1: outage) and its effective SINR's grid index."""
-        sinr = np.asarray(sinr, dtype=float)
+        sinr = np.asarray(sinr, dtype=np.float32)  # the precision of Sionna's EESM and of ``snr_index``
         flat = sinr.reshape(-1, sinr.shape[-1])
         tables = self.link.tables
-        top = self.link.mcs[snr_index(tables, flat.mean(axis=1))]
-        floor = self.link.mcs[snr_index(tables, flat.min(axis=1))]
-        chosen = np.full(flat.shape[0], -1, dtype=np.int64)
-        index = snr_index(tables, flat.min(axis=1))
-        candidate = top.copy()
-        todo = np.flatnonzero(candidate >= 0)
+        index = snr_index(tables, flat.mean(axis=1, dtype=np.float64))
+        chosen = self.highest[index]
+        todo = np.flatnonzero(chosen >= 0)
         while todo.size:
-            m = candidate[todo]
+            m = chosen[todo]
             at = snr_index(tables, eesm_sinr(flat[todo], tables.eesm_beta[m]))
-            ok = self.usable[m, at]
-            chosen[todo[ok]], index[todo[ok]] = m[ok], at[ok]
-            settled = ok | (m <= np.maximum(floor[todo], 0))
-            lowest = todo[~ok & settled]  # the weakest subband's MCS meets the target on its own SINR
-            chosen[lowest] = floor[lowest]
-            candidate[todo] = m - 1
-            todo = todo[~settled]
+            supported = self.highest[at]
+            chosen[todo], index[todo] = supported, at
+            todo = todo[(supported != m) & (supported >= 0)]
         return chosen.reshape(sinr.shape[:-1]), index.reshape(sinr.shape[:-1])
 
     def subbands_se(self, sinr: np.ndarray) -> np.ndarray:
@@ -450,4 +449,5 @@ def eesm_link(link: NrLink) -> EesmLink:
         fixed = np.where(usable[m], m, -1)
         _, transmissions, lost = harq_statistics(tbler, fixed, link.harq_retransmissions, tables.snr_grid[2])
         goodput[m] = np.where(usable[m], tbs[m] * (1.0 - lost) / transmissions, 0.0)
-    return EesmLink(link=link, usable=usable, goodput_by_mcs=goodput)
+    highest = np.where(usable.any(axis=0), usable.shape[0] - 1 - np.argmax(usable[::-1], axis=0), -1)
+    return EesmLink(link=link, usable=usable, goodput_by_mcs=goodput, highest=highest)
