@@ -1,0 +1,75 @@
+"""Edges the mutation check found untested (issue 51, item 8): the multicast's extrapolated rest, a held-fading
+multicast in outage, a user without bandwidth, a round that ends exactly at its deadline, every NR carrier width."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from wirelessfl.network import NetworkModel, SystemProfile, link, nr
+from wirelessfl.seam import CommPlan
+
+
+def test_a_multicast_past_its_drawn_blocks_repairs_exactly_what_its_weak_receiver_missed():
+    """No fading, coverage q = 0.5 over receivers at SNR 3 and 15: every block goes at the strong one's rate
+    (B·log2(16) = 4 Mbit/s), so the weak one misses every bit. 10 blocks' worth of bits with 4 blocks drawn: the
+    rest is extrapolated, and the repair must still be the whole payload (bits / delivered · missed)."""
+    bits = 4e6 * 1e-3 * 10
+    sent = link.multicast_transfer(bits, 1e6, np.array([3.0, 15.0]), np.random.default_rng(0), 1e-3, fading="none",
+                                   policy="coverage", q=0.5, exact_blocks=4)
+    assert not sent.outage and sent.blocks == 10
+    assert sent.time_s == pytest.approx(bits / 4e6, rel=1e-12)
+    assert sent.repair_bits.tolist() == pytest.approx([bits, 0.0], rel=1e-12)
+
+
+def test_a_held_multicast_with_a_receiver_out_of_coverage_is_in_outage():
+    """One draw held for the stream, truncated Shannon: a receiver 20 dB below SINR_MIN has rate 0 at any
+    plausible gain, so the worst-user stream never ends."""
+    sent = link.multicast_transfer(1e6, 1e6, np.array([1e-3, 100.0]), np.random.default_rng(1), math.inf,
+                                   link="truncated_shannon", fading="none")
+    assert (sent.time_s, sent.blocks, sent.rate_bps, sent.outage) == (math.inf, 1, 0.0, True)
+    assert sent.repair_bits.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("coherence_s", [math.inf, 1e-3])
+def test_a_user_without_bandwidth_is_in_outage_and_one_without_bits_takes_no_time(coherence_s):
+    sent = link.transfer_time(np.array([1e5, 1e5, 0.0]), np.array([0.0, 1e6, 0.0]), np.array([10.0, 10.0, 10.0]),
+                              np.random.default_rng(2), coherence_s)
+    assert sent.time_s[0] == math.inf and sent.outage[0]
+    assert 0 < sent.time_s[1] < math.inf and not sent.outage[1]
+    assert sent.time_s[2] == 0.0 and not sent.outage[2]
+
+
+@pytest.mark.parametrize("schedule", ["phased", "pipelined"])
+@pytest.mark.parametrize("closed_form", [True, False])
+def test_computing_or_landing_exactly_at_the_deadline_counts_as_on_time(schedule, closed_form):
+    """One client, T_dl = 1, compute exactly 1 (mu = inf), an upload of rho = 1: it has the model at 1, has
+    computed at 2 and lands at 3. A deadline of 2 keeps it (its upload lands late); a deadline of 3 takes it."""
+    plan = CommPlan.broadcast([0], model_params=1)
+
+    def timing(deadline):
+        profile = SystemProfile.from_dict({"name": "edge", "rho": 1.0, "t_min": 1.0, "schedule": schedule, "deadline": deadline})
+        return NetworkModel(profile, 1, np.random.default_rng(0), closed_form=closed_form).time_round(plan, np.random.default_rng(0))
+
+    at_compute = timing(2.0)
+    assert at_compute.t_computed[0] == 2.0 and at_compute.t_uploaded[0] == 3.0 and at_compute.arrived == frozenset()
+    at_landing = timing(3.0)
+    assert at_landing.t_uploaded[0] == 3.0 and at_landing.arrived == frozenset({0}) and at_landing.t_end == 3.0
+
+
+TS38101_TABLE_5_3_2_1 = {
+    15: {5: 25, 10: 52, 15: 79, 20: 106, 25: 133, 30: 160, 40: 216, 50: 270},
+    30: {5: 11, 10: 24, 15: 38, 20: 51, 25: 65, 30: 78, 40: 106, 50: 133, 60: 162, 70: 189, 80: 217, 90: 245, 100: 273},
+    60: {10: 11, 15: 18, 20: 24, 25: 31, 30: 38, 40: 51, 50: 65, 60: 79, 70: 93, 80: 107, 90: 121, 100: 135},
+}
+"""TS 38.101-1 Table 5.3.2-1 (FR1 maximum transmission bandwidth N_RB), written out again here."""
+
+
+def test_every_nr_carrier_width_has_the_specs_prb_count():
+    assert sum(len(widths) for widths in TS38101_TABLE_5_3_2_1.values()) == 33
+    for spacing, widths in TS38101_TABLE_5_3_2_1.items():
+        for mhz, prbs in widths.items():
+            assert nr.prbs_for(mhz * 1e6, spacing) == prbs, (spacing, mhz)
+    assert nr.PRBS_PER_CARRIER == TS38101_TABLE_5_3_2_1
