@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from wirelessfl.network import NetworkModel, SystemProfile, link, nr
-from wirelessfl.seam import CommPlan
+from wirelessfl.seam import CommPlan, Stream
 
 
 def test_a_multicast_past_its_drawn_blocks_repairs_exactly_what_its_weak_receiver_missed():
@@ -73,3 +73,16 @@ def test_every_nr_carrier_width_has_the_specs_prb_count():
         for mhz, prbs in widths.items():
             assert nr.prbs_for(mhz * 1e6, spacing) == prbs, (spacing, mhz)
     assert nr.PRBS_PER_CARRIER == TS38101_TABLE_5_3_2_1
+
+
+@pytest.mark.parametrize("record_events", [True, False])
+def test_under_tdd_the_base_station_goes_ahead_of_an_upload_queued_before_its_stream(record_events):
+    """Pipelined TDD, three one-model streams a -> {0}, b -> {1}, c -> {2} (0-1, 1-2, 2-3), compute 0.5, rho = 1.
+    Client 0 has computed at 1.5 and waits for the medium during b; when b ends at 2 the base station takes it for
+    c (2-3) although the upload asked first, so uploads run 3-4, 4-5, 5-6 (SimPy and the closed form)."""
+    plan = CommPlan(streams=(Stream(1.0, {0}, "a"), Stream(1.0, {1}, "b"), Stream(1.0, {2}, "c")),
+                    uplink={0: 1.0, 1: 1.0, 2: 1.0}, work={0: 1.0, 1: 1.0, 2: 1.0})
+    profile = SystemProfile.from_dict({"name": "tdd", "rho": 1.0, "t_min": 0.5, "schedule": "pipelined", "duplex": "tdd"})
+    timing = NetworkModel(profile, 3, np.random.default_rng(0), record_events=record_events).time_round(plan, np.random.default_rng(0))
+    assert dict(timing.t_received) == {0: 1.0, 1: 2.0, 2: 3.0}
+    assert dict(timing.t_uploaded) == {0: 4.0, 1: 5.0, 2: 6.0} and timing.t_end == 6.0
