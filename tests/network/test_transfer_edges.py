@@ -86,3 +86,13 @@ def test_under_tdd_the_base_station_goes_ahead_of_an_upload_queued_before_its_st
     timing = NetworkModel(profile, 3, np.random.default_rng(0), record_events=record_events).time_round(plan, np.random.default_rng(0))
     assert dict(timing.t_received) == {0: 1.0, 1: 2.0, 2: 3.0}
     assert dict(timing.t_uploaded) == {0: 4.0, 1: 5.0, 2: 6.0} and timing.t_end == 6.0
+
+
+def test_one_block_is_a_valid_cap_and_zero_is_one_line():
+    """``max_blocks = 1``: a transfer that fits in its first block finishes, one that needs two is in outage."""
+    sent = link.transfer_time(np.array([1e3, 1e6]), 1e6, 10.0, np.random.default_rng(0), 1e-3, fading="none", max_blocks=1)
+    assert sent.time_s[0] == pytest.approx(1e3 / (1e6 * math.log2(11.0)), rel=1e-12) and sent.time_s[1] == math.inf
+    assert sent.outage.tolist() == [False, True]
+    with pytest.raises(ValueError) as error:
+        link.transfer_time(1e3, 1e6, 10.0, np.random.default_rng(0), 1e-3, max_blocks=0)
+    assert str(error.value) == "max_blocks must be an integer >= 1, got 0"
