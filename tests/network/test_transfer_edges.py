@@ -96,3 +96,12 @@ def test_one_block_is_a_valid_cap_and_zero_is_one_line():
     with pytest.raises(ValueError) as error:
         link.transfer_time(1e3, 1e6, 10.0, np.random.default_rng(0), 1e-3, max_blocks=0)
     assert str(error.value) == "max_blocks must be an integer >= 1, got 0"
+
+
+def test_a_multicast_to_one_receiver_is_its_unicast_and_one_past_its_cap_is_in_outage():
+    """No fading: one receiver at SNR 15 takes bits / (B·log2(16)); twice the bits the 5-block cap allows end in
+    outage with no rate and the blocks it used."""
+    one = link.multicast_transfer(4e3, 1e6, np.array([15.0]), np.random.default_rng(0), 1e-3, fading="none")
+    assert (one.time_s, one.blocks, one.outage) == (pytest.approx(1e-3), 1, False) and one.rate_bps == pytest.approx(4e6)
+    capped = link.multicast_transfer(4e4, 1e6, np.array([15.0, 15.0]), np.random.default_rng(0), 1e-3, fading="none", max_blocks=5)
+    assert (capped.time_s, capped.blocks, capped.rate_bps, capped.outage) == (math.inf, 5, 0.0, True)
