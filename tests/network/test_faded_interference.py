@@ -119,3 +119,14 @@ def test_bad_interference_settings_are_one_line():
     )
     with pytest.raises(ValueError, match="needs block fading"):
         _faded(fading="none")
+
+
+def test_the_defaults_leave_the_written_profile_as_it_was():
+    """``to_dict`` leaves ``interference: mean`` and ``subband_mapping: mean`` out (a scenario's fingerprint, and so
+    its checkpoints, stay as before they existed) and writes them when set; both round-trip."""
+    plain = PhysicalChannel.from_dict(CELL)
+    assert "interference" not in plain.to_dict()["topology"] and "subband_mapping" not in plain.to_dict()
+    faded = _faded()
+    assert faded.to_dict()["topology"]["interference"] == "faded"
+    for channel in (plain, faded):
+        assert PhysicalChannel.from_dict(channel.to_dict()) == channel

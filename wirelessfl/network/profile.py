@@ -489,6 +489,8 @@ class PhysicalChannel:
         out["nr"] = None if self.nr is None else self.nr.to_dict()
         out["topology"] = None if self.topology is None else self.topology.to_dict()
         out["tdd_special_symbols"] = list(self.tdd_special_symbols)
+        if self.subband_mapping == "mean":  # the default is left out, so profiles written before it keep their fingerprint
+            del out["subband_mapping"]
         return out
 
 
