@@ -105,3 +105,18 @@ def test_a_multicast_to_one_receiver_is_its_unicast_and_one_past_its_cap_is_in_o
     assert (one.time_s, one.blocks, one.outage) == (pytest.approx(1e-3), 1, False) and one.rate_bps == pytest.approx(4e6)
     capped = link.multicast_transfer(4e4, 1e6, np.array([15.0, 15.0]), np.random.default_rng(0), 1e-3, fading="none", max_blocks=5)
     assert (capped.time_s, capped.blocks, capped.rate_bps, capped.outage) == (math.inf, 5, 0.0, True)
+
+
+def test_harq_where_no_mcs_meets_the_target_counts_every_copy_as_failed():
+    """At a grid SINR with no usable MCS every copy fails: 1 + R transmissions, the TB lost (what a multicast's
+    HARQ tail reads at a weakest receiver in outage)."""
+    tbler = np.full((2, 3), 0.5)
+    first, transmissions, lost = nr.harq_statistics(tbler, np.array([-1, 1, 1]), 3, 0.1)
+    assert (first[0], transmissions[0], lost[0]) == (1.0, 4.0, 1.0)
+    assert transmissions[1] == 1.0 + 0.5 + 0.25 + 0.125 and lost[1] == 0.5**4
+
+
+def test_eesm_keeps_float32_sinrs_in_float32():
+    """The link's search runs in float32, as Sionna's EESM does; float64 SINRs stay float64."""
+    assert nr.eesm_sinr(np.array([1.0, 10.0], dtype=np.float32), 4.71).dtype == np.float32
+    assert nr.eesm_sinr(np.array([1.0, 10.0]), 4.71).dtype == np.float64
