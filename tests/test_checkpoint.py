@@ -28,6 +28,7 @@ from wirelessfl.seam import CommPlan, RoundTiming, Stream
 from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, build_units, check_checkpoints, simulate
 
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("images_not_drawn")  # runs draw no PNGs: checked in tests/test_cli.py
 
 SMALL = {
     "name": "ckpt",
