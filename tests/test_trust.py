@@ -26,6 +26,7 @@ from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
 from wirelessfl.simulate import simulate
 
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("images_not_drawn")  # runs draw no PNGs: checked in tests/test_cli.py
 REPO = Path(wirelessfl.__file__).resolve().parents[1]
 
 SMALL = {
@@ -131,16 +132,24 @@ NONE_FOR_THIS = (
 )
 
 
-@pytest.mark.parametrize("command", [["simulate", "--resume", ".", "--quiet"], ["validate", "scenario.yaml"]])
+EDITS = {
+    "model": (_evil_model, OTHER_SETTINGS),
+    "model+label": (_evil_model_and_renamed_curve, NONE_FOR_THIS),
+    "dataset": (_evil_dataset, OTHER_SETTINGS),
+    "dataset+label": (_evil_dataset_and_renamed_curve, NONE_FOR_THIS.replace("its model 'evilmod:f'", "its dataset loader 'evilmod:f'")),
+}
+COMMANDS = {"command0": ["simulate", "--resume", ".", "--quiet"], "command1": ["validate", "scenario.yaml"]}
+BY_DEFAULT = {("model", "command0"), ("model+label", "command1"), ("dataset", "command1"), ("dataset+label", "command0")}
+"""Each edit and each command runs by default (a fresh interpreter costs seconds of CPU each); every pair under -m slow."""
+
+
 @pytest.mark.parametrize(
-    "edit, message",
+    "edit, message, command",
     [
-        (_evil_model, OTHER_SETTINGS),
-        (_evil_model_and_renamed_curve, NONE_FOR_THIS),
-        (_evil_dataset, OTHER_SETTINGS),
-        (_evil_dataset_and_renamed_curve, NONE_FOR_THIS.replace("its model 'evilmod:f'", "its dataset loader 'evilmod:f'")),
+        pytest.param(*EDITS[e], COMMANDS[c], id=f"{e}-{c}", marks=() if (e, c) in BY_DEFAULT else pytest.mark.slow)
+        for e in EDITS
+        for c in COMMANDS
     ],
-    ids=["model", "model+label", "dataset", "dataset+label"],
 )
 def test_a_received_run_folder_naming_its_own_module_is_refused_before_the_module_is_imported(
     received, tmp_path, command, edit, message
