@@ -265,10 +265,11 @@ def test_eval_last_evaluates_the_last_rounds_besides_every_eval_every_th_and_cha
     pd.testing.assert_series_equal(sparse.avg_acc[both], dense.avg_acc[both])
 
 
-def test_eval_last_zero_is_left_out_of_the_resolved_scenario_so_fingerprints_stay():
-    from wirelessfl.config import dump_scenario, scenario_fingerprint
+def test_eval_last_zero_is_written_to_the_resolved_scenario_and_fingerprints_stay():
+    from wirelessfl.config import canonical, dump_scenario, scenario_fingerprint
 
-    assert "eval_last" not in dump_scenario(parse_scenario(TINY))
+    assert "\neval_last: 0\n" in dump_scenario(parse_scenario(TINY))
+    assert "eval_last" not in canonical(parse_scenario(TINY))
     assert scenario_fingerprint(parse_scenario(TINY)) == scenario_fingerprint(parse_scenario({**TINY, "eval_last": 0}))
     assert "eval_last: 10" in dump_scenario(parse_scenario({**TINY, "eval_last": 10}))
 
@@ -327,9 +328,10 @@ def test_fit_acc_tells_over_fitting_apart():
     assert last.fit_acc - last.avg_acc > 0.15
 
 
-def test_eval_train_is_left_out_of_the_resolved_scenario_when_off():
-    from wirelessfl.config import dump_scenario, scenario_fingerprint
+def test_eval_train_off_is_written_to_the_resolved_scenario_and_fingerprints_stay():
+    from wirelessfl.config import canonical, dump_scenario, scenario_fingerprint
 
-    assert "eval_train" not in dump_scenario(parse_scenario(TINY))
+    assert "\neval_train: false\n" in dump_scenario(parse_scenario(TINY))
+    assert "eval_train" not in canonical(parse_scenario(TINY))
     assert scenario_fingerprint(parse_scenario(TINY)) == scenario_fingerprint(parse_scenario({**TINY, "eval_train": False}))
     assert "eval_train: true" in dump_scenario(parse_scenario({**TINY, "eval_train": True}))

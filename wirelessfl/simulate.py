@@ -41,7 +41,7 @@ from wirelessfl.accounting import CLIENT_ENERGY_COLUMNS, CLIENT_ROUNDS_LIMIT, Le
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import derive_seed, display_name, draw_held_out, is_registered, shared_trainings, user_errors
 from wirelessfl.config import (
-    FINGERPRINT_IGNORES, Scenario, ScenarioError, algorithm_path, first_line, resolved, scenario_fingerprint,
+    FINGERPRINT_IGNORES, Scenario, ScenarioError, algorithm_path, canonical, first_line, scenario_fingerprint,
 )
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
@@ -494,7 +494,7 @@ def unit_fingerprint(scenario: Scenario, curve: Curve, seed: int) -> str:
     changes a unit's own settings refuses its checkpoints."""
     content = {
         key: value
-        for key, value in resolved(scenario).items()
+        for key, value in canonical(scenario).items()
         if key not in FINGERPRINT_IGNORES and key not in ("algorithms", "seeds")
     }
     content["unit"] = {
