@@ -246,7 +246,14 @@ def test_a_physical_run_reports_every_stream_on_the_air(tmp_path):
     per_round = links.groupby(["curve", "profile", "seed", "round"])["bits"].sum()
     trace = result.trace[result.trace["round"] > 0].set_index(["curve", "profile", "seed", "round"])["dl_bits"]
     pd.testing.assert_series_equal(per_round.sort_index(), trace[trace > 0].sort_index(), check_names=False)
-    assert (links["rate_bps"] > 0).all() and (links["seconds"] >= links["bits"] / links["rate_bps"] - 1e-12).all()
+    assert list(links.columns) == [
+        "curve", "profile", "link", "seed", "round", "stream", "receivers", "bits", "seconds", "rate_mbps", "repair_bits", "repaired",
+    ]
+    assert set(links["link"]) == {"truncated_shannon"}  # uma-cell.yaml's link model
+    assert (links["rate_mbps"] > 0).all() and (links["seconds"] >= links["bits"] / (1e6 * links["rate_mbps"]) - 1e-9).all()
+    records = result.links.set_index(["curve", "profile", "seed", "round", "stream"])["rate_bps"]
+    written = links.set_index(["curve", "profile", "seed", "round", "stream"])["rate_mbps"]
+    np.testing.assert_allclose(written.to_numpy(), records.loc[written.index].to_numpy() / 1e6, rtol=1e-12)
     assert any(line.startswith("- uma-walking streams (streams_link.csv): median rate ") for line in (tmp_path / "summary.md").read_text().splitlines())
     quick = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml", {"rounds": 1, "seeds": [0]})
     (tmp_path / "normalised").mkdir()
