@@ -128,6 +128,8 @@ def validate(
         soft_wrap=True,
     )
     console.print(escape(run_cost.line()), highlight=False, soft_wrap=True)
+    for line in run_cost.notes:
+        _note(line)
 
 
 @app.command()
@@ -165,7 +167,8 @@ def simulate(
         done = _guard(_check_checkpoints, sc, resume)
         _guard(_import_run_model, sc, resume, done)
         run_cost = _guard(_check_cost, sc, None, done)
-        _note(run_cost.line())
+        for line in (run_cost.line(), *run_cost.notes):
+            _note(line)
         run_dir = resume
     else:
         done = {}
@@ -177,7 +180,8 @@ def simulate(
         sc = _guard(load_scenario, scenario, overrides, settings)
         run_cost = _guard(_preflight, sc, scenario)
         run_dir = _guard(_new_run_dir, sc, out, dump_scenario(sc))
-        _note(run_cost.line())
+        for line in (run_cost.line(), *run_cost.notes):
+            _note(line)
     started = time.perf_counter()
     try:
         result = _guard(_run_with_progress, sc, run_dir, quiet, run_cost.seconds, keep_models, done)
