@@ -49,7 +49,7 @@ def test_only_a_physical_profile_with_t_min_left_out_and_dominant_gets_a_note():
     assert notes == (
         "networks[0] (cell): the compute floor t_min = 1 s (not set in this entry; seconds in physical mode) is 94% of "
         "a FedAvg round of 1.06 s, so round times differ little between methods; set t_min to your devices' compute "
-        "time per round (docs/network.md)",
+        "time per round (docs/scenario-reference.md, Networks)",
     )
     narrowband = scenario.profiles()[3]
     assert compute_floor_share(narrowband, 10, MLP_PARAMS)[1] < 0.5  # transfers dominate: no note
@@ -67,5 +67,5 @@ def test_validate_prints_the_note_after_the_cost_line(tmp_path):
     assert lines[2:] == [
         "note: networks[0] (cell): the compute floor t_min = 1 s (not set in this entry; seconds in physical mode) is "
         "94% of a FedAvg round of 1.06 s, so round times differ little between methods; set t_min to your devices' "
-        "compute time per round (docs/network.md)"
+        "compute time per round (docs/scenario-reference.md, Networks)"
     ]

@@ -50,5 +50,5 @@ def compute_floor_note(index: int, entry: Mapping[str, Any], profile: SystemProf
     return (
         f"networks[{index}] ({profile.name}): the compute floor t_min = {profile.t_min:g} s (not set in this entry; "
         f"seconds in physical mode) is {100 * share:.0f}% of a FedAvg round of {round_s:.3g} s, so round times differ little "
-        "between methods; set t_min to your devices' compute time per round (docs/network.md)"
+        "between methods; set t_min to your devices' compute time per round (docs/scenario-reference.md, Networks)"
     )
