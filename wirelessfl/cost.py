@@ -294,7 +294,7 @@ def check_run(
 
     ``data`` is the first seed's data when the caller has it (else it is built);
     ``available`` overrides the measured free memory (tests); ``probe=False``
-    skips the timed step (the time is then not measured); ``done`` (rounds per
+    skips the timed step (the time is then not measured) and the preview's ``notes``; ``done`` (rounds per
     unit key, when resuming) leaves the rounds already trained out of the time.
     """
     dev = resolve_device(device or scenario.device)
@@ -316,7 +316,7 @@ def check_run(
         seconds = estimate_seconds(scenario, data, arch, speed, done)
     left = units_left(scenario, done)
     share = sum(left) / max(1, sum(len(units) for units in unit_keys(scenario)))
-    notes = compute_floor_notes(scenario, data.num_clients, arch.param_count)
+    notes = compute_floor_notes(scenario, data.num_clients, arch.param_count) if probe else ()  # the preview's; a sweep's per-unit check skips them
     return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent, left=share, notes=notes)
 
 

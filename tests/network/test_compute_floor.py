@@ -69,3 +69,10 @@ def test_validate_prints_the_note_after_the_cost_line(tmp_path):
         "94% of a FedAvg round of 1.06 s, so round times differ little between methods; set t_min to your devices' "
         "compute time per round (docs/scenario-reference.md, Networks)"
     ]
+
+
+def test_only_the_preview_computes_the_notes():
+    """A sweep checks each unit with ``probe=False``: no note is worked out there (it would be printed nowhere)."""
+    from wirelessfl.cost import check_run
+
+    assert check_run(parse_scenario(SCENARIO), probe=False).notes == ()
