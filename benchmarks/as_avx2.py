@@ -4,7 +4,7 @@ torch's own kernels (``ATEN_CPU_CAPABILITY``), oneDNN (``ONEDNN_MAX_CPU_ISA``),
 MKL (``MKL_ENABLE_INSTRUCTIONS``) and the engine's Halide kernels
 (``HL_TARGET``, built apart in the kernel cache) then run AVX2 code. The
 instructions are AVX2's but the cores are this CPU's, so the figures are not
-those of an AVX2 CPU (docs/notes/2026-11-25-hand-written-engine-history.md, "Kept: register tiles per vector width").
+those of an AVX2 CPU (docs/research/notes/2026-11-25-hand-written-engine-history.md, "Kept: register tiles per vector width").
 Settings already in the environment are kept.
 
     python benchmarks/as_avx2.py benchmarks/bench_lockstep.py --clients 20 100 --repeats 3 --memory-clients 0

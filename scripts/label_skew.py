@@ -1,4 +1,4 @@
-"""How skewed is each user's label distribution in a scenario? (docs/reproduction-notes.md §5)
+"""How skewed is each user's label distribution in a scenario? (docs/research/reproduction-notes.md §5)
 
 Builds the scenario's data for one seed (no training) and prints, as medians
 over users: the number of classes present, the effective number of classes

@@ -1,4 +1,4 @@
-"""Does UCFL's weight-estimation round find the true groups? (docs/ucfl-investigation.md)
+"""Does UCFL's weight-estimation round find the true groups? (docs/research/ucfl-investigation.md)
 
 Runs only the special round of ``ucfl`` (plus optional FedAvg warm-up) on
 digits or EMNIST with rotation groups and a splitter, then reports the mean self weight

@@ -1,4 +1,4 @@
-"""Is the group structure in the gradients at all, or only hidden by eq. 6? (docs/ucfl-investigation.md)
+"""Is the group structure in the gradients at all, or only hidden by eq. 6? (docs/research/ucfl-investigation.md)
 
 Takes UCFL's gradients and eq. 7 variances at theta_hat (after ``--warmup``
 FedAvg rounds) on EMNIST with 4 rotation groups and Dirichlet label shift, and

@@ -1,4 +1,4 @@
-"""What did UCFL's k-means streams look like in a finished run? (docs/reproduction-notes.md §6)
+"""What did UCFL's k-means streams look like in a finished run? (docs/research/reproduction-notes.md §6)
 
 Reads a run directory's finished UCFL checkpoints (through the safe loader,
 wirelessfl.checkpoint) and its clients table and prints, per UCFL curve and

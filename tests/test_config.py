@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from wirelessfl.config import ScenarioError, apply_settings, dump_scenario, load_scenario, parse_scenario
+from wirelessfl.config import ScenarioError, apply_settings, canonical, dump_scenario, load_scenario, parse_scenario
 
 VALID = {
     "name": "tiny",
@@ -409,12 +409,14 @@ def test_schema_and_preflight_name_the_file_and_the_parameter(algorithms, data, 
     assert str(info.value) == message
 
 
-def test_an_lr_schedule_is_multistep_by_round_and_absent_from_the_resolved_scenario_without_one():
+def test_an_lr_schedule_is_multistep_by_round_and_null_in_the_resolved_scenario_without_one():
     """FedEM's multi_step: milestones 100 and 150 of 200 rounds, gamma 0.1: rounds 1-100 at lr, 101-150 at lr/10,
-    151-200 at lr/100. Without a schedule the resolved scenario has no such key (fingerprints stay)."""
+    151-200 at lr/100. Without a schedule the resolved scenario writes it null and the fingerprinted form has
+    no such key (fingerprints stay)."""
     schedule = parse_scenario(with_change("training.lr_schedule", {"milestones": [100, 150]})).training.lr_schedule
     assert [schedule.factor(r) for r in (1, 100, 101, 150, 151, 200)] == [1.0, 1.0, 0.1, 0.1, 0.1**2, 0.1**2]
-    assert "lr_schedule" not in dump_scenario(parse_scenario(VALID))
+    assert "  lr_schedule: null\n" in dump_scenario(parse_scenario(VALID))
+    assert "lr_schedule" not in canonical(parse_scenario(VALID))["training"]
     assert "lr_schedule" in dump_scenario(parse_scenario(with_change("training.lr_schedule", {"milestones": [3]})))
 
 

@@ -1,6 +1,6 @@
 """user-centric-fl.txt claims that hold at small scale, checked on embedded digits.
 
-The paper-scale versions are the scenarios in scenarios/paper/ (docs/reproduction.md).
+The paper-scale versions are the scenarios in scenarios/paper/ (docs/research/reproduction.md).
 These reduced runs (8 users, a dozen rounds) keep the qualitative orderings the
 paper reports where they do not need EMNIST's scale.
 """
@@ -63,7 +63,7 @@ def test_concept_shift_collaboration_hurts_and_the_oracle_recovers(concept_shift
 
     The paper's "UCFL k=4 ~ Oracle" does NOT follow here with the paper's eq. 6
     defaults: k-means finds the groups exactly (next test) but the centroid rows
-    are nearly uniform, so each stream mixes both groups (docs/reproduction.md).
+    are nearly uniform, so each stream mixes both groups (docs/research/reproduction.md).
     """
     fedavg, local, oracle = (final(concept_shift, c) for c in ("fedavg", "local", "oracle"))
     assert local > fedavg + 0.1
@@ -86,7 +86,7 @@ def test_ucfl_weights_find_label_permutation_groups():
     algo.step(1, frozenset(range(8)))
     assert adjusted_rand_score(data.groups, algo.assignment) == 1.0
     same = data.groups[:, None] == data.groups[None, :]
-    assert algo.weights[same].mean() > algo.weights[~same].mean()  # nearly uniform, yet ordered (docs/ucfl-investigation.md)
+    assert algo.weights[same].mean() > algo.weights[~same].mean()  # nearly uniform, yet ordered (docs/research/ucfl-investigation.md)
 
 
 def test_covariate_shift_oracle_beats_fedavg():

@@ -1,6 +1,6 @@
 """FedEM, PFLEGO and adaptive-experts claims at small scale, checked with the report's own claim functions.
 
-The paper-scale runs are scenarios/paper/{fedem,pflego,experts}-*.yaml (docs/reproduction-*.md).
+The paper-scale runs are scenarios/paper/{fedem,pflego,experts}-*.yaml (docs/research/reproduction-*.md).
 These reduced runs (synthetic or embedded digits, tens of clients, tens of rounds) keep
 the orderings that do not need the papers' scale; where one does not hold at this
 scale, the test says so and checks what does.

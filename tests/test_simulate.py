@@ -246,7 +246,14 @@ def test_a_physical_run_reports_every_stream_on_the_air(tmp_path):
     per_round = links.groupby(["curve", "profile", "seed", "round"])["bits"].sum()
     trace = result.trace[result.trace["round"] > 0].set_index(["curve", "profile", "seed", "round"])["dl_bits"]
     pd.testing.assert_series_equal(per_round.sort_index(), trace[trace > 0].sort_index(), check_names=False)
-    assert (links["rate_bps"] > 0).all() and (links["seconds"] >= links["bits"] / links["rate_bps"] - 1e-12).all()
+    assert list(links.columns) == [
+        "curve", "profile", "link", "seed", "round", "stream", "receivers", "bits", "seconds", "rate_mbps", "repair_bits", "repaired",
+    ]
+    assert set(links["link"]) == {"truncated_shannon"}  # uma-cell.yaml's link model
+    assert (links["rate_mbps"] > 0).all() and (links["seconds"] >= links["bits"] / (1e6 * links["rate_mbps"]) - 1e-9).all()
+    records = result.links.set_index(["curve", "profile", "seed", "round", "stream"])["rate_bps"]
+    written = links.set_index(["curve", "profile", "seed", "round", "stream"])["rate_mbps"]
+    np.testing.assert_allclose(written.to_numpy(), records.loc[written.index].to_numpy() / 1e6, rtol=1e-12)
     assert any(line.startswith("- uma-walking streams (streams_link.csv): median rate ") for line in (tmp_path / "summary.md").read_text().splitlines())
     quick = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml", {"rounds": 1, "seeds": [0]})
     (tmp_path / "normalised").mkdir()
@@ -265,10 +272,11 @@ def test_eval_last_evaluates_the_last_rounds_besides_every_eval_every_th_and_cha
     pd.testing.assert_series_equal(sparse.avg_acc[both], dense.avg_acc[both])
 
 
-def test_eval_last_zero_is_left_out_of_the_resolved_scenario_so_fingerprints_stay():
-    from wirelessfl.config import dump_scenario, scenario_fingerprint
+def test_eval_last_zero_is_written_to_the_resolved_scenario_and_fingerprints_stay():
+    from wirelessfl.config import canonical, dump_scenario, scenario_fingerprint
 
-    assert "eval_last" not in dump_scenario(parse_scenario(TINY))
+    assert "\neval_last: 0\n" in dump_scenario(parse_scenario(TINY))
+    assert "eval_last" not in canonical(parse_scenario(TINY))
     assert scenario_fingerprint(parse_scenario(TINY)) == scenario_fingerprint(parse_scenario({**TINY, "eval_last": 0}))
     assert "eval_last: 10" in dump_scenario(parse_scenario({**TINY, "eval_last": 10}))
 
@@ -327,9 +335,10 @@ def test_fit_acc_tells_over_fitting_apart():
     assert last.fit_acc - last.avg_acc > 0.15
 
 
-def test_eval_train_is_left_out_of_the_resolved_scenario_when_off():
-    from wirelessfl.config import dump_scenario, scenario_fingerprint
+def test_eval_train_off_is_written_to_the_resolved_scenario_and_fingerprints_stay():
+    from wirelessfl.config import canonical, dump_scenario, scenario_fingerprint
 
-    assert "eval_train" not in dump_scenario(parse_scenario(TINY))
+    assert "\neval_train: false\n" in dump_scenario(parse_scenario(TINY))
+    assert "eval_train" not in canonical(parse_scenario(TINY))
     assert scenario_fingerprint(parse_scenario(TINY)) == scenario_fingerprint(parse_scenario({**TINY, "eval_train": False}))
     assert "eval_train: true" in dump_scenario(parse_scenario({**TINY, "eval_train": True}))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from wirelessfl.config import Scenario, apply_settings, dump_scenario, load_scenario, parse_scenario
+from wirelessfl.config import Scenario, apply_settings, dump_scenario, is_dump_of, load_scenario, parse_scenario
 from wirelessfl.simulate import SimulationResult
 from wirelessfl.simulate import simulate as _simulate
 from wirelessfl.sweep import SweepResult, check_out, make_executor, merge_grids, pending, plan_sweep, preflight, run_sweep, sweep_dir_for
@@ -195,7 +195,7 @@ def tune(
     run_dir = Path(out)
     resolved = dump_scenario(sc)
     saved = run_dir / "tune.yaml"
-    if saved.is_file() and saved.read_text(encoding="utf-8") != resolved:
+    if saved.is_file() and not is_dump_of(saved.read_text(encoding="utf-8"), sc):
         raise ValueError(f"out {run_dir}: holds a tuning of a different scenario; choose a new directory")
     if run_dir.exists() and not saved.is_file() and (not run_dir.is_dir() or any(run_dir.iterdir())):
         raise ValueError(f"out {run_dir}: already exists and is not an empty directory; choose a new one")

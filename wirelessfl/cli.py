@@ -134,6 +134,8 @@ def validate(
     )
     if build:
         console.print(escape(run_cost.line()), highlight=False, soft_wrap=True)
+        for line in run_cost.notes:
+            _note(line)
     else:
         console.print("schema and dataset files checked; --build also builds the data, model and algorithms once", highlight=False, soft_wrap=True)
 
@@ -177,7 +179,8 @@ def simulate(
             overrides["seeds"] = [seed]
         sc = _guard(load_scenario, scenario, overrides, settings)
         prepared = _guard(prepare_run, sc, out, dump_scenario(sc), source=str(scenario))
-    _note(prepared.cost.line())
+    for line in (prepared.cost.line(), *prepared.cost.notes):
+        _note(line)
     sc, run_dir, done = prepared.scenario, prepared.run_dir, prepared.done
     started = time.perf_counter()
     try:

@@ -1008,23 +1008,19 @@ def _over_the_air_fits(where: str, training: TrainingConfig, profiles: list) -> 
             raise ValueError(f"{field_}: over_the_air transmits every update together; {named} sets a deadline, which it does not model")
 
 
-def resolved(scenario: Scenario) -> dict[str, Any]:
-    """The scenario as plain data with every default written out, network profiles included (a preset
-    becomes its fields), so that two spellings of the same scenario compare equal."""
+def canonical(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as plain data in the form its fingerprints hash: every field written out, network profiles
+    included (a preset becomes its fields), except the optional blocks at their defaults, which are left out so
+    that scenarios written before those blocks existed keep their fingerprints (``scenario_fingerprint``,
+    ``simulate.unit_fingerprint``, a sweep's unit keys). Two spellings of the same scenario compare equal."""
     content = scenario.model_dump(mode="json")
     content["networks"] = [profile.to_dict() for profile in scenario.profiles()]
-    # optional blocks left out when absent, so scenarios without them resolve (and fingerprint) as before they existed
-    if content["tune"] is None:
-        del content["tune"]
-    if content["tuned_from"] is None:
-        del content["tuned_from"]
-    if content["eval_last"] == 0:
-        del content["eval_last"]
-    if not content["eval_train"]:
-        del content["eval_train"]
-    if content["evaluation"]["clients"] == "all":
+    for key, default in _LEFT_OUT_AT_DEFAULT:
+        if content[key] == default:
+            del content[key]
+    if content["evaluation"]["clients"] == "all":  # every client evaluated, as before the block existed
         del content["evaluation"]
-    for key in ("lr_schedule", "scheduling", "compression", "aggregation"):
+    for key in TRAINING_LEFT_OUT_WHEN_NULL:
         if content["training"][key] is None:
             del content["training"][key]
     for algo in content["algorithms"]:
@@ -1037,9 +1033,35 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
     return content
 
 
+#: Top-level fields ``canonical`` leaves out at these values (they came after the first fingerprinted runs).
+_LEFT_OUT_AT_DEFAULT = (("tune", None), ("tuned_from", None), ("eval_last", 0), ("eval_train", False))
+#: ``training:`` fields ``canonical`` leaves out when null, for the same reason.
+TRAINING_LEFT_OUT_WHEN_NULL = ("lr_schedule", "scheduling", "compression", "aggregation")
+
+
+def resolved(scenario: Scenario) -> dict[str, Any]:
+    """The scenario as plain data with every default written out, in the schema's field order: what a run
+    directory's scenario.yaml holds. Network profiles are resolved (a preset becomes its fields); a profile's
+    ``energy:`` is written where the scenario gives one (the cited defaults otherwise, docs/results.md)."""
+    complete = canonical(scenario)
+    dumped = scenario.model_dump(mode="json")
+    out = {key: complete.get(key, dumped[key]) for key in dumped}
+    out["training"] = dumped["training"]
+    for written, algo in zip(out["algorithms"], dumped["algorithms"]):
+        written.setdefault("training", algo["training"])
+    return out
+
+
 def dump_scenario(scenario: Scenario) -> str:
     """The resolved scenario as YAML (every default written out, presets expanded); loads back to the same runs."""
     return yaml.safe_dump(resolved(scenario), sort_keys=False)
+
+
+def is_dump_of(text: str, scenario: Scenario) -> bool:
+    """Whether ``text`` is the scenario.yaml (or sweep.yaml, tune.yaml) that this version writes for ``scenario``,
+    or the one versions before every default was written wrote (``canonical``): a folder written then still
+    holds the same scenario."""
+    return text in (dump_scenario(scenario), yaml.safe_dump(canonical(scenario), sort_keys=False))
 
 
 #: Fields that cannot change what a unit trains or its records: editing them in a run folder's scenario.yaml
@@ -1054,6 +1076,6 @@ def scenario_fingerprint(scenario: Scenario) -> str:
     the same network), so rewriting a scenario.yaml in canonical form keeps the
     stamp; ``FINGERPRINT_IGNORES`` are left out.
     """
-    content = {key: value for key, value in resolved(scenario).items() if key not in FINGERPRINT_IGNORES}
+    content = {key: value for key, value in canonical(scenario).items() if key not in FINGERPRINT_IGNORES}
     text = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

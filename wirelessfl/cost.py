@@ -61,6 +61,9 @@ class RunCost:
     probe_s: float = 0.0
     left: float = 1.0
     """The share of the run's unit-rounds still to train (below 1 when resuming; ``seconds`` is for them)."""
+    notes: tuple[str, ...] = ()
+    """Lines the preview prints after ``line()``: physical profiles whose round is mostly the default compute
+    floor (``network.compute_floor``)."""
 
     def line(self) -> str:
         """``estimated memory for the run 1.2 GB (beyond the loaded libraries) of 21.0 GB available; training about 40 min on this machine``
@@ -329,7 +332,7 @@ def check_run(
 
     ``data`` is the first seed's data when the caller has it (else it is built);
     ``available`` overrides the measured free memory (tests); ``probe=False``
-    skips the timed step (the time is then not measured); ``done`` (rounds per
+    skips the timed step (the time is then not measured) and the preview's ``notes``; ``done`` (rounds per
     unit key, when resuming) leaves the rounds already trained out of the time.
     """
     dev = resolve_device(device or scenario.device)
@@ -354,7 +357,21 @@ def check_run(
         seconds = estimate_seconds(scenario, data, arch, speed, done)
     left = units_left(scenario, done)
     share = sum(left) / max(1, sum(len(units) for units in unit_keys(scenario)))
-    return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent, left=share)
+    notes = compute_floor_notes(scenario, data.num_clients, arch.param_count) if probe else ()  # the preview's; a sweep's per-unit check skips them
+    return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent, left=share, notes=notes)
 
 
-__all__ = ["MEMORY_FRACTION", "RunCost", "Throughput", "available_memory", "available_ram", "check_data", "check_run", "estimate_seconds", "format_duration", "measure_throughput", "refusal"]
+def compute_floor_notes(scenario: Scenario, num_clients: int, model_params: int) -> tuple[str, ...]:
+    """One line per physical profile of ``scenario`` that leaves ``t_min`` at its default while that floor is
+    most of a FedAvg round (``network.compute_floor.compute_floor_note``)."""
+    from wirelessfl.network.compute_floor import compute_floor_note
+    from wirelessfl.network.energy import split_entry
+
+    lines = (
+        compute_floor_note(index, split_entry(raw)[0], profile, num_clients, model_params)
+        for index, (raw, profile) in enumerate(zip(scenario.networks, scenario.profiles()))
+    )
+    return tuple(line for line in lines if line is not None)
+
+
+__all__ = ["MEMORY_FRACTION", "RunCost", "Throughput", "available_memory", "available_ram", "check_data", "check_run", "compute_floor_notes", "estimate_seconds", "format_duration", "measure_throughput", "refusal"]

@@ -144,8 +144,8 @@ EVERY_P = "CIFAR-10, p = 0.2, 0.6, 1.0"
 
 
 WHY = {
-    "": "docs/reproduction-seed-notes.md, section 'Adaptive experts (Table 2)' (`scripts/moe_experts.py` on the final checkpoints of these runs)",
-    "-protocol": "docs/reproduction-seed-notes.md, section 'The papers' own protocols, at their budgets (runs in progress)'",
+    "": "docs/research/reproduction-seed-notes.md, section 'Adaptive experts (Table 2)' (`scripts/moe_experts.py` on the final checkpoints of these runs)",
+    "-protocol": "docs/research/reproduction-seed-notes.md, section 'The papers' own protocols, at their budgets (runs in progress)'",
 }
 
 

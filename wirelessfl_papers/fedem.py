@@ -343,7 +343,7 @@ PAPER = Paper(
     sections=SECTIONS,
     claims=CLAIMS,
     why=(
-        "each claim's evidence ('Why, from the trace'), and docs/reproduction-seed-notes.md, sections 'FedEM (Tables 2 and 3)' and "
+        "each claim's evidence ('Why, from the trace'), and docs/research/reproduction-seed-notes.md, sections 'FedEM (Tables 2 and 3)' and "
         "'The papers' own protocols, at their budgets (runs in progress)'"
     ),
     intro=(

@@ -116,4 +116,4 @@ def build(name: str, suffix: str = "", extra: dict[str, dict[str, tuple[str, str
     )
 
 
-PAPER = build("pflego", why="docs/reproduction-seed-notes.md, section 'PFLEGO (Table 1, EMNIST)'")
+PAPER = build("pflego", why="docs/research/reproduction-seed-notes.md, section 'PFLEGO (Table 1, EMNIST)'")

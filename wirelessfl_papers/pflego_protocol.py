@@ -46,7 +46,7 @@ PAPER = build(
                 "client rate (Table 1)",
          best("k62", (f"{AFTER_LOCAL}{AUTHORS_RATE}", AUTHORS, f"fedper{AUTHORS_RATE}"), ("fedavg", "pflego", "fedper"))),
     ),
-    why="docs/reproduction-seed-notes.md, section 'The papers' own protocols, at their budgets (runs in progress)'",
+    why="docs/research/reproduction-seed-notes.md, section 'The papers' own protocols, at their budgets (runs in progress)'",
     intro=(
         "`fedavg-after-local-steps` is FedAvg's global model fine-tuned by tau = 50 full-batch steps on each client's",
         "own training split before it is evaluated: the authors' code (sotirisnik/PFLEGO, main.py) reports FedAvg's",

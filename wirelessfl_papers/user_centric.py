@@ -6,7 +6,7 @@ accuracy, §IV-B), the qualitative claims of §IV-B about Fig. 2 and of §IV-C a
 Fig. 3. Every verdict below is computed from run directories written by
 ``wirelessfl simulate scenarios/paper/*.yaml``; nothing is typed in except the
 paper's own numbers and claims. ``wirelessfl report RUN_DIR... --reproduction
-docs/reproduction.md`` writes the page.
+docs/research/reproduction.md`` writes the page.
 
 A claim is checked on the seed-mean final round (the paper reports final
 accuracies) and, for Fig. 3, on the seed-mean accuracy-versus-time curves. Every
@@ -49,7 +49,7 @@ BASELINES = ("fedavg", "local", "cfl", "fedfomo")
 PAPER_UCFL = "ucfl"
 """The curve label of the paper's reading of UCFL (``ucfl streams=K``)."""
 OUR_UCFL = "ucfl+warmup"
-"""Our variant (docs/ucfl-investigation.md §5); every claim is checked with it too, in its own column."""
+"""Our variant (docs/research/ucfl-investigation.md §5); every claim is checked with it too, in its own column."""
 
 
 @dataclass(frozen=True)
@@ -423,7 +423,7 @@ def _ours(claim: Claim, run: Run | None) -> Verdict | None:
 WHY_WE_DIFFER = [
     "## Why our numbers differ from the paper's",
     "",
-    "docs/reproduction-notes.md explains the differences from these runs' own diagnostics (the data we have offline,",
+    "docs/research/reproduction-notes.md explains the differences from these runs' own diagnostics (the data we have offline,",
     "the optimizer's stability, the eq. 6-7 weights, FedFomo's early stopping, one seed against five). This page",
     "only computes.",
     "",
@@ -440,7 +440,7 @@ def _page(paper: Paper, runs: Runs, command: str) -> str:
         "seeds where a run has several). The paper does not give rounds, local epochs or",
         "batch size; ours are in each scenario file. 'Matches' means within "
         f"{APPROX_PP:.0f} points, 'largely outperforms' a gap of at least {CLEAR_GAP_PP:.0f} points.",
-        "Oracle does not apply to label shift (no groups). Why UCFL's weights behave as they do: docs/ucfl-investigation.md.",
+        "Oracle does not apply to label shift (no groups). Why UCFL's weights behave as they do: docs/research/ucfl-investigation.md.",
         "Each run directory below needs only its trace, per-client table, diagnostics and scenario.yaml (ours are committed",
         "under docs/runs/), so the command above re-makes this page anywhere.",
         "",
@@ -478,7 +478,7 @@ DEVICE_ENERGY = [
     "## Device energy",
     "",
     "What the extra streams cost the devices' batteries (UCFL k = 2, 4, 20 against FedAvg and Oracle) and what",
-    "FedFomo's M downloads cost is measured in docs/reproduction-notes.md §8 (runs in `docs/runs/energy-quickstart`",
+    "FedFomo's M downloads cost is measured in docs/research/reproduction-notes.md §8 (runs in `docs/runs/energy-quickstart`",
     "and `docs/runs/energy-fedfomo`; `wirelessfl report` puts a device-energy table under each run's section once",
     "its trace has energy columns).",
 ]

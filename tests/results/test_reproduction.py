@@ -572,15 +572,15 @@ def test_fedem_page_lists_both_tables_and_the_verdicts(tmp_path):
     assert "Not reproduced:\n\n- Synthetic (Table 2, Table 3): FedEM is clearly above FedAvg and Local on the average (Table 2)\n" in text
     assert text.endswith(
         "\n\nWhy they do not hold, measured from these runs: each claim's evidence ('Why, from the trace'), and "
-        "docs/reproduction-seed-notes.md, sections 'FedEM (Tables 2 and 3)' and 'The papers' own protocols, at their "
+        "docs/research/reproduction-seed-notes.md, sections 'FedEM (Tables 2 and 3)' and 'The papers' own protocols, at their "
         "budgets (runs in progress)'.\n"
     )
 
 
 def test_every_seed_notes_section_a_page_points_to_exists():
-    """``Paper.why`` names headings of docs/reproduction-seed-notes.md: a renamed heading must not leave a page
+    """``Paper.why`` names headings of docs/research/reproduction-seed-notes.md: a renamed heading must not leave a page
     pointing nowhere."""
-    notes = Path(__file__).parents[2] / "docs" / "reproduction-seed-notes.md"
+    notes = Path(__file__).parents[2] / "docs" / "research" / "reproduction-seed-notes.md"
     headings = [line.lstrip("#").strip() for line in notes.read_text().splitlines() if line.startswith("#")]
     pointing = {name: paper.why for name, paper in papers().items() if "reproduction-seed-notes.md" in paper.why}
     assert {"fedem", "pflego", "pflego-protocol", "adaptive-experts", "adaptive-experts-protocol"} <= set(pointing)
@@ -628,7 +628,7 @@ def test_pflego_protocol_page_reads_fedavg_after_its_local_steps_beside_the_pape
     assert ("average accuracy PFLEGO (pflego-authors-code) 49.0 / FedPer 48.5 / FedAvg (fedavg-after-local-steps) 47.0, "
             "on 1 seed(s)") in text  # fmt: skip
     assert "Not run yet: simulate scenario `pflego-emnist-k31-protocol`" in text
-    assert text.endswith("\n\nWhy they do not hold, measured from these runs: docs/reproduction-seed-notes.md, section "
+    assert text.endswith("\n\nWhy they do not hold, measured from these runs: docs/research/reproduction-seed-notes.md, section "
                          "'The papers' own protocols, at their budgets (runs in progress)'.\n")  # fmt: skip
 
 

@@ -71,7 +71,7 @@ def test_tuned_yaml_names_its_study_and_its_run_says_where_the_values_came_from(
     best = {"local": {"value": 0.5, "trial": 1, "values": {"training.lr": 0.02}}}
     tuned = tuned_scenario(scenario, targets(scenario), best, "tiny-tune-20250101-120000")
     assert (tuned["name"], tuned["tuned_from"]) == ("tiny-tuned", "tiny-tune-20250101-120000")
-    assert "tuned_from" not in yaml.safe_load(dump_scenario(scenario))  # untuned scenarios resolve as before
+    assert yaml.safe_load(dump_scenario(scenario))["tuned_from"] is None  # written out, and fingerprinted as before:
     untuned = parse_scenario({k: v for k, v in tuned.items() if k != "tuned_from"})
     assert scenario_fingerprint(parse_scenario(tuned)) == scenario_fingerprint(untuned)
     path = tmp_path / "tuned.yaml"

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 import wirelessfl
 from wirelessfl.algorithms import ALGORITHMS
 from wirelessfl.cli import app
-from wirelessfl.config import ScenarioError, dump_scenario, parse_scenario, scenario_fingerprint
+from wirelessfl.config import ScenarioError, canonical, dump_scenario, parse_scenario, scenario_fingerprint
 from wirelessfl.run.preflight import preflight
 from wirelessfl.algorithms.search_space import Param, parse_param, tunables
 from wirelessfl.tune.study import check_tunable, endpoint_scenario, targets
@@ -156,9 +156,11 @@ def test_bad_per_algorithm_training_is_one_line(training, message):
     assert str(err.value).startswith(f"scenario: {message}"), str(err.value)
 
 
-def test_scenarios_without_the_new_blocks_resolve_and_fingerprint_as_before():
-    """No ``tune:`` and no per-algorithm ``training:`` in the resolved file (old run folders keep their fingerprints)."""
+def test_scenarios_without_the_new_blocks_write_them_null_and_fingerprint_as_before():
+    """``tune: null`` and a null per-algorithm ``training:`` in the resolved file, neither in the fingerprinted
+    form (old run folders keep their fingerprints)."""
     scenario = parse_scenario(BASE)
-    text = dump_scenario(scenario)
-    assert "tune" not in yaml.safe_load(text) and "training" not in yaml.safe_load(text)["algorithms"][0]
+    written = yaml.safe_load(dump_scenario(scenario))
+    assert written["tune"] is None and written["algorithms"][0]["training"] is None
+    assert "tune" not in canonical(scenario) and "training" not in canonical(scenario)["algorithms"][0]
     assert scenario_fingerprint(scenario) == scenario_fingerprint(parse_scenario({**BASE, "tune": {"trials": 3}}))

@@ -15,7 +15,7 @@ choice for any mixing algorithm (``stream_mixing(W, k, seed, formation)``):
     gradient is far from everybody's a self-weight near 1, so its row is far
     from every other row and k-means spends a centroid on it: on EMNIST
     scenario 2 k = 4 gave streams of 97 + 1 + 1 + 1 users
-    (docs/reproduction.md). The peer rows keep only whom a client relies on;
+    (docs/research/reproduction.md). The peer rows keep only whom a client relies on;
     the capped diagonal (rather than 0) keeps two members of a group of two
     identical (with 0 their rows would be orthogonal).
 ``spectral``

@@ -30,7 +30,7 @@ with ``recompute_every: 0`` it never contributes again (re-estimating it alone
 would need every other client's gradient at theta_hat kept on the server).
 
 Knobs beyond the workshop paper (defaults keep the paper's reading; see
-docs/ucfl-investigation.md): ``warmup_rounds`` FedAvg rounds before theta_hat is
+docs/research/ucfl-investigation.md): ``warmup_rounds`` FedAvg rounds before theta_hat is
 taken, ``recompute_every`` to re-estimate the weights, ``temperature`` scaling
 the exponent, ``sigma_batch_size``/``sigma_batches`` (the authors' code uses
 n_k = n_i / 10 and K = 10), ``gradient_layers: body`` to leave the classifier

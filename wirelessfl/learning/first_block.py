@@ -10,7 +10,7 @@ straight from the pooled gradient and that phase, one sample's gradient
 rebuilt at full resolution on the stack at a time. The full-resolution
 activation never exists. Measured per group of 13 slots x 32 EMNIST images on
 one Xeon core: forward 3.6 -> 1.6 ms, backward 3.7 -> 2.3 ms, copies included
-(docs/notes/2026-11-25-hand-written-engine-history.md, "Kept: the first block as Halide kernels"); the backward
+(docs/research/notes/2026-11-25-hand-written-engine-history.md, "Kept: the first block as Halide kernels"); the backward
 kernel alone later 2.0 -> 1.2 ms by summing over shifted gradient rows
 ("Kept: the block's weight gradient over shifted rows").
 

@@ -5,7 +5,7 @@ first convolution output for 13 slots x 32 samples is 7.8 MB). glibc's malloc
 serves blocks that large with ``mmap`` and returns them with ``munmap``, or
 trims the top of the heap once enough is free; either way the next step's
 allocation touches fresh pages, and the kernel zero-fills them page by page.
-Measured on the 2-core Xeon (docs/notes/2026-11-25-hand-written-engine-history.md): 1,000-8,000 minor faults and
+Measured on the 2-core Xeon (docs/research/notes/2026-11-25-hand-written-engine-history.md): 1,000-8,000 minor faults and
 1.4-11 ms of system time in a 19-32 ms single-threaded step, and ~100,000
 faults a round of 100 clients' training and evaluation on two worker threads.
 

@@ -250,7 +250,7 @@ class LockstepEngine:
         objects, unmodified: ``_version``; any subset, order or repetition) uses
         it, so the splits a simulation passes every round are copied once per
         run, not once per call (under load the copies took 18% of a scenario-2
-        run, docs/notes/2026-11-25-hand-written-engine-history.md). An entry holds references to its source tensors, so
+        run, docs/research/notes/2026-11-25-hand-written-engine-history.md). An entry holds references to its source tensors, so
         their ``id`` cannot be reused while it lives.
         """
         with self._cache_lock:

@@ -24,7 +24,7 @@ that followed the thread count made results depend on it: ``OMP_NUM_THREADS=1``
 vs 2, or a sweep's process pool vs in-process. Each group also always runs with
 one intra-op thread (:func:`run_groups`). Threads now only decide how many
 groups run at once; 2 keeps both cores of the 2-core machines busy, and a CPU
-with more cores than groups leaves the rest idle (docs/notes/2026-11-25-hand-written-engine-history.md).
+with more cores than groups leaves the rest idle (docs/research/notes/2026-11-25-hand-written-engine-history.md).
 """
 
 

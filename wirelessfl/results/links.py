@@ -2,8 +2,9 @@
 
 A multicast under ``coverage: q`` runs at the rate the best ⌈q·n⌉ receivers decode and repairs
 the others by unicast; under ``worst_user`` it runs at the weakest receiver's rate and repairs
-nothing. ``streams_link.csv`` holds one row per stream of every round (``run.rows.delivery_rows``);
-summary.md gets one line per physical profile.
+nothing. ``streams_link.csv`` holds one row per stream of every round (``run.rows.delivery_rows``), its rate
+in Mbit/s as summary.md gives it and the profile's link model beside it; summary.md gets one line per physical
+profile.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ import pandas as pd
 
 from wirelessfl.results.io import atomic_write_frame
 
-COLUMNS = ["curve", "profile", "seed", "round", "stream", "receivers", "bits", "seconds", "rate_bps", "repair_bits", "repaired"]
+COLUMNS = [
+    "curve", "profile", "link", "seed", "round", "stream", "receivers", "bits", "seconds", "rate_mbps", "repair_bits", "repaired",
+]
+"""The columns of ``streams_link.csv``: ``link`` is the profile's ``physical.link`` (shannon, truncated_shannon,
+nr), ``rate_mbps`` the multicast's rate in Mbit/s (10^6 bit/s); bits stay bits, as the trace's ``dl_bits``."""
 
 
 def link_notes(links: pd.DataFrame) -> list[str]:
@@ -53,9 +58,17 @@ def outage_warnings(client_rounds: pd.DataFrame | None, horizon_s: float) -> lis
     return lines
 
 
-def write_link_report(run_dir, links: pd.DataFrame) -> list[str]:
-    """Write ``streams_link.csv`` (nothing without physical streams) and return summary.md's notes."""
+def link_table(links: pd.DataFrame, link_models: dict[str, str]) -> pd.DataFrame:
+    """``streams_link.csv``'s rows from the run's stream records (rates in bit/s) and each physical profile's
+    link model by name."""
+    table = links.assign(link=links["profile"].map(link_models), rate_mbps=links["rate_bps"] / 1e6)
+    return table[COLUMNS]
+
+
+def write_link_report(run_dir, links: pd.DataFrame, link_models: dict[str, str]) -> list[str]:
+    """Write ``streams_link.csv`` (nothing without physical streams) and return summary.md's notes;
+    ``link_models``: profile name -> its ``physical.link``."""
     if links is None or links.empty:
         return []
-    atomic_write_frame(Path(run_dir) / "streams_link.csv", links[COLUMNS])
+    atomic_write_frame(Path(run_dir) / "streams_link.csv", link_table(links, link_models))
     return link_notes(links)

@@ -51,8 +51,9 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
             if sections:
                 notes.append("streams.html: who is in which stream / cluster against the true groups (ARI above).")
     notes.append(f"{result.trained_units} training runs ({_training_mode(result)}); wall time {elapsed:.1f} s.")
-    notes.extend(f"{p.name}: {p.physical.summary()}." for p in scenario.profiles() if p.physical is not None)
-    notes.extend(write_link_report(run_dir, getattr(result, "links", None)))
+    physical = [p for p in scenario.profiles() if p.physical is not None]
+    notes.extend(f"{p.name}: {p.physical.summary()}." for p in physical)
+    notes.extend(write_link_report(run_dir, getattr(result, "links", None), {p.name: p.physical.link for p in physical}))
     if result.runtime:
         atomic_write_json(run_dir / "runtime.json", result.runtime)
         wall = sum(unit["wall_s"] for unit in result.runtime.values())

@@ -2,7 +2,7 @@
 
 Stream formation decides who shares a personalized multicast; when it misses
 the data's groups the collaborative curve quietly becomes FedAvg (EMNIST
-scenario 2: streams of 97 + 1 + 1 + 1 users, docs/reproduction.md). Every run
+scenario 2: streams of 97 + 1 + 1 + 1 users, docs/research/reproduction.md). Every run
 therefore reports, per round that formed streams, their sizes and the adjusted
 Rand index (ARI) against the ground-truth groups of the split (the clients
 table's ``group`` column): 1 = the groups exactly, about 0 = no better than a

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from wirelessfl.config import FINGERPRINT_IGNORES, Scenario, resolved, scenario_fingerprint
+from wirelessfl.config import FINGERPRINT_IGNORES, Scenario, canonical, scenario_fingerprint
 from wirelessfl.network import SystemProfile
 from wirelessfl.run.curves import Curve, curves_of, has_budgets, profiles_can_change_training
 
@@ -34,7 +34,7 @@ def unit_fingerprint(scenario: Scenario, curve: Curve, seed: int) -> str:
     changes a unit's own settings refuses its checkpoints."""
     content = {
         key: value
-        for key, value in resolved(scenario).items()
+        for key, value in canonical(scenario).items()
         if key not in FINGERPRINT_IGNORES and key not in ("algorithms", "seeds")
     }
     content["unit"] = {

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from wirelessfl.config import (
-    MAX_NETWORKS, MAX_SWEEP_POINTS, Scenario, ScenarioError, _UniqueKeyLoader, apply_settings, dump_scenario, parse_scenario,
+    MAX_NETWORKS, MAX_SWEEP_POINTS, Scenario, ScenarioError, _UniqueKeyLoader, apply_settings, canonical, parse_scenario,
 )
 from wirelessfl.network import SystemProfile
 from wirelessfl.network.energy import EnergyProfile, split_entry
@@ -253,9 +253,10 @@ def _parse(raw: dict[str, Any], where: str) -> Scenario:
 
 
 def unit_key(scenario: Scenario) -> str:
-    """The cache key of a unit: 16 hex digits of the SHA-256 of its resolved YAML, keys sorted (file order is no change)."""
-    canonical = yaml.safe_load(dump_scenario(scenario))
-    return hashlib.sha256(yaml.safe_dump(canonical, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    """The cache key of a unit: 16 hex digits of the SHA-256 of its canonical form (``config.canonical``: the
+    fingerprinted one, so keys stay those of earlier versions) as YAML, keys sorted (file order is no change)."""
+    content = yaml.safe_load(yaml.safe_dump(canonical(scenario), sort_keys=False))
+    return hashlib.sha256(yaml.safe_dump(content, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
 def _sizes(keys_and_counts: list[tuple[str, int]]) -> str:

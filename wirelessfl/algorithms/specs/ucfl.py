@@ -100,7 +100,7 @@ SPEC = AlgorithmSpec(
     implementation="wirelessfl.algorithms.ucfl:UserCentricFL",
     # the eq. 6 temperature decides how much of a row stays on the own group; warm-up rounds of FedAvg decide the
     # model theta-hat the collaboration gradients are taken at (on EMNIST rotations under label skew about 15 made
-    # the groups recoverable: docs/ucfl-investigation.md, so the range reaches past it)
+    # the groups recoverable: docs/research/ucfl-investigation.md, so the range reaches past it)
     search_space={**COMMON_SEARCH_SPACE, "temperature": Param.range(0.01, 1.0, log=True), "warmup_rounds": Param.range(0, 20)},
     client_bounds=(ClientBound("streams", lambda m: m, "one stream per user"),),
     footprint=footprint,
