@@ -2,7 +2,9 @@
 
 The golden hashes in ``tests/data/golden/hashes.json`` were recorded from the
 unmodified code (main at 95511f8) on the development machine: x86-64 Linux,
-2 CPU cores, torch on CPU, the project's locked venv. Floats in the tables
+2 CPU cores, torch on CPU, the project's locked venv; re-recorded once when two
+outputs changed on purpose (scenario.yaml writes every default, streams_link.csv
+gives Mbit/s and the link model: every other file kept its hash) on the same machine. Floats in the tables
 depend on the CPU and the library builds (docs/results.md "Reproducibility"),
 so on another machine re-record them from a commit known to be right:
 ``python tests/test_golden_outputs.py``.

@@ -7,7 +7,8 @@ import yaml
 from pydantic import BaseModel
 
 from wirelessfl.config import Scenario, canonical, dump_scenario, is_dump_of, parse_scenario, resolved, scenario_fingerprint
-from wirelessfl.simulate import curves_of, unit_fingerprint
+from wirelessfl.run.curves import curves_of
+from wirelessfl.run.keys import unit_fingerprint
 from wirelessfl.sweep.grid import unit_key
 
 PINNED = {
@@ -75,4 +76,4 @@ def test_resolved_keeps_the_schema_order_and_canonical_leaves_out_only_the_optio
     scenario = parse_scenario(PINNED)
     assert list(resolved(scenario)) == list(Scenario.model_fields)
     left_out = set(resolved(scenario)) - set(canonical(scenario))
-    assert left_out == {"eval_last", "eval_train", "tune", "tuned_from"}
+    assert left_out == {"eval_last", "eval_train", "evaluation", "tune", "tuned_from"}

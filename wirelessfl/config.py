@@ -1012,7 +1012,7 @@ def canonical(scenario: Scenario) -> dict[str, Any]:
     """The scenario as plain data in the form its fingerprints hash: every field written out, network profiles
     included (a preset becomes its fields), except the optional blocks at their defaults, which are left out so
     that scenarios written before those blocks existed keep their fingerprints (``scenario_fingerprint``,
-    ``simulate.unit_fingerprint``, a sweep's unit keys). Two spellings of the same scenario compare equal."""
+    ``run.keys.unit_fingerprint``, a sweep's unit keys). Two spellings of the same scenario compare equal."""
     content = scenario.model_dump(mode="json")
     content["networks"] = [profile.to_dict() for profile in scenario.profiles()]
     for key, default in _LEFT_OUT_AT_DEFAULT:

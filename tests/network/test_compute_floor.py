@@ -60,7 +60,7 @@ def test_only_a_physical_profile_with_t_min_left_out_and_dominant_gets_a_note():
 def test_validate_prints_the_note_after_the_cost_line(tmp_path):
     path = tmp_path / "floor.yaml"
     path.write_text(yaml.safe_dump(SCENARIO))
-    result = CliRunner().invoke(app, ["validate", str(path)])
+    result = CliRunner().invoke(app, ["validate", str(path), "--build"])
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
     assert lines[1].startswith("estimated memory for the run ")
