@@ -13,8 +13,8 @@ import pytest
 from wirelessfl.algorithms.scheduling import POLICIES, Scheduler, Scheduling, round_robin_group
 from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.network import NetworkModel, SystemProfile
-from wirelessfl.seam import CommPlan, Stream
-from wirelessfl.simulate import network_rng, simulate
+from wirelessfl.seam import CommPlan, Stream, UplinkChannel
+from wirelessfl.simulate import network_rng, simulate, static_rng
 
 from levers_cell import CELL, curve_frame, lever_scenario
 
@@ -31,7 +31,7 @@ def test_every_policy_with_k_all_gives_todays_trace_exactly():
         pd.testing.assert_frame_equal(curve_frame(result.trace, policy), today, check_exact=True)
     # the channel-aware curves trained per profile (their units name it), the others once: both reach today's trace
     assert sorted(key for key in result.runtime if key.endswith("__cell")) == [
-        "seed0__best_channel__cell", "seed0__proportional_fair__cell",
+        "seed0__best_channel__cell", "seed0__importance__cell", "seed0__proportional_fair__cell",
     ]
 
 
@@ -108,6 +108,54 @@ def test_age_schedules_the_oldest_uploads_first():
     assert scheduler.select(4, pool, pool).tolist() == [0, 1]  # 0 uploaded in round 1, 1 in round 2
 
 
+def _fixed_rates(rates_by_round: dict[int, list[float]]):
+    """A channel whose instantaneous rates are given per round (the SINRs and means do not matter to importance)."""
+    def channel(round: int) -> UplinkChannel:
+        rates = rates_by_round[round]
+        return UplinkChannel(snr=rates, rate_bps=rates, mean_snr=rates, mean_rate_bps=rates)
+    return channel
+
+
+def test_importance_ranks_by_last_update_norm_times_rate_unheard_clients_first_by_hand():
+    """Amiri et al.'s update-aware score ||Δ_i|| · R_i(r) on the last received norms; clients never heard first."""
+    steady = [1.0, 2.0, 3.0, 4.0, 5.0]
+    channel = _fixed_rates({1: steady, 2: steady, 3: steady, 4: steady, 5: [0.1, 1.0, 1.0, 10.0, 1.0]})
+    scheduler = Scheduler(Scheduling("importance", 2), 5, sample=None, channel=channel)
+    pool = np.arange(5)
+    assert scheduler.select(1, pool, pool).tolist() == [3, 4]  # nobody heard yet: the two best rates
+    scheduler.record(1, frozenset({3, 4}), {3: 1.0, 4: 0.1})
+    assert scheduler.select(2, pool, pool).tolist() == [1, 2]  # the unheard 0, 1, 2 before any norm, by rate
+    scheduler.record(2, frozenset({1}), {1: 2.0, 2: 9.0})  # client 2's upload was lost: its norm is not known
+    assert scheduler.select(3, pool, pool).tolist() == [0, 2]
+    scheduler.record(3, frozenset({0, 2}), {0: 5.0, 2: 0.5})
+    # scores 5·1 = 5, 2·2 = 4, 0.5·3 = 1.5, 1·4 = 4, 0.1·5 = 0.5: client 0, then the tie 1 / 3 to the lower id
+    assert scheduler.select(4, pool, pool).tolist() == [0, 1]
+    # the instantaneous rate moves the ranking: 0.5, 2, 0.5, 10, 0.1
+    assert scheduler.select(5, pool, pool).tolist() == [1, 3]
+    assert scheduler.select(5, np.array([0, 2, 4]), pool).tolist() == [0, 2]  # among the available only
+    state = scheduler.state_dict()
+    np.testing.assert_array_equal(state["norms"], [5.0, 2.0, 0.5, 1.0, 0.1])
+    again = Scheduler(Scheduling("importance", 2), 5, sample=None, channel=channel)
+    again.load_state_dict(state)
+    assert again.select(5, pool, pool).tolist() == [1, 3]
+
+
+def test_importance_hears_every_client_first_through_simulate():
+    """Six clients, k = 2, no losses: rounds 1-3 schedule the unheard clients by the round's rate, so every
+    client uploads once in the first three rounds, and round 1's pair is the two best rates of that round."""
+    doc = {**SCENARIO, "rounds": 4, "algorithms": [{"name": "fedavg", "training": {"scheduling": {"policy": "importance", "k": 2}}}]}
+    scenario = parse_scenario(doc)
+    result = simulate(scenario)
+    rows = result.client_rounds
+    chosen = {r: sorted(rows[rows["round"] == r]["client"].tolist()) for r in range(1, 5)}
+    assert all(len(chosen[r]) == 2 for r in chosen)
+    assert sorted(chosen[1] + chosen[2] + chosen[3]) == list(range(6))
+    profile = scenario.profiles()[0]
+    network = NetworkModel(profile, 6, static_rng(0, profile))  # the unit's own drop, and its round-1 channel
+    rates = network.uplink_channel(network_rng(0, "cell", 1)).rate_bps
+    assert chosen[1] == sorted(sorted(range(6), key=lambda c: rates[c], reverse=True)[:2])
+
+
 @pytest.mark.parametrize("duplex", ["fdd", "tdd"])
 def test_the_uplink_channel_is_the_one_the_rounds_upload_sees(duplex):
     """Held fading: the measured rate is the rate of the round's upload (airtime = bits / rate)."""
@@ -175,7 +223,7 @@ def test_an_unknown_policy_is_one_line_naming_the_allowed_ones():
         parse_scenario(doc)
     assert str(err.value) == (
         "scenario: training.scheduling.policy: Input should be 'random', 'round_robin', 'best_channel', "
-        "'proportional_fair' or 'age' (got 'fastest')"
+        "'proportional_fair', 'age' or 'importance' (got 'fastest')"
     )
 
 
