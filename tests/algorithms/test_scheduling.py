@@ -170,29 +170,67 @@ def test_the_uplink_channel_is_the_one_the_rounds_upload_sees(duplex):
 
 
 def test_success_probability_of_random_and_round_robin_matches_the_closed_form():
-    """Yang et al. (TCOM 2020): a scheduled update succeeds when its SINR exceeds θ. On one cell without
-    interfering cells, SINR_i = γ̄_i h with h ~ Exp(1) (Rayleigh), so a scheduled client i succeeds with
-    probability exp(-θ / γ̄_i); random and round-robin scheduling schedule every client equally often, so the
-    fraction of scheduled updates that succeed is (1/N) Σ_i exp(-θ / γ̄_i). Measured over 3,000 rounds of the
-    network's own uplink channel draws (k = 5 of N = 20), within 2%."""
-    n, k, rounds = 20, 5, 3000
-    network = _drop(n, seed=11)
-    mean_snr = np.asarray(network.uplink_channel(network_rng(0, "cell", 1)).mean_snr)
+    """Yang et al. (TCOM 2020): a scheduled update succeeds when its SINR exceeds θ (``physical.ul_sinr_threshold_db``).
+    On one cell without interfering cells, SINR_i = γ̄_i h with h ~ Exp(1) (Rayleigh), so a scheduled client i
+    succeeds with probability exp(-θ / γ̄_i). Random and round-robin scheduling (N/k whole groups) schedule each
+    client in a fraction k/N of the rounds, so a client's update arrives in a round with probability
+    U = (k/N) · (1/N) Σ_i exp(-θ / γ̄_i) averaged over the clients. Through the network's own rounds
+    (``time_round``, 4,000 rounds, k = 10 of N = 20): who arrives is exactly who was scheduled with SINR ≥ θ,
+    and the measured frequency is U within 2%."""
+    n, k, rounds = 20, 10, 4000
+    probe = _drop(n, seed=11)
+    mean_snr = np.asarray(probe.uplink_channel(network_rng(0, "cell", 1)).mean_snr)
     theta = float(np.median(mean_snr))
-    closed_form = float(np.mean(np.exp(-theta / mean_snr)))
-    assert 0.2 < closed_form < 0.8
+    closed_form = k / n * float(np.mean(np.exp(-theta / mean_snr)))
+    assert 0.1 < closed_form < 0.4
+    profile = SystemProfile.from_dict({**CELL, "channels": n, "physical": {**CELL["physical"], "ul_sinr_threshold_db": 10 * math.log10(theta)}})
+    network = NetworkModel(profile, n, np.random.default_rng(11))
+    np.testing.assert_array_equal(network.uplink_channel(network_rng(0, "cell", 1)).mean_snr, mean_snr)  # the same drop
     pool = np.arange(n)
     draws = np.random.default_rng(9)
     for policy in ("random", "round_robin"):
         scheduler = Scheduler(Scheduling(policy, k), n, sample=lambda r, c, a: np.sort(draws.choice(a, c, replace=False)))
-        success = scheduled = 0
+        arrivals = 0
         for r in range(1, rounds + 1):
-            chosen = scheduler.select(r, pool, pool)
-            snr = np.asarray(network.uplink_channel(network_rng(0, "cell", r)).snr)[chosen]
-            success += int((snr > theta).sum())
-            scheduled += len(chosen)
-        assert scheduled == k * rounds
-        assert success / scheduled == pytest.approx(closed_form, rel=0.02)
+            chosen = scheduler.select(r, pool, pool).tolist()
+            plan = CommPlan((Stream(1.0, frozenset(chosen)),), {c: 1.0 for c in chosen}, {c: 1.0 for c in chosen}, model_params=1000)
+            arrived = network.time_round(plan, network_rng(0, "cell", r)).arrived
+            snr = network.uplink_channel(network_rng(0, "cell", r)).snr
+            assert arrived == {c for c in chosen if snr[c] >= theta}
+            arrivals += len(arrived)
+        assert arrivals / (n * rounds) == pytest.approx(closed_form, rel=0.02)
+
+
+def test_without_a_threshold_a_weak_upload_is_slow_not_lost_and_with_one_it_is_lost_and_off_the_air():
+    plan = CommPlan((Stream(1.0, frozenset(range(6))),), {c: 1.0 for c in range(6)}, {c: 1.0 for c in range(6)}, model_params=1000)
+    plain = NetworkModel(SystemProfile.from_dict(CELL), 6, np.random.default_rng(2))
+    snr = np.asarray(plain.uplink_channel(network_rng(1, "cell", 1)).snr)
+    theta_db = float(10 * np.log10(np.median(snr)))
+    gated = NetworkModel(SystemProfile.from_dict({**CELL, "physical": {**CELL["physical"], "ul_sinr_threshold_db": theta_db}}), 6,
+                         np.random.default_rng(2))
+    before, after = plain.time_round(plan, network_rng(1, "cell", 1)), gated.time_round(plan, network_rng(1, "cell", 1))
+    lost = {c for c in range(6) if 10 * np.log10(snr[c]) < theta_db}
+    assert before.arrived == set(range(6)) and after.arrived == set(range(6)) - lost and len(lost) == 3
+    for c in range(6):
+        assert after.airtime[c] == (0.0 if c in lost else before.airtime[c])
+        assert after.t_uploaded[c] == (math.inf if c in lost else before.t_uploaded[c])  # six channels: no queue
+    assert gated.uplink_channel(network_rng(1, "cell", 1)).rate_bps == tuple(
+        0.0 if c in lost else rate for c, rate in enumerate(plain.uplink_channel(network_rng(1, "cell", 1)).rate_bps)
+    )
+
+
+@pytest.mark.parametrize(("physical", "message"), [
+    ({"ul_sinr_threshold_db": 5, "coherence_s": 0.01},
+     "physical.ul_sinr_threshold_db needs fading held for the round (coherence_s and ue_speed_mps unset) and link shannon "
+     "or truncated_shannon (nr has its own outage), got block fading"),
+    ({"ul_sinr_threshold_db": float("inf")},
+     "physical.ul_sinr_threshold_db must be a finite number of dB (leave it out for no threshold), got inf"),
+])
+def test_a_bad_sinr_threshold_is_one_line(physical, message):
+    doc = {**SCENARIO, "algorithms": [{"name": "fedavg"}], "networks": [{**CELL, "physical": {**CELL["physical"], **physical}}]}
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(doc)
+    assert str(err.value) == f"scenario: networks[0]: {message}"
 
 
 def test_k_larger_than_the_clients_is_one_line():
