@@ -160,7 +160,7 @@ def test_a_method_that_uploads_no_model_refuses_compression_in_one_line():
            "algorithms": [{"name": "local", "training": {"compression": {"method": "sign"}}}]}
     with pytest.raises(ValueError) as err:
         simulate(parse_scenario(doc))
-    assert str(err.value) == "local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, oracle"
+    assert str(err.value) == "local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, fedper, fedprox, oracle, ucfl"
 
 
 def test_qsgd_bound_is_the_papers_min():

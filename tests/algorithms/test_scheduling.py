@@ -267,7 +267,9 @@ def test_an_unknown_policy_is_one_line_naming_the_allowed_ones():
 
 def test_a_method_without_scheduling_refuses_it_in_one_line():
     doc = {**SCENARIO, "networks": [{"preset": "wired"}],
-           "algorithms": [{"name": "fedper", "training": {"scheduling": {"policy": "random", "k": 2}}}]}
+           "algorithms": [{"name": "scaffold", "training": {"scheduling": {"policy": "random", "k": 2}}}]}
     with pytest.raises(ValueError) as err:
         simulate(parse_scenario(doc))
-    assert str(err.value) == "fedper: training.scheduling does not apply to fedper; it applies to fedavg, fedavg_ft, oracle"
+    assert str(err.value) == (
+        "scaffold: training.scheduling does not apply to scaffold; it applies to fedavg, fedavg_ft, fedper, fedprox, oracle, ucfl"
+    )

@@ -35,6 +35,8 @@ class FedProx(MixingAlgorithm):
     paper = "Li et al., MLSys 2020"
     description = "FedAvg with a proximal term mu/2 ||w - w_global||^2 in each client's objective"
     hparams = {"mu": 0.01}
+    #: scheduled and compressed as FedAvg's uploads are (docs/levers.md)
+    levers = frozenset({"scheduling", "compression"})
     #: the paper's grid for mu (§5.3: {0.001, 0.01, 0.1, 1})
     search_space = {**COMMON_SEARCH_SPACE, "mu": Param.of(0.001, 0.01, 0.1, 1.0)}
 
