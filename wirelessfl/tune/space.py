@@ -3,7 +3,10 @@
 A space maps a *tunable* to a :class:`Param`. A tunable is one of the
 algorithm's own hyper-parameters (``temperature``, ``components``...) or a
 per-client training field written ``training.<field>`` (``training.lr``,
-``training.local_epochs``), which a tuned scenario sets per algorithm. Each
+``training.local_epochs``), which a tuned scenario sets per algorithm, or a
+wireless lever's field ``training.<lever>.<field>`` (``training.scheduling.k``,
+``training.compression.bits``; docs/levers.md) for an algorithm the lever
+applies to, searched within the lever block the curve runs with. Each
 algorithm file declares its default space as the class attribute
 ``search_space``; a scenario's ``tune.algorithms.<name>`` block adds or
 replaces entries (``null`` removes one). Pure Python: the schema imports it.
@@ -21,6 +24,14 @@ PER_ALGORITHM_TRAINING = (
     "local_epochs", "batch_size", "optimizer", "lr", "momentum", "nesterov", "betas", "eps", "weight_decay", "clip_norm",
 )
 TRAINING_PREFIX = "training."
+#: The wireless levers' fields that are hyper-parameters (numbers a search can vary); a lever's policy or method
+#: is a choice of design, set in the scenario. None is in a default space: accuracy alone would pick the
+#: costliest setting (every client, 32 bits); name one in ``tune.algorithms`` to search it.
+LEVER_TUNABLES: dict[str, tuple[str, ...]] = {
+    "scheduling": ("k",),
+    "compression": ("bits", "fraction"),
+    "aggregation": ("truncation_db",),
+}
 
 
 @dataclass(frozen=True)
@@ -102,8 +113,17 @@ def parse_param(raw: Any, where: str) -> Param:
 
 
 def tunables(algorithm: type) -> list[str]:
-    """Every name ``algorithm`` can search: its hyper-parameters and the per-algorithm training fields."""
-    return [*sorted(algorithm.hparams), *(TRAINING_PREFIX + f for f in PER_ALGORITHM_TRAINING)]
+    """Every name ``algorithm`` can search: its hyper-parameters, the per-algorithm training fields and the
+    fields of the wireless levers it composes with (``Algorithm.levers``)."""
+    levers = getattr(algorithm, "levers", frozenset())
+    lever_fields = [f"{TRAINING_PREFIX}{lever}.{name}" for lever, names in LEVER_TUNABLES.items() if lever in levers for name in names]
+    return [*sorted(algorithm.hparams), *(TRAINING_PREFIX + f for f in PER_ALGORITHM_TRAINING), *lever_fields]
+
+
+def lever_of(tunable: str) -> str | None:
+    """The lever block a ``training.<lever>.<field>`` tunable searches in, else None."""
+    parts = tunable.split(".")
+    return parts[1] if len(parts) == 3 and parts[0] + "." == TRAINING_PREFIX and parts[1] in LEVER_TUNABLES else None
 
 
 def resolve_space(algorithm: type, fixed: Mapping[str, Any], override: Mapping[str, Param | None] | None) -> dict[str, Param]:
@@ -120,7 +140,24 @@ def resolve_space(algorithm: type, fixed: Mapping[str, Any], override: Mapping[s
 
 
 def split_trial(values: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(algorithm params, training overrides)`` of a trial's sampled ``values``."""
+    """``(algorithm params, training overrides)`` of a trial's sampled ``values``; a lever's field becomes
+    ``{lever: {field: value}}``, to be merged into the curve's lever block (:func:`merge_training`)."""
     params = {k: v for k, v in values.items() if not k.startswith(TRAINING_PREFIX)}
-    training = {k[len(TRAINING_PREFIX):]: v for k, v in values.items() if k.startswith(TRAINING_PREFIX)}
+    training: dict[str, Any] = {}
+    for key, value in values.items():
+        if not key.startswith(TRAINING_PREFIX):
+            continue
+        lever = lever_of(key)
+        if lever is None:
+            training[key[len(TRAINING_PREFIX):]] = value
+        else:
+            training.setdefault(lever, {})[key.rsplit(".", 1)[1]] = value
     return params, training
+
+
+def merge_training(fixed: Mapping[str, Any], sampled: Mapping[str, Any]) -> dict[str, Any]:
+    """A curve's ``training`` overrides with a trial's over them; a lever's sampled fields go into its block."""
+    out = dict(fixed)
+    for key, value in sampled.items():
+        out[key] = {**(fixed.get(key) or {}), **value} if key in LEVER_TUNABLES else value
+    return out
