@@ -1,6 +1,7 @@
 """Scheduling and compression on personalised methods (docs/levers.md): FedPer's shared part, UCFL's model
 uploads, FedProx's uploads. Exactness through ``simulate`` (k = all and lossless compressors give today's trace),
-the payload of FedPer's compressed body by hand, and UCFL's weight round asking every available client."""
+the payload of FedPer's compressed body by hand, UCFL's weight round asking every available client, and FedPer's
+lever state across a checkpoint and resume."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pandas as pd
 import pytest
 
 from wirelessfl.algorithms.compression import Compression
+from wirelessfl.checkpoint import load_checkpoint
 from wirelessfl.config import parse_scenario
-from wirelessfl.simulate import simulate
+from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, curves_of, simulate, unit_fingerprint
 
 from levers_cell import curve_frame, lever_scenario
 
@@ -65,3 +67,28 @@ def test_ucfl_asks_everybody_in_its_weight_round_and_schedules_and_compresses_it
     assert trace["participants"].tolist()[1:] == [6, 2, 2]
     assert trace["ul_payload"].iloc[1] == 6.0  # the gradients at theta-hat, uncompressed
     np.testing.assert_allclose(trace["ul_payload"].iloc[2:], 2 * (8 * d + 32) / (32 * d), rtol=1e-12)
+
+
+def test_fedpers_lever_state_survives_a_checkpoint_and_resume_byte_for_byte(tmp_path):
+    """The body's error-feedback residual ``[m, d_B]`` and the importance scheduler's norms are checkpointed."""
+    doc = {**SCENARIO, "rounds": 4, "checkpoint_every": 1, "algorithms": [{"name": "fedper", "training": {
+        "compression": {"method": "top_k", "fraction": 0.05}, "scheduling": {"policy": "importance", "k": 4},
+    }}]}
+    scenario = parse_scenario(doc)
+    whole = simulate(scenario, run_dir=tmp_path / "whole", keep_models=True)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario, run_dir=tmp_path / "cut", keep_models=True, stop_after_rounds=3)
+    resumed = simulate(scenario, run_dir=tmp_path / "cut")
+    pd.testing.assert_frame_equal(resumed.trace, whole.trace, check_exact=True)
+    ours, theirs = _lever_state(tmp_path / "cut", scenario), _lever_state(tmp_path / "whole", scenario)
+    assert tuple(theirs["compressor"]["residual"].shape) == (6, 64 * 200 + 200)
+    assert np.isfinite(np.asarray(theirs["scheduler"]["norms"])).all()  # by round 4 every client has been heard
+    for lever, name in (("compressor", "residual"), ("scheduler", "norms"), ("scheduler", "last_upload")):
+        assert np.asarray(ours[lever][name]).tobytes() == np.asarray(theirs[lever][name]).tobytes()
+
+
+def _lever_state(run_dir, scenario):
+    (curve,) = curves_of(scenario)
+    (path,) = (run_dir / "checkpoints").glob("seed0__fedper*.done.safetensors")
+    state = load_checkpoint(path, CHECKPOINT_TYPES, (unit_fingerprint(scenario, curve, 0),), PROVENANCE)
+    return state["algorithm"]
