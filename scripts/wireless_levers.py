@@ -6,8 +6,11 @@ takes the first round whose average accuracy reaches the scenario's target: the 
 all devices spent until then (``cum_energy_j``) and the final average accuracy. Each is a mean over seeds with
 the half-width of its 95% Student-t interval. Each lever is also compared with its method's ``full`` curve on
 the same seed (the same users, fading draws and initial model: common random numbers) as the ratio of times and
-of energies, a mean over seeds with its interval; a ratio whose interval excludes 1 is a measured difference.
-A curve that missed the target on some seed has no time (``k/3 seeds``).
+of energies to target, a mean over seeds with its interval; a ratio whose interval excludes 1 is a measured
+difference. A curve that missed the target on some seed has no time (``k/3 seeds``). So that a method whose
+full curve never reaches the target (FedAvg under label permutation) still compares, each lever is also
+paired with its full curve on what the whole run cost (the ratios of the last round's time and energy) and on
+the final average accuracy (the difference in points).
 
     python scripts/wireless_levers.py RUN_DIR > table.md
 """
@@ -31,8 +34,9 @@ FULL = "full"
 def per_seed(trace: pd.DataFrame, target: float) -> pd.DataFrame:
     """Per (curve, seed): time and energy to ``target`` (NaN if not reached) and the final average accuracy."""
     reached = first_reached(trace, target, "avg_acc", ["time", "cum_energy_j"]).set_index(["curve", "seed"])
-    last = trace.sort_values("round").groupby(["curve", "seed"])["avg_acc"].last()
-    out = reached[["time", "cum_energy_j"]].join(last.rename("final_acc")).reset_index()
+    last = trace.sort_values("round").groupby(["curve", "seed"])[["avg_acc", "time", "cum_energy_j"]].last()
+    last.columns = ["final_acc", "run_time", "run_energy"]
+    out = reached[["time", "cum_energy_j"]].join(last).reset_index()
     out["method"] = out["curve"].str.split(" ", n=1).str[0]
     out["lever"] = out["curve"].str.split(" ", n=1).str[1]
     return out
@@ -57,8 +61,10 @@ def comparison(seeds: pd.DataFrame) -> pd.DataFrame:
         row = {"method": method, "lever": lever, "seeds": len(group)}
         for key, column in (("time", "time"), ("energy", "cum_energy_j"), ("final_acc", "final_acc")):
             row[key], row[f"{key}_ci"], row[f"{key}_reached"] = mean_interval(group[column])
-        for key, column in (("time_ratio", "time"), ("energy_ratio", "cum_energy_j")):
+        for key, column in (("time_ratio", "time"), ("energy_ratio", "cum_energy_j"), ("run_time_ratio", "run_time"),
+                            ("run_energy_ratio", "run_energy")):
             row[key], row[f"{key}_ci"], _ = mean_interval(mine[column] / full[column])
+        row["acc_gain"], row["acc_gain_ci"], _ = mean_interval(mine["final_acc"] - full["final_acc"])
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -69,18 +75,23 @@ def _cell(mean: float, half: float, reached: int, seeds: int, fmt: str) -> str:
     return f"{mean:{fmt}} ± {half:{fmt}}"
 
 
+def _ratio(mean: float, half: float, scale: float = 1.0, fmt: str = ".2f") -> str:
+    return "n/a" if math.isnan(mean) else f"{scale * mean:{fmt}} ± {scale * half:{fmt}}"
+
+
 def markdown(table: pd.DataFrame, target: float, unit: str) -> str:
     lines = [
-        f"| method | lever | time to {target:.0%} ({unit}) | energy to {target:.0%} (J) | time / full | energy / full | final avg acc (%) |",
-        "|:---|:---|---:|---:|---:|---:|---:|",
+        f"| method | lever | time to {target:.0%} ({unit}) | energy to {target:.0%} (J) | time / full | energy / full "
+        "| run time / full | run energy / full | final avg acc (%) | vs full (points) |",
+        "|:---|:---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in table.itertuples():
-        ratio = lambda m, h: "n/a" if math.isnan(m) else f"{m:.2f} ± {h:.2f}"  # noqa: E731
         lines.append(
             f"| {r.method} | {r.lever} | {_cell(r.time, r.time_ci, r.time_reached, r.seeds, '.2f')} "
             f"| {_cell(r.energy, r.energy_ci, r.energy_reached, r.seeds, '.1f')} "
-            f"| {ratio(r.time_ratio, r.time_ratio_ci)} | {ratio(r.energy_ratio, r.energy_ratio_ci)} "
-            f"| {100 * r.final_acc:.1f} ± {100 * r.final_acc_ci:.1f} |"
+            f"| {_ratio(r.time_ratio, r.time_ratio_ci)} | {_ratio(r.energy_ratio, r.energy_ratio_ci)} "
+            f"| {_ratio(r.run_time_ratio, r.run_time_ratio_ci)} | {_ratio(r.run_energy_ratio, r.run_energy_ratio_ci)} "
+            f"| {100 * r.final_acc:.1f} ± {100 * r.final_acc_ci:.1f} | {_ratio(r.acc_gain, r.acc_gain_ci, 100, '+.1f')} |"
         )
     return "\n".join(lines)
 

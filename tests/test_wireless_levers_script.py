@@ -38,5 +38,8 @@ def test_times_energies_and_paired_ratios_by_hand():
     assert table.loc["q", "energy_ratio"] == pytest.approx(0.4)
     assert math.isnan(table.loc["k", "time"]) and table.loc["k", "time_reached"] == 1
     assert table.loc["q", "final_acc"] == pytest.approx(0.85)
+    # the whole run: 2 s against 4 s and 8 J against 20 J on both seeds; final accuracy -10 and 0 points
+    assert table.loc["q", "run_time_ratio"] == pytest.approx(0.5) and table.loc["q", "run_energy_ratio"] == pytest.approx(0.4)
+    assert table.loc["q", "acc_gain"] == pytest.approx(-0.05) and table.loc["k", "run_energy_ratio"] == pytest.approx(0.1)
     text = levers.markdown(table.reset_index(), 0.8, "s")
-    assert "| fedavg | k | not reached (1/2 seeds) |" in text and "| fedavg | q | 1.50 ±" in text
+    assert "| fedavg | k | not reached (1/2 seeds) |" in text and "| fedavg | q | 1.50 ±" in text and "| -5.0 ± " in text
