@@ -76,7 +76,7 @@ def _cell(mean: float, half: float, reached: int, seeds: int, fmt: str) -> str:
 
 
 def _ratio(mean: float, half: float, scale: float = 1.0, fmt: str = ".2f") -> str:
-    return "n/a" if math.isnan(mean) else f"{scale * mean:{fmt}} ± {scale * half:{fmt}}"
+    return "n/a" if math.isnan(mean) else f"{scale * mean:{fmt}} ± {scale * half:{fmt.lstrip('+')}}"
 
 
 def markdown(table: pd.DataFrame, target: float, unit: str) -> str:
