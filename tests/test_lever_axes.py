@@ -10,11 +10,12 @@ import yaml
 
 import wirelessfl
 from wirelessfl.algorithms import get_algorithm
+from wirelessfl.algorithms.search_space import tunables
 from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.sweep import plan_sweep
 from wirelessfl.sweep.grid import SweepError
 from wirelessfl.tune.study import check_tunable, endpoint_scenario, targets, trial_scenario
-from wirelessfl.tune.space import split_trial, tunables
+from wirelessfl.tune.space import split_trial
 
 CLIENTS, HIDDEN = 4, 16
 TINY = {

@@ -12,7 +12,10 @@ import pytest
 from wirelessfl.algorithms.compression import Compression
 from wirelessfl.checkpoint import load_checkpoint
 from wirelessfl.config import parse_scenario
-from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, curves_of, simulate, unit_fingerprint
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
+from wirelessfl.run.curves import curves_of
+from wirelessfl.run.keys import unit_fingerprint
+from wirelessfl.simulate import simulate
 
 from levers_cell import curve_frame, lever_scenario
 

@@ -14,7 +14,8 @@ from wirelessfl.algorithms.scheduling import POLICIES, Scheduler, Scheduling, ro
 from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.seam import CommPlan, Stream, UplinkChannel
-from wirelessfl.simulate import network_rng, simulate, static_rng
+from wirelessfl.run.seeds import network_rng, static_rng
+from wirelessfl.simulate import simulate
 
 from levers_cell import CELL, curve_frame, lever_scenario
 
@@ -268,8 +269,8 @@ def test_an_unknown_policy_is_one_line_naming_the_allowed_ones():
 def test_a_method_without_scheduling_refuses_it_in_one_line():
     doc = {**SCENARIO, "networks": [{"preset": "wired"}],
            "algorithms": [{"name": "scaffold", "training": {"scheduling": {"policy": "random", "k": 2}}}]}
-    with pytest.raises(ValueError) as err:
-        simulate(parse_scenario(doc))
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(doc)
     assert str(err.value) == (
-        "scaffold: training.scheduling does not apply to scaffold; it applies to fedavg, fedavg_ft, fedper, fedprox, oracle, ucfl"
+        "scenario: algorithms[0]: scaffold: training.scheduling does not apply to scaffold; it applies to fedavg, fedavg_ft, fedper, fedprox, oracle, ucfl"
     )
