@@ -27,7 +27,7 @@ SCENARIO = {
     ({"compression": {"method": "qsgd", "bits": 33}}, "fedavg",
      "training.compression.bits: must be from 1 to 32 bits per value, got 33"),
     ({"compression": {"method": "top_k", "fraction": 0.1}}, "local",
-     "algorithms[0]: local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, oracle"),
+     "algorithms[0]: local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, fedper, fedprox, oracle, ucfl"),
 ])
 def test_a_bad_lever_is_one_line_exit_2_and_writes_nothing(tmp_path, training, algorithm, line):
     source = tmp_path / "levers.yaml"

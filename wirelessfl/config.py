@@ -217,8 +217,8 @@ class LrSchedule(_Strict):
 class SchedulingConfig(_Strict):
     """``scheduling:``: which k of the clients available in a round train and upload (docs/levers.md)."""
 
-    policy: Literal["random", "round_robin", "best_channel", "proportional_fair", "age"] = Field(
-        ..., description="random | round_robin | best_channel (highest uplink SINR) | proportional_fair | age"
+    policy: Literal["random", "round_robin", "best_channel", "proportional_fair", "age", "importance"] = Field(
+        ..., description="random | round_robin | best_channel (highest uplink SINR) | proportional_fair | age | importance (last update norm x rate)"
     )
     k: int = Field(..., ge=1, description="clients scheduled each round (at most data.clients)")
 

@@ -164,7 +164,7 @@ def test_a_method_that_uploads_no_model_refuses_compression_in_one_line():
     with pytest.raises(ScenarioError) as err:
         parse_scenario(doc)
     assert str(err.value) == (
-        "scenario: algorithms[0]: local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, oracle"
+        "scenario: algorithms[0]: local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, fedper, fedprox, oracle, ucfl"
     )
 
 

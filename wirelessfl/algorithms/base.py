@@ -299,6 +299,17 @@ class Algorithm(ABC):
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         del state
 
+    def record_uploads(self, round: int, members: np.ndarray, starts: torch.Tensor, uploads: Mapping[int, torch.Tensor]) -> None:
+        """Tell the scheduler whose uploads arrived and, for ``importance``, the norm of each one's update
+        (``uploads[i]`` less the model ``members[r] = i`` received and trained from, ``starts[r]``)."""
+        if self.scheduler is None:
+            return
+        norms = None
+        if self.scheduler.spec.reads_norms:
+            row = {int(i): r for r, i in enumerate(members)}
+            norms = {i: float(torch.linalg.vector_norm(u.double() - starts[row[i]].double())) for i, u in uploads.items()}
+        self.scheduler.record(round, frozenset(uploads), norms)
+
     def lever_state(self) -> dict[str, Any]:
         """The scheduler's and the compressor's state for ``state_dict`` (nothing when neither is set, so
         checkpoints without levers hold what they held before)."""
@@ -422,8 +433,7 @@ class MixingAlgorithm(Algorithm):
             noisy = analog_aggregate(self.models[0], start, uploads, weights, analog, torch_generator(self.ctx.seed, round, "over-the-air"))
             self.models = noisy[None, :]
             extra = {"truncated": len(analog.truncated), "noise_var": analog.noise_var}
-        if self.scheduler is not None:
-            self.scheduler.record(round, frozenset(uploads))
+        self.record_uploads(round, members, received, uploads)
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra=extra)
 
     def local_training(self, round: int, members: np.ndarray) -> tuple[torch.Tensor, float]:

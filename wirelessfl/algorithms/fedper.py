@@ -20,6 +20,11 @@ parameters by path (``[fc2]`` or ``[blocks.2, fc]``), for any model. With
 over between its rounds, as for FedAvg. Both the downlink stream and the
 upload carry only W_B: payload = body parameters / all parameters. Work is 1.0
 (an ordinary local round of the whole model).
+
+Wireless levers (docs/levers.md): ``scheduling`` picks who trains and uploads
+W_B; ``compression`` compresses the upload of the shared part, the update
+W_B,j - W_B (the personal layers never leave the device), so its payload is the
+compressed bits of the body over 32 bits per parameter of the whole model.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 import torch
 
 from wirelessfl.algorithms.base import Algorithm, Context, StepInfo, register, torch_generator
+from wirelessfl.algorithms.compression import Compressor
 from wirelessfl.algorithms.spec import ParamError
 from wirelessfl.algorithms.specs.fedper import SPEC
 from wirelessfl.learning.models import Architecture
@@ -84,6 +90,8 @@ class FedPer(Algorithm):
         self.body = self.split.shared(init).clone()
         self.heads = self.split.personal(init).expand(ctx.num_clients, -1).clone()
         self.weights = torch.as_tensor(ctx.sizes(), dtype=torch.float64)
+        if self.compressor is not None:  # what is uploaded, and so compressed, is the body alone
+            self.compressor = Compressor(ctx.compression, ctx.num_clients, self.split.shared_size)
 
     @property
     def body_fraction(self) -> float:
@@ -92,9 +100,10 @@ class FedPer(Algorithm):
     def plan(self, round: int) -> CommPlan:
         members = frozenset(int(i) for i in self.participants(round))
         fraction = self.body_fraction
+        upload = fraction if self.compressor is None else fraction * self.compressor.payload
         return CommPlan(
             streams=(Stream(fraction, members, "body"),),
-            uplink={i: fraction for i in members},
+            uplink={i: upload for i in members},
             work={i: 1.0 for i in members},
             model_params=self.ctx.arch.param_count,
             label=self.name,
@@ -106,8 +115,12 @@ class FedPer(Algorithm):
         trained, loss = self.train_clients(round, members, self.split.join(self.body.expand(len(members), -1), self.heads[index]))
         self.heads[index] = self.split.personal(trained)
         shared = self.split.shared(trained)
+        received = self.body.expand(len(members), -1)
+        if self.compressor is not None:
+            shared = self.compressor.apply(members, received, shared, torch_generator(self.ctx.seed, round, "compression"))
         uploads = {int(i): shared[r] for r, i in enumerate(members) if int(i) in arrived}
         self.body = self.aggregate(uploads)
+        self.record_uploads(round, members, received, uploads)
         return StepInfo(train_loss=loss, aggregated=len(uploads))
 
     def aggregate(self, uploads: Mapping[int, torch.Tensor]) -> torch.Tensor:
@@ -128,9 +141,11 @@ class FedPer(Algorithm):
             "body": self.body.detach().cpu().clone(),
             "heads": self.heads.detach().cpu().clone(),
             "optimizer": self.optimizer_state.state_dict(),
+            **self.lever_state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.body = state["body"].to(self.ctx.device).clone()
         self.heads = state["heads"].to(self.ctx.device).clone()
         self.optimizer_state.load_state_dict(state["optimizer"])
+        self.load_lever_state(state)

@@ -8,6 +8,20 @@ last upload is oldest (the age of update of Yang, Arafa, Quek, Poor, "Age-Based
 Scheduling Policy for Federated Learning in Mobile Edge Networks", ICASSP 2020,
 without its channel term).
 
+``importance`` is update-aware: Amiri, Gunduz, Kulkarni, Poor, "Convergence of
+Update Aware Device Scheduling for Federated Learning at the Wireless Edge",
+IEEE Trans. Wireless Commun. 20(6), 2021, schedule the devices whose updates
+weigh most, the channel breaking what the norm alone would choose (their
+BN2-C policy weights each update's l2 norm by the device's channel). Here the
+score of client i in round r is ||Δ_i||_2 · R_i(r): the norm of the last update
+the base station received from i (the update as the server decompressed it)
+times i's instantaneous uplink rate. Their devices all train before the base
+station picks, so it knows this round's norms; here only scheduled clients
+train, so the base station uses the last norm it received (stale by the
+client's age). A client whose update has never arrived has no norm: such
+clients go first, by rate, so that every client is heard once before norms
+decide (the base station knows nothing of them that would rank them lower).
+
 A scheduler sees only what a base station sees: the round's uplink channel
 state (``seam.UplinkChannel``, which the network makes from the round's own
 draws), the round each client last uploaded, and the client ids; never data.
@@ -27,9 +41,9 @@ import numpy as np
 
 from wirelessfl.seam import UplinkChannel
 
-POLICIES = ("random", "round_robin", "best_channel", "proportional_fair", "age")
+POLICIES = ("random", "round_robin", "best_channel", "proportional_fair", "age", "importance")
 #: policies that read the round's uplink channel: their training depends on the profile's channel
-CHANNEL_POLICIES = frozenset({"best_channel", "proportional_fair"})
+CHANNEL_POLICIES = frozenset({"best_channel", "proportional_fair", "importance"})
 
 
 @dataclass(frozen=True)
@@ -49,10 +63,24 @@ class Scheduling:
     def reads_channel(self) -> bool:
         return self.policy in CHANNEL_POLICIES
 
+    @property
+    def reads_norms(self) -> bool:
+        """True when the policy ranks by the norm of each client's last received update (``importance``)."""
+        return self.policy == "importance"
+
 
 def top_k(clients: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
     """The ``k`` clients of highest score, ties to the lower id, sorted by id."""
     order = np.lexsort((clients, -np.asarray(scores, dtype=float)))
+    return np.sort(clients[order[:k]])
+
+
+def importance_order(clients: np.ndarray, norms: np.ndarray, rates: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` clients of largest ||Δ|| · R (``norms`` NaN: no update received yet; those first, by rate), ties
+    to the lower id, sorted by id."""
+    unknown = np.isnan(norms)
+    scores = np.where(unknown, rates, np.nan_to_num(norms) * rates)
+    order = np.lexsort((clients, -scores, ~unknown))
     return np.sort(clients[order[:k]])
 
 
@@ -66,7 +94,8 @@ def round_robin_group(pool: np.ndarray, k: int, round: int) -> np.ndarray:
 
 class Scheduler:
     """Chooses each round's participants under one ``Scheduling``; its state is the round of each client's
-    last upload that arrived (``age``), kept in the algorithm's ``state_dict`` so a resumed run schedules alike.
+    last upload that arrived (``age``) and, for ``importance``, the norm of that upload's update (NaN before the
+    first), kept in the algorithm's ``state_dict`` so a resumed run schedules alike.
 
     ``sample(round, count, available)`` is the algorithm's seeded uniform draw (the participation draw), so
     ``random`` with k of N clients is ``participation: k/N`` exactly. ``channel(round)`` gives the round's
@@ -80,6 +109,7 @@ class Scheduler:
         self.sample = sample
         self.channel = channel
         self.last_upload = np.zeros(num_clients, dtype=np.int64)
+        self.norms = np.full(num_clients, np.nan)
 
     def select(self, round: int, available: np.ndarray, pool: np.ndarray) -> np.ndarray:
         """The scheduled clients of ``round`` among ``available`` (sorted ids); ``pool``: every training client."""
@@ -95,19 +125,30 @@ class Scheduler:
         if self.channel is None:
             raise ValueError(f"scheduling.policy {policy} reads the uplink channel, which this run does not model (physical: unset)")
         state = self.channel(round)
+        if policy == "importance":
+            return importance_order(available, self.norms[available], np.asarray(state.rate_bps)[available], k)
         if policy == "best_channel":
             scores = np.asarray(state.snr)[available]
         else:  # proportional_fair: instantaneous over long-run (ergodic) rate
             scores = np.asarray(state.rate_bps)[available] / np.asarray(state.mean_rate_bps)[available]
         return top_k(available, scores, k)
 
-    def record(self, round: int, arrived: frozenset[int]) -> None:
-        """The uploads of ``round`` that arrived (what the base station received)."""
+    def record(self, round: int, arrived: frozenset[int], norms: Mapping[int, float] | None = None) -> None:
+        """The uploads of ``round`` that arrived (what the base station received) and, for ``importance``, the
+        l2 norm of each one's update."""
         if arrived:
             self.last_upload[np.fromiter(arrived, dtype=np.int64)] = round
+        for client, norm in (norms or {}).items():
+            if client in arrived:
+                self.norms[client] = float(norm)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"last_upload": self.last_upload.copy()}
+        state = {"last_upload": self.last_upload.copy()}
+        if self.spec.reads_norms:
+            state["norms"] = self.norms.copy()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.last_upload = np.asarray(state["last_upload"], dtype=np.int64).copy()
+        if "norms" in state:
+            self.norms = np.asarray(state["norms"], dtype=np.float64).copy()

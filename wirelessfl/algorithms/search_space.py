@@ -17,6 +17,15 @@ PER_ALGORITHM_TRAINING = (
     "local_epochs", "batch_size", "optimizer", "lr", "momentum", "nesterov", "betas", "eps", "weight_decay", "clip_norm",
 )
 TRAINING_PREFIX = "training."
+#: The wireless levers' fields that are hyper-parameters (numbers a search can vary); a lever's policy or method
+#: is a choice of design, set in the scenario. None is in a default space: accuracy alone would pick the
+#: costliest setting (every client, 32 bits); name one in ``tune.algorithms`` to search it. Which algorithms
+#: may search them is each one's declaration (``AlgorithmSpec.levers``).
+LEVER_TUNABLES: dict[str, tuple[str, ...]] = {
+    "scheduling": ("k",),
+    "compression": ("bits", "fraction"),
+    "aggregation": ("truncation_db",),
+}
 
 
 @dataclass(frozen=True)
@@ -98,9 +107,18 @@ def parse_param(raw: Any, where: str) -> Param:
 
 
 def tunables(algorithm: Any) -> list[str]:
-    """Every name ``algorithm`` (its ``AlgorithmSpec`` or its class) can search: its hyper-parameters and the
-    per-algorithm training fields."""
-    return [*sorted(algorithm.hparams), *(TRAINING_PREFIX + f for f in PER_ALGORITHM_TRAINING)]
+    """Every name ``algorithm`` (its ``AlgorithmSpec`` or its class) can search: its hyper-parameters, the
+    per-algorithm training fields and the fields ``training.<lever>.<field>`` of the wireless levers it
+    composes with (its ``levers``; docs/levers.md)."""
+    levers = getattr(algorithm, "levers", frozenset())
+    lever_fields = [f"{TRAINING_PREFIX}{lever}.{name}" for lever, names in LEVER_TUNABLES.items() if lever in levers for name in names]
+    return [*sorted(algorithm.hparams), *(TRAINING_PREFIX + f for f in PER_ALGORITHM_TRAINING), *lever_fields]
+
+
+def lever_of(tunable: str) -> str | None:
+    """The lever block a ``training.<lever>.<field>`` tunable searches in, else None."""
+    parts = tunable.split(".")
+    return parts[1] if len(parts) == 3 and parts[0] + "." == TRAINING_PREFIX and parts[1] in LEVER_TUNABLES else None
 
 
 #: What ``wirelessfl tune`` searches for every method unless its declaration says otherwise: the client learning

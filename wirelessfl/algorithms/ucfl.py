@@ -29,6 +29,14 @@ own column is 0: its uploads enter no stream until the next estimation round, so
 with ``recompute_every: 0`` it never contributes again (re-estimating it alone
 would need every other client's gradient at theta_hat kept on the server).
 
+Wireless levers (docs/levers.md): ``scheduling`` picks who trains and uploads
+in the model rounds; the weight-estimation round asks every available client,
+because a client whose gradient is missing never enters a stream (above), so a
+k-of-N schedule there would leave N - k clients out of collaboration for good.
+``compression`` compresses the model uploads (the update theta_j - the stream
+model j received), as for FedAvg; the estimation round's gradients are sent as
+they are (compressing them would change the weights of eq. 6, a different lever).
+
 Knobs beyond the workshop paper (defaults keep the paper's reading; see
 docs/research/ucfl-investigation.md): ``warmup_rounds`` FedAvg rounds before theta_hat is
 taken, ``recompute_every`` to re-estimate the weights, ``temperature`` scaling
@@ -183,6 +191,12 @@ class UserCentricFL(MixingAlgorithm):
             batch = np.minimum(int(size), sizes.astype(np.int64))
         count = np.minimum(int(self.params.sigma_batches), sizes.astype(np.int64) // batch)
         return batch, np.maximum(count, 1)
+
+    def participants(self, round: int) -> np.ndarray:
+        """The scheduled clients in a model round; every available client in a weight-estimation round."""
+        if self.is_estimation_round(round):
+            return self.available_clients(round)
+        return super().participants(round)
 
     # -- plan -----------------------------------------------------------------
     def plan(self, round: int) -> CommPlan:

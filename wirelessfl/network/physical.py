@@ -264,7 +264,13 @@ def downlink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: n
 
 
 def uplink_rates(channel: PhysicalChannel, loss_db: np.ndarray, fading_gain: np.ndarray) -> np.ndarray:
-    return _rates(channel, "ul", channel.radiated_dbm("ul"), channel.uplink_bandwidth_hz, loss_db, fading_gain)
+    """Uplink rates; 0 (an upload that is not sent and never arrives) where the SINR is below
+    ``ul_sinr_threshold_db``, so the round's timing, the scheduler's channel state and the ergodic rates agree."""
+    rates = _rates(channel, "ul", channel.radiated_dbm("ul"), channel.uplink_bandwidth_hz, loss_db, fading_gain)
+    if channel.ul_sinr_threshold_db is None:
+        return rates
+    sinr = link_snr(channel, "ul", loss_db) * fading_gain
+    return np.where(sinr < 10.0 ** (channel.ul_sinr_threshold_db / 10.0), 0.0, rates)
 
 
 def add_held_harq_tails(

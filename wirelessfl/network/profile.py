@@ -250,6 +250,10 @@ class PhysicalChannel:
     * ``multicast``: ``worst_user`` (every block at the weakest receiver's rate) or
       ``coverage`` (the ``coverage_q`` quantile receiver's rate; with block
       fading only).
+    * ``ul_sinr_threshold_db``: an upload whose SINR in the round is below this
+      threshold cannot be decoded and is not sent (rate 0: it never arrives), the
+      success model of Yang, Liu, Quek, Poor (IEEE TCOM 2020); fading held for the
+      round, ``shannon`` or ``truncated_shannon`` links. Unset: no threshold.
     """
 
     cell_radius_m: float = 250.0
@@ -286,6 +290,7 @@ class PhysicalChannel:
     tdd_special_symbols: tuple[int, int, int] = (10, 2, 2)
     subbands: int = 1
     subband_mapping: str = "mean"
+    ul_sinr_threshold_db: float | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -346,8 +351,22 @@ class PhysicalChannel:
             raise ValueError("physical.topology.interference 'faded' needs block fading (set coherence_s or ue_speed_mps) and fading other than 'none'")
         if self.multicast == "coverage" and self.block_s is None:
             raise ValueError("physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps")
+        self._check_sinr_threshold()
         if self.path_loss_model == "RMa" and self.carrier_ghz > 30.0:
             raise ValueError(f"physical.carrier_ghz must be at most 30 for path_loss_model RMa (TR 38.901), got {self.carrier_ghz:g}")
+
+    def _check_sinr_threshold(self) -> None:
+        threshold = self.ul_sinr_threshold_db
+        if threshold is None:
+            return
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not math.isfinite(threshold):
+            raise ValueError(f"physical.ul_sinr_threshold_db must be a finite number of dB (leave it out for no threshold), got {threshold!r}")
+        if self.block_s is not None or self.link == "nr":
+            raise ValueError(
+                "physical.ul_sinr_threshold_db needs fading held for the round (coherence_s and ue_speed_mps unset) and "
+                f"link shannon or truncated_shannon (nr has its own outage), got {'block fading' if self.block_s is not None else 'link nr'}"
+            )
+        object.__setattr__(self, "ul_sinr_threshold_db", float(threshold))
 
     def _check_tdd(self) -> None:
         special = self.tdd_special_symbols
@@ -428,6 +447,7 @@ class PhysicalChannel:
             + (", one uplink carrier shared equally by concurrent uploaders" if self.uplink == "shared" else "")
             + (f", TDD {self.tdd_pattern} (downlink {self.time_share('dl'):.0%}, uplink {self.time_share('ul'):.0%} of the time)"
                if self.tdd_pattern is not None else "")
+            + (f", uploads below {self.ul_sinr_threshold_db:g} dB SINR lost" if self.ul_sinr_threshold_db is not None else "")
         )
 
     @property
@@ -491,6 +511,8 @@ class PhysicalChannel:
         out["tdd_special_symbols"] = list(self.tdd_special_symbols)
         if self.subband_mapping == "mean":  # the default is left out, so profiles written before it keep their fingerprint
             del out["subband_mapping"]
+        if self.ul_sinr_threshold_db is None:  # absent unless set, so profiles without it resolve (and fingerprint) as before
+            del out["ul_sinr_threshold_db"]
         return out
 
 

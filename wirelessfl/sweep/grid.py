@@ -9,7 +9,11 @@ Three kinds of axis:
 * algorithm axes, ``algorithms.<name>.<param>``: the entry named (label, else
   name) gets ``variants: {param: values}``; the values are curves of one unit;
 * scenario axes, any dotted path ``--set`` accepts (``training.lr``,
-  ``data.partition.0.alpha``, ``seeds``): every point is its own unit.
+  ``data.partition.0.alpha``, ``seeds``): every point is its own unit. A
+  wireless lever's field is one (``training.scheduling.k``,
+  ``training.compression.bits``), also for one algorithm entry by its label or
+  name (``algorithms.fedavg-q.training.compression.bits``, docs/levers.md); the
+  block must be set where the axis sweeps it.
 
 Every generated profile and unit scenario is validated here, before anything
 runs; an error is one line naming the grid key and value. No torch here.
@@ -28,7 +32,8 @@ from typing import Any
 import yaml
 
 from wirelessfl.config import (
-    MAX_NETWORKS, MAX_SWEEP_POINTS, Scenario, ScenarioError, _UniqueKeyLoader, apply_settings, canonical, parse_scenario,
+    MAX_NETWORKS, MAX_SWEEP_POINTS, PER_ALGORITHM_LEVERS, Scenario, ScenarioError, _UniqueKeyLoader, apply_settings, canonical,
+    parse_scenario,
 )
 from wirelessfl.network import SystemProfile
 from wirelessfl.network.energy import EnergyProfile, split_entry
@@ -104,7 +109,7 @@ class Axis:
     kind: str
     """``network``, ``algorithm`` or ``scenario``."""
     entries: tuple[int, ...] = ()
-    """For an algorithm axis: the ``algorithms:`` entries it varies."""
+    """For an algorithm axis, or a scenario axis of entries' ``training``: the ``algorithms:`` entries it varies."""
 
     @property
     def param(self) -> str:
@@ -160,16 +165,63 @@ def classify(key: str, values: list[Any], raw: dict[str, Any]) -> Axis:
     if key in NETWORK_FIELDS or (parts[0] in ("physical", "energy") and len(parts) == 2 and parts[1]):
         return Axis(key, tuple(values), "network")
     if parts[0] == "algorithms" and len(parts) == 3 and not parts[1].isdigit() and all(parts):
-        entries = raw.get("algorithms") or []
-        chosen = tuple(i for i, e in enumerate(entries) if e.get("label") == parts[1])
-        chosen = chosen or tuple(i for i, e in enumerate(entries) if e.get("name") == parts[1])
-        if not chosen:
-            names = ", ".join(str(e.get("label") or e.get("name")) for e in entries)
-            raise SweepError(f"--grid {key}: no algorithm entry named {parts[1]!r} (by label or name); entries: {names}")
-        return Axis(key, tuple(values), "algorithm", chosen)
+        return Axis(key, tuple(values), "algorithm", _entries(key, parts[1], raw))
+    if parts[0] == "algorithms" and len(parts) > 3 and parts[2] == "training" and not parts[1].isdigit() and all(parts):
+        chosen = _entries(key, parts[1], raw)
+        for index in chosen:
+            _check_lever_block(key, parts[3:], {**raw["training"], **(raw["algorithms"][index].get("training") or {})}, f"algorithms[{index}].training")
+        return Axis(key, tuple(values), "scenario", chosen)
     if parts[0] in Scenario.model_fields and parts[0] not in NOT_AXES and all(parts):
+        if parts[0] == "training":
+            _check_lever_block(key, parts[1:], raw["training"], "training")
         return Axis(key, tuple(values), "scenario")
     raise SweepError(f"--grid {key}: {UNKNOWN_AXIS}")
+
+
+def _entries(key: str, name: str, raw: dict[str, Any]) -> tuple[int, ...]:
+    """The ``algorithms:`` entries an axis names: by label, else by name."""
+    entries = raw.get("algorithms") or []
+    chosen = tuple(i for i, e in enumerate(entries) if e.get("label") == name)
+    chosen = chosen or tuple(i for i, e in enumerate(entries) if e.get("name") == name)
+    if not chosen:
+        names = ", ".join(str(e.get("label") or e.get("name")) for e in entries)
+        raise SweepError(f"--grid {key}: no algorithm entry named {name!r} (by label or name); entries: {names}")
+    return chosen
+
+
+def _check_lever_block(key: str, path: list[str], training: dict[str, Any], where: str) -> None:
+    """A lever's field is swept only where its block is set (its other fields, say the method, come from there)."""
+    if len(path) > 1 and path[0] in PER_ALGORITHM_LEVERS and training.get(path[0]) is None:
+        raise SweepError(
+            f"--grid {key}: {where}.{path[0]} is not set, so its {'.'.join(path[1:])} cannot be swept; "
+            f"set {where}.{path[0]} in the scenario (docs/levers.md)"
+        )
+
+
+def _apply_axis(raw: dict[str, Any], axis: Axis, value: Any) -> dict[str, Any]:
+    """A scenario axis at ``value``; one of entries' ``training`` sets each entry's own, starting from the
+    lever block the entry uses (its own, else the scenario's), so the block's other fields stay."""
+    if not axis.entries:
+        return _apply(raw, axis.key, value)
+    field = axis.key.split(".", 3)[3]
+    block = field.split(".", 1)[0]
+    out = raw
+    for index in axis.entries:
+        entry = out["algorithms"][index]
+        own = dict(entry.get("training") or {})
+        if block in PER_ALGORITHM_LEVERS and own.get(block) is None and raw["training"].get(block) is not None:
+            out = copy.deepcopy(out)
+            out["algorithms"][index]["training"] = {**own, block: copy.deepcopy(raw["training"][block])}
+        out = _apply_entry(out, axis.key, f"algorithms.{index}.training.{field}", value)
+    return out
+
+
+def _apply_entry(raw: dict[str, Any], key: str, path: str, value: Any) -> dict[str, Any]:
+    setting = f"{path}={_yaml_value(value)}"
+    try:
+        return apply_settings(raw, [setting])
+    except ScenarioError as err:
+        raise SweepError(f"--grid {key}={value_text(value)}: {str(err)[len(f'--set {setting}: '):]}") from None
 
 
 def _profile_raw(base: dict[str, Any], assignment: tuple[tuple[str, Any], ...], name: str) -> dict[str, Any]:
@@ -301,13 +353,13 @@ def plan_sweep(base: Scenario, grid: dict[str, list[Any]] | None = None) -> Swee
         _parse(_with_variants(base.model_dump() | {"sweep": {}}, [axis]), f"{axis.key}={','.join(map(value_text, axis.values))}")
     for axis in scenario:
         for value in axis.values:
-            _parse(_apply(raw, axis.key, value), f"{axis.key}={value_text(value)}")
+            _parse(_apply_axis(raw, axis, value), f"{axis.key}={value_text(value)}")
     units = []
     for values in itertools.product(*(axis.values for axis in scenario)):
         assignment = tuple(zip((axis.key for axis in scenario), values))
         point = raw
-        for key, value in assignment:
-            point = _apply(point, key, value)
+        for axis, value in zip(scenario, values):
+            point = _apply_axis(point, axis, value)
         resolved = _parse(point, assignment_text(assignment) or "(base point)")
         units.append(UnitSpec(unit_key(resolved), assignment_text(assignment) or "base", assignment, resolved))
     resolved_base = _parse(base.model_dump() | {"sweep": grid}, "(sweep block)")

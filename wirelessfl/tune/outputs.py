@@ -25,7 +25,7 @@ from wirelessfl.results.palette import curve_colors
 from wirelessfl.results.plotly_js import write_plotly_js
 from wirelessfl.results.tables import percent
 from wirelessfl.results.static import write_static
-from wirelessfl.tune.space import split_trial
+from wirelessfl.tune.space import merge_training, split_trial
 
 STUDY_COLUMNS = ("curve", "algorithm", "trial", "state", "value", "last_round", "seconds")
 
@@ -97,7 +97,7 @@ def tuned_scenario(scenario: Scenario, targets, best: dict[str, dict[str, Any]],
     for target in targets:
         params, training = split_trial(best.get(target.curve, {}).get("values", {}))
         entry: dict[str, Any] = {"name": target.algorithm, "label": target.curve, "params": {**target.fixed, **params}}
-        merged = {**target.training, **training}
+        merged = merge_training(target.training, training)
         if merged:
             entry["training"] = merged
         algorithms.append(entry)

@@ -34,7 +34,7 @@ from wirelessfl.algorithms import get_algorithm
 from wirelessfl.algorithms.base import derive_seed
 from wirelessfl.config import AlgorithmConfig, Scenario, ScenarioError, TuneConfig, parse_scenario
 from wirelessfl.tune.outputs import TuneResult, write_outputs
-from wirelessfl.tune.space import Param, resolve_space, split_trial
+from wirelessfl.tune.space import Param, lever_of, merge_training, resolve_space, split_trial
 
 STUDY_FILE = "study.db"
 INTERRUPTED = "interrupted"
@@ -65,7 +65,18 @@ def targets(scenario: Scenario) -> list[Target]:
         space_fixed = {key: None for key in fixed_keys}
         for _, curve, params in algo.expand():
             space = resolve_space(get_algorithm(algo.name), space_fixed, cfg.overrides(algo.name))
-            out.append(Target(curve, algo.name, dict(params), dict(algo.training or {}), space))
+            out.append(Target(curve, algo.name, dict(params), lever_blocks(scenario, algo.training, space), space))
+    return out
+
+
+def lever_blocks(scenario: Scenario, training: dict[str, Any] | None, space: dict[str, Param]) -> dict[str, Any]:
+    """A curve's ``training`` overrides, with the scenario's block of each lever its space searches copied in
+    where the curve has none of its own (a trial varies a field of the block the curve runs with)."""
+    out = dict(training or {})
+    for lever in {lever_of(key) for key in space} - {None}:
+        block = getattr(scenario.training, lever)
+        if out.get(lever) is None and block is not None:
+            out[lever] = block.model_dump(exclude_none=True)
     return out
 
 
@@ -77,7 +88,7 @@ def trial_scenario(scenario: Scenario, target: Target, values: dict[str, Any], l
         name=target.algorithm,
         label=label or target.curve,
         params={**target.fixed, **params},
-        training={**target.training, **training} or None,
+        training=merge_training(target.training, training) or None,
     )
     raw = scenario.model_dump()
     raw.update(
@@ -112,6 +123,13 @@ def check_tunable(scenario: Scenario) -> None:
             f"(eval_every {scenario.eval_every}) evaluates {scored}; at most {scored}, or more rounds (tune.rounds)"
         )
     for target in targets(scenario):
+        for key in target.space:
+            lever = lever_of(key)
+            if lever is not None and target.training.get(lever) is None:
+                raise ScenarioError(
+                    f"tune.algorithms.{target.algorithm}: {key} searches the {lever} block of {target.curve!r}, which has none; "
+                    f"set training.{lever} (or the curve's own) in the scenario (docs/levers.md)"
+                )
         if not target.space:
             raise ScenarioError(
                 f"tune.algorithms.{target.algorithm}: nothing to search for {target.curve!r} (the scenario fixes every "

@@ -33,4 +33,6 @@ SPEC = AlgorithmSpec(
     params=FedPerParams,
     implementation="wirelessfl.algorithms.fedper:FedPer",
     footprint=footprint,
+    # scheduling picks who trains and uploads the body; compression compresses the body's update alone (docs/levers.md)
+    levers=frozenset({"scheduling", "compression"}),
 )

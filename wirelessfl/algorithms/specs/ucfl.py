@@ -104,4 +104,7 @@ SPEC = AlgorithmSpec(
     search_space={**COMMON_SEARCH_SPACE, "temperature": Param.range(0.01, 1.0, log=True), "warmup_rounds": Param.range(0, 20)},
     client_bounds=(ClientBound("streams", lambda m: m, "one stream per user"),),
     footprint=footprint,
+    # the model rounds are scheduled and their uploads compressed; the weight-estimation round asks every
+    # available client and sends its gradients as they are (docs/levers.md)
+    levers=frozenset({"scheduling", "compression"}),
 )

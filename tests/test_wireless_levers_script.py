@@ -1,0 +1,45 @@
+"""scripts/wireless_levers.py: time and energy to target, and the paired ratios to the method's full curve, by hand."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+SPEC = importlib.util.spec_from_file_location("wireless_levers", Path(__file__).parents[1] / "scripts" / "wireless_levers.py")
+levers = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(levers)
+
+
+def _curve(curve: str, seed: int, accs: list[float], times: list[float], energies: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "curve": curve, "profile": "cell", "seed": seed, "round": range(len(accs)), "avg_acc": accs, "time": times,
+        "time_unit": "s", "cum_energy_j": energies,
+    })
+
+
+def test_times_energies_and_paired_ratios_by_hand():
+    trace = pd.concat([
+        _curve("fedavg full", 0, [0.1, 0.5, 0.9], [0, 2, 4], [0, 10, 20]),
+        _curve("fedavg full", 1, [0.1, 0.9, 0.9], [0, 2, 4], [0, 10, 20]),
+        _curve("fedavg q", 0, [0.1, 0.5, 0.8], [0, 1, 2], [0, 4, 8]),       # seed 0 reaches 0.8 at round 2: 2 s, 8 J
+        _curve("fedavg q", 1, [0.1, 0.85, 0.9], [0, 1, 2], [0, 4, 8]),      # seed 1 at round 1: 1 s, 4 J
+        _curve("fedavg k", 0, [0.1, 0.5, 0.6], [0, 1, 2], [0, 1, 2]),       # never
+        _curve("fedavg k", 1, [0.1, 0.85, 0.9], [0, 1, 2], [0, 1, 2]),
+    ])
+    table = levers.comparison(levers.per_seed(trace, 0.8)).set_index("lever")
+    assert table.loc["full", "time"] == 3.0 and table.loc["full", "energy"] == 15.0
+    assert table.loc["q", "time"] == 1.5 and table.loc["q", "energy"] == 6.0
+    # paired: seed 0: 2/4 and 8/20, seed 1: 1/2 and 4/10
+    assert table.loc["q", "time_ratio"] == pytest.approx(0.5) and table.loc["q", "time_ratio_ci"] == pytest.approx(0.0)
+    assert table.loc["q", "energy_ratio"] == pytest.approx(0.4)
+    assert math.isnan(table.loc["k", "time"]) and table.loc["k", "time_reached"] == 1
+    assert table.loc["q", "final_acc"] == pytest.approx(0.85)
+    # the whole run: 2 s against 4 s and 8 J against 20 J on both seeds; final accuracy -10 and 0 points
+    assert table.loc["q", "run_time_ratio"] == pytest.approx(0.5) and table.loc["q", "run_energy_ratio"] == pytest.approx(0.4)
+    assert table.loc["q", "acc_gain"] == pytest.approx(-0.05) and table.loc["k", "run_energy_ratio"] == pytest.approx(0.1)
+    text = levers.markdown(table.reset_index(), 0.8, "s")
+    assert "| fedavg | k | not reached (1/2 seeds) |" in text and "| fedavg | q | 1.50 ±" in text and "| -5.0 ± " in text
