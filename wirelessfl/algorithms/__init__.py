@@ -25,6 +25,7 @@ from wirelessfl.algorithms import (  # noqa: F401  (registration)
     ifca,
     local,
     oracle,
+    pfedme,
     pflego,
     scaffold,
     ucfl,
