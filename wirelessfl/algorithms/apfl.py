@@ -72,6 +72,7 @@ class APFL(MixingAlgorithm):
     hparams = {"alpha": 0.25, "adaptive_alpha": False, "alpha_lr": 0.01}
     #: the fixed mixing weights the paper's experiments compare (0.25, 0.5, 0.75)
     search_space = {**COMMON_SEARCH_SPACE, "alpha": Param.of(0.25, 0.5, 0.75)}
+    levers = frozenset({"server_optimizer"})
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
@@ -96,7 +97,7 @@ class APFL(MixingAlgorithm):
         trained, loss = self.train_clients(round, members, start)
         grad_norm = self.personalize(round, members, start, kept_state)
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
-        self.models = self.aggregate(uploads)
+        self.models = self.server_update(self.models, self.aggregate(uploads), bool(uploads))
         extra = {"personal_grad_norm": grad_norm, "mean_alpha": float(self.alpha[self.ctx.training_clients()].mean())}
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra=extra)
 

@@ -49,6 +49,7 @@ class Ditto(MixingAlgorithm):
     hparams = {"lambda": 0.1}
     #: the paper's grid (§5: lambda in {0.01, 0.1, 1, 2})
     search_space = {**COMMON_SEARCH_SPACE, "lambda": Param.of(0.01, 0.1, 1.0, 2.0)}
+    levers = frozenset({"server_optimizer"})
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
@@ -77,7 +78,7 @@ class Ditto(MixingAlgorithm):
         personal, loss = self.train_clients(round, members, self.personal[index], pull, self.personal_optimizer)
         self.personal[index] = personal
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
-        self.models = self.aggregate(uploads)
+        self.models = self.server_update(self.models, self.aggregate(uploads), bool(uploads))
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra={"global_train_loss": global_loss})
 
     def client_params(self) -> torch.Tensor:

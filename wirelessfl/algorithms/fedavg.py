@@ -16,4 +16,4 @@ class FedAvg(MixingAlgorithm):
     name = "fedavg"
     paper = "McMahan et al., AISTATS 2017"
     description = "one global model; 1 broadcast stream, everybody uploads"
-    levers = frozenset({"scheduling", "compression", "aggregation"})
+    levers = frozenset({"scheduling", "compression", "aggregation", "server_optimizer"})

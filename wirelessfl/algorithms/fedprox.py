@@ -37,6 +37,7 @@ class FedProx(MixingAlgorithm):
     hparams = {"mu": 0.01}
     #: the paper's grid for mu (§5.3: {0.001, 0.01, 0.1, 1})
     search_space = {**COMMON_SEARCH_SPACE, "mu": Param.of(0.001, 0.01, 0.1, 1.0)}
+    levers = frozenset({"server_optimizer"})
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
