@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from wirelessfl.algorithms import Context, get_algorithm
+from wirelessfl.algorithms import Context, get_algorithm, shuffle_schedule, torch_generator
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 
-from handmade import CLASSES, SHAPE, mlp_logits, tiny_data
+from handmade import CLASSES, SHAPE, documented_defaults, mlp_logits, tiny_data
 from simulated import LEARNING, curve, run
 
 SIZES = (2, 5, 3, 10)
@@ -25,20 +25,6 @@ def make_ctx(participation=1.0, train=None, keep=False) -> Context:
     train = train or TrainConfig(epochs=2, batch_size=4, lr=0.05, optimizer="adam")
     ctx = Context(tiny_data(SIZES), arch, LockstepEngine(arch, "cpu"), train, seed=5, participation=participation)
     return replace(ctx, keep_optimizer_state=keep)
-
-
-@pytest.fixture(scope="module")
-def trace() -> pd.DataFrame:
-    return run([{"name": "fedavg"}, {"name": "apfl", "variants": {"alpha": [0.0, 0.5]}}])
-
-
-def test_alpha_zero_is_fedavgs_trace_exactly(trace):
-    columns = [*LEARNING, "dl_payload", "ul_payload", "aggregated", "participants"]
-    pd.testing.assert_frame_equal(curve(trace, "apfl alpha=0.0", columns), curve(trace, "fedavg", columns), check_exact=True)
-
-
-def test_a_personal_share_changes_the_models(trace):
-    assert not curve(trace, "apfl alpha=0.5")["mean_loss"].equals(curve(trace, "fedavg")["mean_loss"])
 
 
 def test_apfl_communicates_as_fedavg_and_computes_twice():
@@ -59,27 +45,30 @@ def test_the_global_model_is_fedavgs_for_any_alpha(participation, keep):
     assert (apfl.client_params() - fedavg.client_params()).abs().max() > 1e-3
 
 
-def gradient(ctx, flat, client):
+def gradient(ctx, flat, x, y):
     flat = flat.clone().requires_grad_(True)
-    return torch.autograd.grad(F.cross_entropy(mlp_logits(ctx.arch, flat, client.x_train), client.y_train), flat)[0]
+    return torch.autograd.grad(F.cross_entropy(mlp_logits(ctx.arch, flat, x), y), flat)[0]
 
 
-@pytest.mark.parametrize("adaptive", [False, True])
-def test_the_personal_and_alpha_steps_by_hand(adaptive):
-    """Full batch, plain SGD, 2 steps: v^t = v^{t-1} - lr a g(v_bar^{t-1}), a <- clip(a - eta_a <v - w, g(v_bar)>)."""
+@pytest.mark.parametrize(("adaptive", "batch_size"), [(False, 16), (True, 16), (True, 4)])
+def test_the_personal_and_alpha_steps_by_hand(adaptive, batch_size):
+    """Plain SGD, 2 epochs of the round's batches (full batches, or 1 to 3 per epoch: uneven step counts):
+    v^t = v^{t-1} - lr a g(v_bar^{t-1}), a <- clip(a - eta_a <v - w, g(v_bar)>), w^t = w^{t-1} - lr g(w^{t-1})."""
     lr, alpha, alpha_lr = 0.5, 0.4, 2.0
-    ctx = make_ctx(train=TrainConfig(epochs=2, batch_size=16, lr=lr, momentum=0.0))
+    ctx = make_ctx(train=TrainConfig(epochs=2, batch_size=batch_size, lr=lr, momentum=0.0))
     algo = get_algorithm("apfl")(ctx, alpha=alpha, adaptive_alpha=adaptive, alpha_lr=alpha_lr)
     algo.personal = algo.personal + 0.3 * torch.randn(algo.personal.shape, generator=torch.Generator().manual_seed(0))
     w0, v0 = algo.models[0].double(), algo.personal.double()
+    batches = shuffle_schedule(list(SIZES), batch_size, [2.0] * 4, torch_generator(ctx.seed, 1, "train"))
     expected_v, expected_alpha = v0.clone(), torch.full((4,), alpha, dtype=torch.float64)
-    for i in range(4):
+    for i, own in enumerate(batches):
         client, w, v, a = ctx.data.clients[i], w0, v0[i], alpha
-        for _ in range(2):
-            g = gradient(ctx, a * v + (1 - a) * w, client)
+        for batch in own:
+            x, y = client.x_train[batch], client.y_train[batch]
+            g = gradient(ctx, a * v + (1 - a) * w, x, y)
             slope = float((v - w) @ g)
             v = v - lr * a * g
-            w = w - lr * gradient(ctx, w, client)
+            w = w - lr * gradient(ctx, w, x, y)
             if adaptive:
                 a = min(max(a - alpha_lr * slope, 0.0), 1.0)
         expected_v[i], expected_alpha[i] = v, a
@@ -100,6 +89,13 @@ def test_alpha_is_clipped_to_the_unit_interval():
     assert set(algo.alpha.tolist()) <= {0.0, 1.0}
 
 
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_the_ends_of_alpha_are_allowed_and_pick_one_model(alpha):
+    algo = get_algorithm("apfl")(make_ctx(), alpha=alpha)
+    algo.personal = algo.personal + 1.0
+    assert torch.equal(algo.client_params(), algo.personal if alpha == 1.0 else algo.models.expand(4, -1))
+
+
 def test_held_out_clients_get_the_global_model_and_state_round_trips():
     ctx = replace(make_ctx(keep=True), held_out=np.array([2]))
     params = {"alpha": 0.5, "adaptive_alpha": True, "alpha_lr": 0.5}
@@ -114,6 +110,12 @@ def test_held_out_clients_get_the_global_model_and_state_round_trips():
     assert torch.equal(algo.client_params(), copy.client_params()) and torch.equal(algo.alpha, copy.alpha)
 
 
+def test_defaults_are_the_documented_ones_and_tune_searches_the_papers_alphas():
+    apfl = get_algorithm("apfl")
+    assert {key: str(value).lower() for key, value in apfl.hparams.items()} == documented_defaults("apfl")
+    assert apfl.search_space["alpha"].choices == (0.25, 0.5, 0.75)
+
+
 @pytest.mark.parametrize(("params", "message"), [
     ({"alpha": 1.5}, "apfl: alpha must be a number in [0, 1], got 1.5"),
     ({"alpha": True}, "apfl: alpha must be a number in [0, 1], got True"),
@@ -124,3 +126,18 @@ def test_bad_parameters_are_one_line(params, message):
     with pytest.raises(ValueError) as err:
         get_algorithm("apfl")(make_ctx(), **params)
     assert str(err.value) == message
+
+
+
+@pytest.fixture(scope="module")
+def trace() -> pd.DataFrame:
+    return run([{"name": "fedavg"}, {"name": "apfl", "variants": {"alpha": [0.0, 0.5]}}])
+
+
+def test_alpha_zero_is_fedavgs_trace_exactly(trace):
+    columns = [*LEARNING, "dl_payload", "ul_payload", "aggregated", "participants"]
+    pd.testing.assert_frame_equal(curve(trace, "apfl alpha=0.0", columns), curve(trace, "fedavg", columns), check_exact=True)
+
+
+def test_a_personal_share_changes_the_models(trace):
+    assert not curve(trace, "apfl alpha=0.5")["mean_loss"].equals(curve(trace, "fedavg")["mean_loss"])

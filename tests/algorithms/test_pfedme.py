@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from wirelessfl.algorithms import Context, get_algorithm
+from wirelessfl.algorithms import Context, get_algorithm, shuffle_schedule, torch_generator
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 
-from handmade import CLASSES, SHAPE, mlp_logits, tiny_data
+from handmade import CLASSES, SHAPE, documented_defaults, mlp_logits, tiny_data
 from simulated import curve, run
 
 SIZES = (2, 5, 3, 10)
@@ -27,25 +27,27 @@ def make_ctx(participation=1.0, train=None, keep=False) -> Context:
     return replace(ctx, keep_optimizer_state=keep)
 
 
-def gradient(ctx, flat, client):
+def gradient(ctx, flat, x, y):
     flat = flat.clone().requires_grad_(True)
-    return torch.autograd.grad(F.cross_entropy(mlp_logits(ctx.arch, flat, client.x_train), client.y_train), flat)[0]
+    return torch.autograd.grad(F.cross_entropy(mlp_logits(ctx.arch, flat, x), y), flat)[0]
 
 
-@pytest.mark.parametrize("beta", [1.0, 2.0])
-def test_one_round_by_hand(beta):
-    """Full batch, 2 outer steps of K = 3 inner steps: theta <- theta - plr (g(theta) + lam (theta - w)),
-    w <- w - lr lam (w - theta); server: (1 - beta) w + beta sum n_i w_i / sum n_i over the arrived."""
+@pytest.mark.parametrize(("beta", "batch_size"), [(1.0, 16), (2.0, 16), (1.0, 4)])
+def test_one_round_by_hand(beta, batch_size):
+    """2 epochs of the round's batches (full batches, or 1 to 3 per epoch: uneven step counts), K = 3 inner steps
+    each: theta <- theta - plr (g(theta) + lam (theta - w)), then w <- w - lr lam (w - theta); server:
+    (1 - beta) w + beta sum n_i w_i / sum n_i over the arrived."""
     lr, plr, lam, K = 0.05, 0.2, 2.0, 3
-    ctx = make_ctx(train=TrainConfig(epochs=2, batch_size=16, lr=lr, momentum=0.9, optimizer="sgd"))
+    ctx = make_ctx(train=TrainConfig(epochs=2, batch_size=batch_size, lr=lr, momentum=0.9, optimizer="sgd"))
     algo = get_algorithm("pfedme")(ctx, **{"lambda": lam, "inner_steps": K, "personal_lr": plr, "beta": beta})
     w0 = algo.models[0].double()
+    batches = shuffle_schedule(list(SIZES), batch_size, [2.0] * 4, torch_generator(ctx.seed, 1, "train"))
     locals_, thetas = [], []
-    for client in ctx.data.clients:
+    for client, own in zip(ctx.data.clients, batches):
         w, theta = w0, w0
-        for _ in range(2):
+        for batch in own:
             for _ in range(K):
-                theta = theta - plr * (gradient(ctx, theta, client) + lam * (theta - w))
+                theta = theta - plr * (gradient(ctx, theta, client.x_train[batch], client.y_train[batch]) + lam * (theta - w))
             w = w - lr * lam * (w - theta)
         locals_.append(w)
         thetas.append(theta)
@@ -81,13 +83,6 @@ def test_pfedme_sends_fedavgs_payload_and_computes_k_passes():
     assert set(plan.uplink.values()) == {1.0} and set(plan.work.values()) == {4.0}
 
 
-def test_runs_through_simulate_with_its_payload():
-    trace = run([{"name": "fedavg"}, {"name": "pfedme", "params": {"lambda": 1.0, "personal_lr": 0.05}}])
-    pfedme, fedavg = curve(trace, "pfedme"), curve(trace, "fedavg")
-    assert (pfedme["dl_payload"] == fedavg["dl_payload"]).all() and (pfedme["ul_payload"] == fedavg["ul_payload"]).all()
-    assert pfedme["avg_acc"].notna().all() and not pfedme["avg_acc"].equals(fedavg["avg_acc"])
-
-
 def test_held_out_clients_get_the_global_model_and_state_round_trips():
     ctx = replace(make_ctx(0.5, keep=True), held_out=np.array([2]))
     algo = get_algorithm("pfedme")(ctx, beta=1.5)
@@ -101,6 +96,12 @@ def test_held_out_clients_get_the_global_model_and_state_round_trips():
     assert torch.equal(algo.client_params(), copy.client_params()) and torch.equal(algo.models, copy.models)
 
 
+def test_defaults_are_the_documented_ones_and_the_search_space_the_documented_grid():
+    pfedme = get_algorithm("pfedme")
+    assert {key: str(value) for key, value in pfedme.hparams.items()} == documented_defaults("pfedme")
+    assert pfedme.search_space["lambda"].choices == (1.0, 5.0, 15.0) and pfedme.search_space["beta"].choices == (1.0, 2.0)
+
+
 @pytest.mark.parametrize(("params", "message"), [
     ({"lambda": 0}, "pfedme: lambda must be a finite number > 0, got 0"),
     ({"beta": float("inf")}, "pfedme: beta must be a finite number > 0, got inf"),
@@ -112,3 +113,11 @@ def test_bad_parameters_are_one_line(params, message):
     with pytest.raises(ValueError) as err:
         get_algorithm("pfedme")(make_ctx(), **params)
     assert str(err.value) == message
+
+
+
+def test_runs_through_simulate_with_its_payload():
+    trace = run([{"name": "fedavg"}, {"name": "pfedme", "params": {"lambda": 1.0, "personal_lr": 0.05}}])
+    pfedme, fedavg = curve(trace, "pfedme"), curve(trace, "fedavg")
+    assert (pfedme["dl_payload"] == fedavg["dl_payload"]).all() and (pfedme["ul_payload"] == fedavg["ul_payload"]).all()
+    assert pfedme["avg_acc"].notna().all() and not pfedme["avg_acc"].equals(fedavg["avg_acc"])

@@ -82,25 +82,6 @@ def test_sgd_and_momentum_are_fedavgs_with_a_rate_and_fedavgm():
     assert ServerOptimizerState(ServerOptimizer("sgd", 1.0), torch.zeros(1, 3)).update(torch.ones(1, 3), averaged) is averaged
 
 
-@pytest.fixture(scope="module")
-def trace() -> pd.DataFrame:
-    return run([
-        {"name": "fedavg"},
-        {"name": "fedavg", "label": "sgd1", "training": {"server_optimizer": {"name": "sgd", "lr": 1.0}}},
-        {"name": "fedavg", "label": "yogi", "training": {"server_optimizer": {"name": "yogi", "lr": 0.01}}},
-    ])
-
-
-def test_sgd_at_rate_one_is_todays_trace_exactly(trace):
-    pd.testing.assert_frame_equal(curve(trace, "sgd1"), curve(trace, "fedavg"), check_exact=True)
-
-
-def test_an_adaptive_server_changes_the_learning_not_the_traffic(trace):
-    yogi, fedavg = curve(trace, "yogi"), curve(trace, "fedavg")
-    assert not yogi["mean_loss"].equals(fedavg["mean_loss"])
-    assert yogi["ul_payload"].equals(fedavg["ul_payload"]) and yogi["dl_payload"].equals(fedavg["dl_payload"])
-
-
 def make_ctx(spec: ServerOptimizer) -> Context:
     arch = get_architecture("mlp", SHAPE, CLASSES, hidden=(5,))
     train = TrainConfig(epochs=1, batch_size=4, lr=0.05)
@@ -119,28 +100,6 @@ def test_methods_with_fedavgs_global_model_step_it_alike(name):
         assert torch.equal(ours.models, fedavg.models)
     assert set(fedavg.state_dict()["server_optimizer"]) == {"step", "exp_avg", "exp_avg_sq"}
     assert float(fedavg.state_dict()["server_optimizer"]["step"]) == 2.0  # round 3: nothing arrived, no step
-
-
-def test_the_server_state_survives_a_checkpoint_and_resume_byte_for_byte(tmp_path):
-    doc = scenario([{"name": "fedavg", "training": {"server_optimizer": {"name": "adam", "lr": 0.01}}}],
-                   rounds=4, checkpoint_every=1, networks=[{"preset": "wired"}])
-    parsed = parse_scenario(doc)
-    whole = simulate(parsed, run_dir=tmp_path / "whole", keep_models=True)
-    with pytest.raises(KeyboardInterrupt):
-        simulate(parsed, run_dir=tmp_path / "cut", keep_models=True, stop_after_rounds=3)
-    (curve_,) = curves_of(parsed)
-    stamp = unit_fingerprint(parsed, curve_, 0)
-    partial = load_checkpoint(tmp_path / "cut" / "checkpoints" / "seed0__fedavg.partial.safetensors", CHECKPOINT_TYPES, (stamp,), PROVENANCE)
-    assert float(partial["algorithm"]["server_optimizer"]["step"]) == 2.0
-    resumed = simulate(parsed, run_dir=tmp_path / "cut")
-    pd.testing.assert_frame_equal(resumed.trace, whole.trace, check_exact=True)
-    ours, theirs = (
-        load_checkpoint(path / "checkpoints" / "seed0__fedavg.done.safetensors", CHECKPOINT_TYPES, (stamp,), PROVENANCE)
-        for path in (tmp_path / "cut", tmp_path / "whole")
-    )
-    for key in ("step", "exp_avg", "exp_avg_sq"):
-        assert ours["algorithm"]["server_optimizer"][key].numpy().tobytes() == theirs["algorithm"]["server_optimizer"][key].numpy().tobytes()
-    assert ours["algorithm"]["models"].numpy().tobytes() == theirs["algorithm"]["models"].numpy().tobytes()
 
 
 @pytest.mark.parametrize(("given", "message"), [
@@ -166,3 +125,45 @@ def test_methods_with_their_own_server_rule_refuse_it_in_one_line(name):
         simulate(parse_scenario(doc))
     takers = "apfl, ditto, fedavg, fedavg_ft, fedprox"
     assert str(err.value) == f"{name}: training.server_optimizer does not apply to {name}; it applies to {takers}"
+
+
+
+@pytest.fixture(scope="module")
+def trace() -> pd.DataFrame:
+    return run([
+        {"name": "fedavg"},
+        {"name": "fedavg", "label": "sgd1", "training": {"server_optimizer": {"name": "sgd", "lr": 1.0}}},
+        {"name": "fedavg", "label": "yogi", "training": {"server_optimizer": {"name": "yogi", "lr": 0.01}}},
+    ])
+
+
+def test_sgd_at_rate_one_is_todays_trace_exactly(trace):
+    pd.testing.assert_frame_equal(curve(trace, "sgd1"), curve(trace, "fedavg"), check_exact=True)
+
+
+def test_an_adaptive_server_changes_the_learning_not_the_traffic(trace):
+    yogi, fedavg = curve(trace, "yogi"), curve(trace, "fedavg")
+    assert not yogi["mean_loss"].equals(fedavg["mean_loss"])
+    assert yogi["ul_payload"].equals(fedavg["ul_payload"]) and yogi["dl_payload"].equals(fedavg["dl_payload"])
+
+
+def test_the_server_state_survives_a_checkpoint_and_resume_byte_for_byte(tmp_path):
+    doc = scenario([{"name": "fedavg", "training": {"server_optimizer": {"name": "adam", "lr": 0.01}}}],
+                   rounds=4, checkpoint_every=1, networks=[{"preset": "wired"}])
+    parsed = parse_scenario(doc)
+    whole = simulate(parsed, run_dir=tmp_path / "whole", keep_models=True)
+    with pytest.raises(KeyboardInterrupt):
+        simulate(parsed, run_dir=tmp_path / "cut", keep_models=True, stop_after_rounds=3)
+    (curve_,) = curves_of(parsed)
+    stamp = unit_fingerprint(parsed, curve_, 0)
+    partial = load_checkpoint(tmp_path / "cut" / "checkpoints" / "seed0__fedavg.partial.safetensors", CHECKPOINT_TYPES, (stamp,), PROVENANCE)
+    assert float(partial["algorithm"]["server_optimizer"]["step"]) == 2.0
+    resumed = simulate(parsed, run_dir=tmp_path / "cut")
+    pd.testing.assert_frame_equal(resumed.trace, whole.trace, check_exact=True)
+    ours, theirs = (
+        load_checkpoint(path / "checkpoints" / "seed0__fedavg.done.safetensors", CHECKPOINT_TYPES, (stamp,), PROVENANCE)
+        for path in (tmp_path / "cut", tmp_path / "whole")
+    )
+    for key in ("step", "exp_avg", "exp_avg_sq"):
+        assert ours["algorithm"]["server_optimizer"][key].numpy().tobytes() == theirs["algorithm"]["server_optimizer"][key].numpy().tobytes()
+    assert ours["algorithm"]["models"].numpy().tobytes() == theirs["algorithm"]["models"].numpy().tobytes()
