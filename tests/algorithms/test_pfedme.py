@@ -77,10 +77,11 @@ def test_no_arrival_keeps_the_global_model_for_any_beta():
     assert torch.equal(algo.models, before) and not torch.equal(algo.personal[0], before[0])
 
 
-def test_pfedme_sends_fedavgs_payload_and_computes_k_passes():
-    plan = get_algorithm("pfedme")(make_ctx(0.5), inner_steps=4).plan(1)
+@pytest.mark.parametrize("inner_steps", [1, 4])
+def test_pfedme_sends_fedavgs_payload_and_computes_k_passes(inner_steps):
+    plan = get_algorithm("pfedme")(make_ctx(0.5), inner_steps=inner_steps).plan(1)
     assert [s.payload for s in plan.streams] == [1.0] and len(plan.work) == 2
-    assert set(plan.uplink.values()) == {1.0} and set(plan.work.values()) == {4.0}
+    assert set(plan.uplink.values()) == {1.0} and set(plan.work.values()) == {float(inner_steps)}
 
 
 def test_held_out_clients_get_the_global_model_and_state_round_trips():
