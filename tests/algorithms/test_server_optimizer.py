@@ -62,6 +62,15 @@ def test_yogi_is_algorithm_2_as_written():
                                paper("yogi", 0.5, 0.5, 0.9, 0.01), rtol=0, atol=1e-6)
 
 
+def test_yogi_keeps_v_where_it_equals_the_squared_update():
+    """sign(v - Delta^2) = 0: v_1 = v_0 = tau^2 exactly, so x_1 = x_0 + lr (1 - beta1) Delta / (tau + tau)."""
+    x = torch.tensor([[1.0, 2.0]])
+    state = ServerOptimizerState(ServerOptimizer("yogi", 0.1, tau=0.5), x)
+    moved = state.update(x, x + 0.5)
+    assert torch.equal(state.optimizer.state[state.param]["exp_avg_sq"], torch.full((1, 2), 0.25))
+    torch.testing.assert_close(moved, x + 0.1 * 0.1 * 0.5 / 1.0, rtol=0, atol=1e-7)
+
+
 def test_adam_is_algorithm_2_with_bias_correction():
     np.testing.assert_allclose(steps(ServerOptimizer("adam", 0.1)), paper("adam", 0.1, bias_correction=True), rtol=0, atol=1e-6)
     first = steps(ServerOptimizer("adam", 0.1, tau=1e-9))[0]  # bias-corrected first step: lr sign(delta)
@@ -100,6 +109,16 @@ def test_methods_with_fedavgs_global_model_step_it_alike(name):
         assert torch.equal(ours.models, fedavg.models)
     assert set(fedavg.state_dict()["server_optimizer"]) == {"step", "exp_avg", "exp_avg_sq"}
     assert float(fedavg.state_dict()["server_optimizer"]["step"]) == 2.0  # round 3: nothing arrived, no step
+
+
+def test_the_documented_defaults_fill_what_a_scenario_leaves_out():
+    """docs/levers.md: momentum 0.9, betas [0.9, 0.99], tau 1e-3; what is given is kept."""
+    def spec(given):
+        return parse_scenario({**scenario([{"name": "fedavg"}]), "training": {"server_optimizer": given}}).training.server_optimizer.spec()
+
+    assert spec({"name": "momentum", "lr": 1.0}) == ServerOptimizer("momentum", 1.0, 0.9, (0.9, 0.99), 1e-3)
+    assert spec({"name": "yogi", "lr": 0.1, "betas": [0.5, 0.6], "tau": 0.01}) == ServerOptimizer("yogi", 0.1, 0.9, (0.5, 0.6), 0.01)
+    assert spec({"name": "momentum", "lr": 2.0, "momentum": 0.5}).momentum == 0.5
 
 
 @pytest.mark.parametrize(("given", "message"), [

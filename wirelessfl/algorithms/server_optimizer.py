@@ -59,7 +59,7 @@ class Yogi(torch.optim.Optimizer):
     """FedYogi's server step (Reddi et al., ICLR 2021, Algorithm 2; Zaheer et al., NeurIPS 2018's Yogi), written
     here because torch.optim has no Yogi; ``p.grad`` is the pseudo-gradient -Delta_t."""
 
-    def __init__(self, params, lr: float, betas: tuple[float, float] = (0.9, 0.99), tau: float = 1e-3) -> None:
+    def __init__(self, params, lr: float, betas: tuple[float, float], tau: float) -> None:
         super().__init__(params, {"lr": lr, "betas": betas, "tau": tau})
 
     @torch.no_grad()
