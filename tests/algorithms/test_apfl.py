@@ -81,6 +81,14 @@ def test_the_personal_and_alpha_steps_by_hand(adaptive, batch_size):
     assert torch.allclose(algo.client_params().double(), mixed, atol=1e-6, rtol=0)
 
 
+def test_learning_alpha_at_rate_zero_is_the_fixed_alpha_run():
+    ctx = make_ctx()
+    learned, fixed = get_algorithm("apfl")(ctx, alpha=0.3, adaptive_alpha=True, alpha_lr=0.0), get_algorithm("apfl")(ctx, alpha=0.3)
+    for algo in (learned, fixed):
+        algo.step(1, frozenset(range(4)))
+    assert torch.equal(learned.client_params(), fixed.client_params()) and (learned.alpha == 0.3).all()
+
+
 def test_alpha_is_clipped_to_the_unit_interval():
     ctx = make_ctx(train=TrainConfig(epochs=2, batch_size=16, lr=0.5, momentum=0.0))
     algo = get_algorithm("apfl")(ctx, alpha=0.5, adaptive_alpha=True, alpha_lr=1e6)
