@@ -25,6 +25,7 @@ import numpy as np
 import yaml
 
 import wirelessfl.network.model as network_model
+import wirelessfl.run.rows as run_rows
 import wirelessfl.simulate as simulate_module
 from wirelessfl.accounting import Accounting
 from wirelessfl.config import parse_scenario
@@ -70,14 +71,14 @@ def whole_run(rounds: int, repeats: int) -> None:
         spent[0] = 0.0
         began = time.perf_counter()
         with mock.patch.object(network_model, "activities", timed(network_model.activities)), \
-                mock.patch.object(simulate_module, "account", timed(simulate_module.account)):
+                mock.patch.object(run_rows, "account", timed(run_rows.account)):
             simulate_module.simulate(scenario)
         total = time.perf_counter() - began
         shares.append(spent[0] / total)
         best["with energy"] = min(best["with energy"], total)
         began = time.perf_counter()
         with mock.patch.object(network_model, "activities", no_activities), \
-                mock.patch.object(simulate_module, "account", no_accounting):
+                mock.patch.object(run_rows, "account", no_accounting):
             simulate_module.simulate(scenario, client_rounds=False)
         best["without"] = min(best["without"], time.perf_counter() - began)
     print(f"quickstart, 1 seed, {rounds} rounds, 6 curves x 3 profiles ({repeats} runs each)")

@@ -122,7 +122,7 @@ def physical_rounds(quick: bool) -> None:
         channels = 1 if channel.get("uplink") == "shared" else 4
         physical = PhysicalChannel(**channel)
         if physical.link == "nr":
-            from wirelessfl.simulate import prepare_links
+            from wirelessfl.run.preflight import prepare_links
 
             prepare_links(SystemProfile(name="cell", physical=physical))
         profile = SystemProfile(name="cell", t_min=0.05, mu=20.0, channels=channels, physical=physical)
@@ -143,7 +143,7 @@ def full_run(quick: bool) -> None:
     base = {"seeds": [0], "rounds": rounds, "output": None}
     normalised = {"networks": [{"preset": "slow-ul-unreliable"}]}
     physical = {"networks": [{"name": "nr-cell", "t_min": 0.05, "mu": 20.0, "physical": nr_cell}]}
-    from wirelessfl.simulate import prepare_links
+    from wirelessfl.run.preflight import prepare_links
 
     prepare_links(SystemProfile(name="nr-cell", physical=PhysicalChannel(**nr_cell)))
     wirelessfl.simulate("scenarios/quickstart.yaml", rounds=2, seeds=[0])  # warm-up: imports, caches

@@ -13,35 +13,38 @@ folder on PYTHONPATH)::
       - {name: "examples.fedprox_plugin:FedProxPlugin", params: {mu: 0.01}}
 
 Everything comes from ``wirelessfl.algorithms`` (docs/extending.md): the
-``MixingAlgorithm`` base plans FedAvg's round (one broadcast, every participant
-uploads, work 1), trains the participants in one lockstep call and averages
-what arrived by sample count; this class changes only the local objective.
+class declares itself with an ``AlgorithmSpec`` (its typed parameters, read as
+``self.params.mu``, so ``mu: -1`` is refused at ``algorithms[i].params.mu``
+before anything is built; its search space), and the ``MixingAlgorithm`` base
+plans FedAvg's round (one broadcast, every participant uploads, work 1), trains
+the participants in one lockstep call and averages what arrived by sample
+count; this class changes only the local objective.
 """
 
 from __future__ import annotations
 
-import math
+from wirelessfl.algorithms import COMMON_SEARCH_SPACE, AlgorithmSpec, GradientCorrection, MixingAlgorithm, Param, Params, finite
 
-from wirelessfl.algorithms import COMMON_SEARCH_SPACE, GradientCorrection, MixingAlgorithm, Param
+
+class FedProxPluginParams(Params):
+    mu: finite(0.0) = 0.01
+    """The proximal weight of eq. 2 (0: FedAvg)."""
 
 
 class FedProxPlugin(MixingAlgorithm):
     """FedAvg whose clients add ``mu (w - w^t)`` to every local gradient (the gradient of eq. 2's proximal term)."""
 
-    name = "fedprox_plugin"
-    paper = "Li et al., MLSys 2020"
-    description = "FedProx written as a plugin (examples/fedprox_plugin.py)"
-    hparams = {"mu": 0.01}
-    search_space = {**COMMON_SEARCH_SPACE, "mu": Param.of(0.001, 0.01, 0.1, 1.0)}
-
-    def __init__(self, ctx, **hparams):
-        super().__init__(ctx, **hparams)
-        mu = self.params["mu"]
-        if not (isinstance(mu, (int, float)) and mu >= 0 and math.isfinite(mu)):
-            raise ValueError(f"mu must be a finite number >= 0, got {mu!r}")
+    spec = AlgorithmSpec(
+        name="fedprox_plugin",
+        paper="Li et al., MLSys 2020",
+        description="FedProx written as a plugin (examples/fedprox_plugin.py)",
+        params=FedProxPluginParams,
+        implementation="examples.fedprox_plugin:FedProxPlugin",
+        search_space={**COMMON_SEARCH_SPACE, "mu": Param.of(0.001, 0.01, 0.1, 1.0)},
+    )
 
     def local_training(self, round, members):
         """Each participant starts from the global model w^t and is pulled back towards it while it trains."""
         start = self.received(members)
-        pull = GradientCorrection(mu=float(self.params["mu"]), anchor=start)
+        pull = GradientCorrection(mu=float(self.params.mu), anchor=start)
         return self.train_clients(round, members, start, correction=pull)

@@ -133,7 +133,8 @@ def downlink_share(run: Path, trace: pd.DataFrame, rounds: int = 200) -> pd.Data
     from wirelessfl.config import load_scenario
     from wirelessfl.network import NetworkModel
     from wirelessfl.seam import CommPlan, Stream
-    from wirelessfl.simulate import prepare_links, static_rng
+    from wirelessfl.run.preflight import prepare_links
+    from wirelessfl.run.seeds import static_rng
 
     scenario = load_scenario(run / "scenario.yaml")
     first = trace[(trace["round"] == 1) & (trace["dl_payload"] > 0)].iloc[0]

@@ -24,7 +24,8 @@ import torch
 from wirelessfl import checkpoint
 from wirelessfl.config import load_scenario
 from wirelessfl.results.intervals import interval_half_width
-from wirelessfl.simulate import CHECKPOINT_TYPES, build_units
+from wirelessfl.run.build import build_units
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES
 
 COLUMNS = ("gated mixture", "chosen cluster model", "local expert", "best single expert per client", "gate weight on the local expert")
 

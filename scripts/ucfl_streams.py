@@ -20,7 +20,7 @@ import pandas as pd
 from sklearn.metrics import adjusted_rand_score
 
 from wirelessfl import checkpoint
-from wirelessfl.simulate import CHECKPOINT_TYPES
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES
 
 
 def stream_report(weights: np.ndarray, assignment: np.ndarray, groups: np.ndarray) -> dict[str, object]:

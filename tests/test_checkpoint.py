@@ -25,9 +25,13 @@ from wirelessfl.config import dump_scenario, parse_scenario, scenario_fingerprin
 from wirelessfl.results.figures import write_figures
 from wirelessfl.results.io import WriteFailed, atomic_write_bytes, resumable_writes
 from wirelessfl.seam import CommPlan, RoundTiming, Stream
-from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, build_units, check_checkpoints, simulate
+from wirelessfl.run.build import build_units
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
+from wirelessfl.run.folder import check_checkpoints
+from wirelessfl.simulate import simulate
 
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("images_not_drawn")  # runs draw no PNGs: checked in tests/test_cli.py
 
 SMALL = {
     "name": "ckpt",
@@ -523,7 +527,7 @@ def test_a_fifo_in_the_checkpoint_folder_is_refused(tmp_path):
 
 
 def test_a_run_that_gains_a_curve_and_a_seed_resumes_without_retraining_its_finished_units(tmp_path):
-    """Each unit is stamped with its own settings (simulate.unit_fingerprint), and common random numbers make
+    """Each unit is stamped with its own settings (run.keys.unit_fingerprint), and common random numbers make
     its trace independent of the other curves and seeds: adding `local` and seed 1 to a finished run's
     scenario.yaml trains only the three new units, and the trace is the one a fresh run of the larger
     scenario gives."""

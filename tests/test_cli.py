@@ -174,6 +174,7 @@ def test_report_over_the_last_rounds_says_so_and_refuses_a_sweep(run, tmp_path):
     assert runner.invoke(app, ["report", str(run_dir)]).exit_code == 0
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_overrides_change_rounds_seed_and_device(tmp_path):
     out = tmp_path / "run"
     args = ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--rounds", "1", "--seed", "5", "--device", "cpu", "--quiet"]
@@ -185,6 +186,7 @@ def test_overrides_change_rounds_seed_and_device(tmp_path):
     assert sorted(trace["round"].unique()) == [0, 1] and set(trace["seed"]) == {5}
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_set_overrides_any_field_and_is_recorded_in_the_run(tmp_path):
     out = tmp_path / "run"
     args = ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--rounds", "1", "--quiet",
@@ -205,6 +207,7 @@ def test_a_bad_set_is_one_line_and_writes_nothing(tmp_path):
     assert result.exit_code == 2 and "training.lrr: unknown key" in result.output
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_resume_continues_an_interrupted_run_to_the_identical_trace(tmp_path, run):
     from wirelessfl.simulate import simulate
 
@@ -238,10 +241,11 @@ def test_resume_refuses_overrides_and_a_different_scenario(tmp_path, run):
     assert nothing.output.strip() == "error: give a SCENARIO file to run, or --resume RUN_DIR to continue an interrupted run"
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_a_run_kept_with_its_models_extends_to_the_trace_of_a_longer_run(tmp_path, monkeypatch):
     """`--resume RUN --rounds N` trains every unit on from its last round, FedAvg+ still following FedAvg: the
     trace is the one a run started with N rounds gives. An extension killed half-way completes when re-run."""
-    import wirelessfl.results.io as io_module
+    import wirelessfl.run.extend as extend_module
 
     doc = {**SCENARIO, "algorithms": [{"name": "fedavg"}, {"name": "fedavg_ft"}, {"name": "local"}], "networks": [{"preset": "wired"}]}
     source = _write(tmp_path, doc)
@@ -250,17 +254,17 @@ def test_a_run_kept_with_its_models_extends_to_the_trace_of_a_longer_run(tmp_pat
     short = tmp_path / "short"
     made = runner.invoke(app, ["simulate", str(source), "--rounds", "2", "--out", str(short), "--keep-models", "--quiet"])
     assert made.exit_code == 0, made.output
-    written = io_module.atomic_write_text
+    written = extend_module.atomic_write_text
 
     def killed(path, text):
         if path.name == "scenario.yaml":
             raise KeyboardInterrupt
         return written(path, text)
 
-    monkeypatch.setattr(io_module, "atomic_write_text", killed)
+    monkeypatch.setattr(extend_module, "atomic_write_text", killed)  # the extension is killed as it rewrites scenario.yaml
     assert runner.invoke(app, ["simulate", "--resume", str(short), "--rounds", "3", "--quiet"]).exit_code != 0
     assert sorted(p.name.split(".")[1] for p in (short / "checkpoints").glob("*.safetensors")) == ["partial"] * 3
-    monkeypatch.setattr(io_module, "atomic_write_text", written)
+    monkeypatch.setattr(extend_module, "atomic_write_text", written)
     for rounds in ("3", "4"):  # the killed extension completed, then extended once more (its models are kept)
         result = runner.invoke(app, ["simulate", "--resume", str(short), "--rounds", rounds, "--quiet"])
         assert result.exit_code == 0, result.output
@@ -286,6 +290,7 @@ def test_a_run_is_extended_only_from_its_models_and_never_shortened(run):
     assert {path: path.read_bytes() for path in files} == files
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_without_a_terminal_a_run_prints_progress_lines_and_its_table_at_full_width(tmp_path, monkeypatch):
     import wirelessfl.progress_lines
 
@@ -313,6 +318,7 @@ def test_without_a_terminal_a_run_prints_progress_lines_and_its_table_at_full_wi
     assert quiet.exit_code == 0 and not [line for line in quiet.output.splitlines() if line.startswith("[")], quiet.output
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_an_interrupted_run_says_how_to_resume(tmp_path, monkeypatch):
     import wirelessfl.simulate
 
@@ -342,10 +348,17 @@ def test_out_must_be_new_or_empty(tmp_path, run):
 
 
 def test_validate_and_list(tmp_path):
-    result = runner.invoke(app, ["validate", str(_write(tmp_path, SCENARIO))])
+    path = _write(tmp_path, SCENARIO)
+    result = runner.invoke(app, ["validate", str(path)])
     assert result.exit_code == 0
-    first, cost = result.output.strip().splitlines()
-    assert first == "ok e2e: digits, 4 clients, 2 rounds, 2 curves (fedavg, local), profiles: slow-ul-unreliable, wired, seeds [0]"
+    ok = "ok e2e: digits, 4 clients, 2 rounds, 2 curves (fedavg, local), profiles: slow-ul-unreliable, wired, seeds [0]"
+    assert result.output.strip().splitlines() == [
+        ok, "schema and dataset files checked; --build also builds the data, model and algorithms once",
+    ]
+    built = runner.invoke(app, ["validate", str(path), "--build"])
+    assert built.exit_code == 0
+    first, cost = built.output.strip().splitlines()
+    assert first == ok
     assert re.fullmatch(r"estimated memory for the run \S+ [kMG]?B \(beyond the loaded libraries\) of \S+ GB available; training .* on this machine", cost)
     listing = runner.invoke(app, ["list"])
     assert listing.exit_code == 0
@@ -356,10 +369,10 @@ def test_validate_and_list(tmp_path):
 @pytest.mark.parametrize(
     ("algorithm", "model", "message"),
     [
-        ({"name": "fedem", "params": {"components": 0}}, None, "algorithms[0].params.components: fedem: components must be an int >= 1, got 0"),
-        ({"name": "ifca", "params": {"clusters": 5}}, None, "algorithms[0].params.clusters: ifca: clusters must be an int in [1, 4] (the number of clients), got 5"),
-        ({"name": "fedmoe", "params": {"epsilon": -0.1}}, None, "algorithms[0].params.epsilon: fedmoe: epsilon must be a number in [0, 1], got -0.1"),
-        ({"name": "pflego", "params": {"tau": 0}}, None, "algorithms[0].params.tau: pflego: tau must be an int >= 1, got 0"),
+        ({"name": "fedem", "params": {"components": 0}}, None, "algorithms[0].params.components: must be an int >= 1, got 0"),
+        ({"name": "ifca", "params": {"clusters": 5}}, None, "algorithms[0].params.clusters: 5 is more than one cluster per user (data.clients = 4); at most 4"),
+        ({"name": "fedmoe", "params": {"epsilon": -0.1}}, None, "algorithms[0].params.epsilon: must be a number in [0, 1], got -0.1"),
+        ({"name": "pflego", "params": {"tau": 0}}, None, "algorithms[0].params.tau: must be an int >= 1, got 0"),
         (
             {"name": "pflego"},
             {"name": "mlp", "options": {"hidden": []}},
@@ -373,17 +386,19 @@ def test_validate_and_list(tmp_path):
     ],
 )
 def test_validate_rejects_bad_seed_system_parameters_in_one_line(tmp_path, algorithm, model, message):
+    """A value the declaration refuses is a schema error; what needs the model (a body to share) needs --build."""
     doc = {**SCENARIO, "algorithms": [algorithm], **({"model": model} if model else {})}
     path = _write(tmp_path, doc)
-    result = runner.invoke(app, ["validate", str(path)])
+    result = runner.invoke(app, ["validate", str(path), *(["--build"] if model else [])])
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {path}: {message}"
 
 
-def test_validate_builds_the_data_too(tmp_path):
+def test_validate_build_builds_the_data_too(tmp_path):
     doc = {**SCENARIO, "data": {**SCENARIO["data"], "partition": [{"name": "dirichlet", "alpha": -1}]}}
     path = _write(tmp_path, doc)
-    result = runner.invoke(app, ["validate", str(path)])
+    assert runner.invoke(app, ["validate", str(path)]).exit_code == 0  # the schema alone cannot see it
+    result = runner.invoke(app, ["validate", str(path), "--build"])
     assert result.exit_code == 2
     assert result.output.strip() == f"error: {path}: data.partition[0] (dirichlet): alpha must be a positive finite number; got -1"
 
@@ -492,6 +507,7 @@ def test_hostile_scenarios_are_one_line_with_the_file_and_exit_2(tmp_path, conte
         ("0", "Input should be greater than or equal to 1 (got 0)"),
     ],
 )
+@pytest.mark.usefixtures("images_not_drawn")
 def test_an_override_does_not_hide_a_bad_value_in_the_file(tmp_path, text, shown):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(SCENARIO).replace("rounds: 2", f"rounds: {text}"))
@@ -511,6 +527,7 @@ def test_a_set_value_with_thousands_of_digits_is_one_line(tmp_path):
     )
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_a_deadline_that_drops_uploads_is_said_on_the_console_and_in_the_summary(tmp_path):
     doc = {**SCENARIO, "algorithms": [{"name": "fedavg"}, {"name": "local"}], "networks": [{"preset": "slow-ul-unreliable", "deadline": 8}]}
     out = tmp_path / "out"
@@ -531,6 +548,7 @@ def test_a_deadline_that_drops_uploads_is_said_on_the_console_and_in_the_summary
     assert re.search(r"\| local \| slow-ul-unreliable \| .* \| n/a \|$", summary, re.M)
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_curves_still_moving_at_the_end_are_said_on_the_console_and_in_the_summary(tmp_path):
     doc = {**SCENARIO, "rounds": 12, "algorithms": [{"name": "fedavg"}, {"name": "local"}], "networks": [{"preset": "wired"}]}
     out = tmp_path / "out"
@@ -559,6 +577,7 @@ TWO_STREAMS_FOUR_GROUPS = {
 """UCFL with 2 streams for 4 label groups: streams that cannot follow the groups, so a streams section with a warning."""
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
     doc = TWO_STREAMS_FOUR_GROUPS
     result = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(tmp_path / "out"), "--quiet"])
@@ -571,6 +590,7 @@ def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
     assert len(warnings) == 1 and f"- **warning** {warnings[0].removeprefix('warning: ')}" in summary
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_report_keeps_the_streams_section_of_a_run_whose_diagnostics_are_gone(tmp_path):
     doc = TWO_STREAMS_FOUR_GROUPS
     out = tmp_path / "out"
@@ -591,6 +611,7 @@ def test_report_keeps_the_streams_section_of_a_run_whose_diagnostics_are_gone(tm
         assert streams(text) == section and text.count(note) == 1
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_the_paired_ranking_says_whether_the_curves_shared_their_draws_from_provenance_json(tmp_path):
     """A finished run records its seeding; a folder without the record (made before it existed, when each
     algorithm drew its own numbers) keeps its ranking, worded for separate draws, and no summary claims otherwise."""
@@ -639,6 +660,7 @@ def test_list_shows_bracketed_text_as_text():
     assert "2x [conv64 5x5 + maxpool 3x3/2], fc384, fc192, fc" in result.output
 
 
+@pytest.mark.usefixtures("images_not_drawn")
 def test_a_user_model_named_by_import_path_trains_end_to_end(tmp_path):
     """``model: {name: package.module:factory}``: a model with dropout the engine has never seen, through `simulate`."""
     doc = {**SCENARIO, "model": {"name": "examples.user_models:two_conv_dropout", "options": {"width": 4, "hidden": 16}},

@@ -390,22 +390,22 @@ def test_a_bad_set_is_reported_with_the_file(tmp_path):
 @pytest.mark.parametrize(
     ("algorithms", "data", "message"),
     [
-        ([{"name": "ucfl", "variants": {"streams": [2, 0]}}], {}, "s.yaml: algorithms[0].variants.streams: ucfl streams must be a positive int, 'm', 'all' or 'auto', got 0"),
+        ([{"name": "ucfl", "variants": {"streams": [2, 0]}}], {}, "s.yaml: algorithms[0].variants.streams: must be a positive int, 'm', 'all' or 'auto', got 0"),
         (
             [{"name": "ifca", "label": "a", "params": {"clusters": 2}}, {"name": "ifca", "params": {"clusters": 0}}],
             {},
-            "s.yaml: algorithms[1].params.clusters: ifca: clusters must be an int in [1, 4] (the number of clients), got 0",
+            "s.yaml: algorithms[1].params.clusters: must be an int >= 1, got 0",
         ),
-        ([{"name": "ifca"}], {"clients": 2}, "s.yaml: algorithms[0].params.clusters: ifca: clusters must be an int in [1, 2] (the number of clients), got 3"),
+        ([{"name": "ifca"}], {"clients": 2}, "s.yaml: algorithms[0].params.clusters: 3 is more than one cluster per user (data.clients = 2); at most 2"),
         ([{"name": "fedavg"}], {"partition": [{"name": "dirichlet", "alpha": -1}]}, "s.yaml: data.partition[0] (dirichlet): alpha must be a positive finite number; got -1"),
     ],
 )
-def test_preflight_names_the_file_and_the_parameter(algorithms, data, message):
-    from wirelessfl.simulate import preflight
+def test_schema_and_preflight_name_the_file_and_the_parameter(algorithms, data, message):
+    from wirelessfl.run.preflight import preflight
 
     doc = {**VALID, "model": {"name": "mlp", "options": {"hidden": [4]}}, "algorithms": algorithms, "data": {**VALID["data"], **data}}
     with pytest.raises(ScenarioError) as info:
-        preflight(parse_scenario(doc), "s.yaml")
+        preflight(parse_scenario(doc, "s.yaml"), "s.yaml")
     assert str(info.value) == message
 
 
@@ -424,3 +424,18 @@ def test_first_line_cuts_only_at_a_newline():
     assert first_line("model.\t\x85: unknown key\nmore") == "model.\t\x85: unknown key"
     assert first_line("a\u2028b\r\nc") == "a\u2028b"
     assert first_line("  ", "ValueError") == "ValueError"
+
+
+def test_the_networks_are_parsed_once_into_typed_profiles(monkeypatch):
+    from wirelessfl.network import SystemProfile
+
+    doc = {**VALID, "networks": [{"preset": "wired"}, {"preset": "wired", "name": "fast", "rho": 0.5}]}
+    scenario = parse_scenario(doc)
+    expected = [SystemProfile.from_dict({"preset": "wired"}), SystemProfile.from_dict({"preset": "wired", "name": "fast", "rho": 0.5})]
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a profile parsed again")
+
+    monkeypatch.setattr(SystemProfile, "from_dict", refuse)
+    assert scenario.profiles() == expected and scenario.profiles() == expected
+    assert all(isinstance(profile, SystemProfile) for profile in scenario.profiles())

@@ -257,3 +257,43 @@ def test_eval_train_charges_a_forward_pass_of_the_train_split_at_each_evaluation
     plain = cost.estimate_seconds(parse_scenario(base), data, arch, speed)
     fit = cost.estimate_seconds(parse_scenario({**base, "eval_train": True}), data, arch, speed)
     assert fit - plain == pytest.approx(3 * 360 / 3 / 1000.0)
+
+
+def test_a_client_by_client_matrix_is_counted_and_refused_in_one_line():
+    """UCFL keeps W [m, m] and, with ``streams: m``, m mixing rows [m, m] (float64): at 100,000 clients
+    2 x 8e10 B = 160 GB beside the m models (100,000 x 2,410 x 4 B = 0.964 GB), refused before anything runs;
+    Local keeps no such matrix (its m models only)."""
+    from wirelessfl.learning.lockstep import TrainConfig
+    from wirelessfl.learning.memory import SplitSizes, estimate_memory
+
+    arch = get_architecture("mlp", (1, 8, 8), 10, hidden=(32,))
+    m = 100_000
+    sizes = SplitSizes(train=(6,) * m, val=(2,) * m, test=(2,) * m)
+    ucfl = estimate_memory(arch, sizes, TrainConfig(batch_size=10), [("ucfl", {})], workers=1)
+    assert ucfl.parts["models kept"] == m * 2410 * 4 + 2 * m * m * 8
+    assert cost.refusal(ucfl, 16_000_000_000).startswith(
+        "memory: this run needs about 524 GB at its peak (algorithm extras 362 GB, models kept 161 GB) but 16.0 GB is available"
+    )
+    local = estimate_memory(arch, sizes, TrainConfig(batch_size=10), [("local", {})], workers=1)
+    assert local.parts["models kept"] == m * 2410 * 4
+
+
+def test_each_evaluated_client_is_charged_and_a_sample_charges_fewer():
+    """By hand: 10 clients x 60 digits split 0.6/0.2/0.2 -> 120 val and 120 test samples; 6 rounds evaluated at
+    0, 3 and 6; at 1,000 samples/s a forward pass of both splits is 240 / 3 / 1000 = 0.08 s, and each client
+    costs 0.01 s a pass beside its samples. Every client: 3 x (0.08 + 2 x 10 x 0.01) = 0.84 s. A sample of 4
+    at rounds 0 and 3, all 10 at round 6: 2 x (0.4 x 0.08 + 2 x 4 x 0.01) + (0.08 + 0.2) = 0.504 s."""
+    base = {
+        "name": "tiny", "rounds": 6, "eval_every": 3, "device": "cpu",
+        "data": {"dataset": "digits", "clients": 10, "samples": {"per_client": 60}, "split": [0.6, 0.2, 0.2]},
+        "model": {"name": "mlp"}, "algorithms": [{"name": "fedavg"}],
+    }  # fmt: skip
+    data = build_federated_data(parse_scenario(base).data_spec(), 0)
+    arch = get_architecture("mlp", (1, 8, 8), 10)
+
+    def seconds(raw, per_client):
+        return cost.estimate_seconds(parse_scenario(raw), data, arch, cost.Throughput(1000.0, 0.0, per_client))
+
+    assert seconds(base, 0.01) - seconds(base, 0.0) == pytest.approx(3 * 2 * 10 * 0.01)
+    sampled = {**base, "evaluation": {"clients": 4}}
+    assert seconds(base, 0.01) - seconds(sampled, 0.01) == pytest.approx(0.84 - 0.504)

@@ -14,7 +14,8 @@ import yaml
 from wirelessfl.algorithms.base import FORWARD_COST
 from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.results.timeline import round_table
-from wirelessfl.simulate import build_units, simulate
+from wirelessfl.run.build import build_units
+from wirelessfl.simulate import simulate
 
 ENERGY = {"kappa": 2e-28, "cycles_per_sample": [1e4, 3e4], "cpu_hz": 1e9, "p_tx_w": 2.0, "p_rx_w": 1.0,
           "p_idle_w": 0.5, "seconds_per_unit": 0.1}

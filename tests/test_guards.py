@@ -33,10 +33,11 @@ from wirelessfl.network.physical import OUTAGE_S, in_outage, shannon_rate
 from wirelessfl.results import io
 from wirelessfl.results.links import outage_warnings
 from wirelessfl.results.tables import loss_warnings
-from wirelessfl.simulate import static_rng
+from wirelessfl.run.seeds import static_rng
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("images_not_drawn")  # runs draw no PNGs: checked in tests/test_cli.py
 ADDRESS_SPACE = 8 * 2**30
 AVAILABLE = 16_000_000_000
 OK = {
@@ -171,7 +172,7 @@ def test_data_that_fits_is_built(monkeypatch):
 @pytest.mark.parametrize("data,peak,pool", DATA_BOMBS)
 def test_validate_refuses_data_bombs_in_one_line(tmp_path, data, peak, pool):
     folder = _folder(tmp_path)
-    line = _refused(_child(CLI_BODY, ["validate", "ok.yaml", "--set", f"data={data}"], folder), "error: ok.yaml: memory: building the data needs")
+    line = _refused(_child(CLI_BODY, ["validate", "ok.yaml", "--build", "--set", f"data={data}"], folder), "error: ok.yaml: memory: building the data needs")
     assert f"about {peak} at its peak ({pool})" in line
     assert sorted(p.name for p in folder.iterdir()) == ["ok.yaml"]
 
@@ -327,7 +328,7 @@ def test_a_factory_calling_sys_exit_is_one_line(tmp_path):
     folder = _folder(tmp_path, {**OK, "model": {"name": "guards_models:leave"}})
     (folder / "guards_models.py").write_text(MODULE)
     _refused(
-        _child(CLI_BODY, ["validate", "ok.yaml"], folder),
+        _child(CLI_BODY, ["validate", "ok.yaml", "--build"], folder),
         "error: ok.yaml: model 'guards_models:leave': the factory called sys.exit(0) instead of returning a torch.nn.Module",
     )
     (folder / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
@@ -415,7 +416,7 @@ def test_a_link_budget_leaving_every_client_in_outage_is_refused(tmp_path):
     """The probe: each value in range, together rounds of 2.5e13 s."""
     folder = _folder(tmp_path)
     physical = "networks=[{preset: wired, physical: {cell_radius_m: 100000, bs_power_dbm: -30, ue_power_dbm: -40}}]"
-    for command in (["validate", "ok.yaml"], ["simulate", "ok.yaml", "--out", "run", "--quiet"]):
+    for command in (["validate", "ok.yaml", "--build"], ["simulate", "ok.yaml", "--out", "run", "--quiet"]):
         with _cwd(folder):
             result = runner.invoke(app, [*command, "--set", physical])
         assert result.exit_code == 2

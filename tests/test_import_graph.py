@@ -1,4 +1,6 @@
-"""No import circles inside wirelessfl (and wirelessfl_papers): the module import graph, read with ast, is acyclic.
+"""No import circles inside wirelessfl (and wirelessfl_papers): the module import graph, read with ast, is acyclic;
+and wirelessfl's modules import downwards only, through the layers of ``LAYERS`` (seam < network, learning <
+declarations < results < config < algorithms < run < cost < run.prepare < simulate < sweep, tune < api < cli).
 
 Every import statement counts, at module level or inside a function: an import
 deferred into a function to dodge a circle is still a circle in the design.
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("wirelessfl", "wirelessfl_papers")
@@ -109,3 +113,82 @@ def test_the_graph_knows_the_real_edges():
     assert "wirelessfl.results.reproduction" in graph["wirelessfl_papers"]
     assert "wirelessfl.results.plotly_js" in graph["wirelessfl.results.streams"]
     assert "wirelessfl.network.physical" in graph["wirelessfl.network.model"]  # "from . import physical as phy"
+
+
+# The layers of wirelessfl, lowest first: a module may import its own layer and the ones below, never one above,
+# at module level or inside a function. Each entry names modules or packages (all their submodules); a module
+# belongs to the layer of its longest matching entry, and every module must have one.
+LAYERS = (
+    ("foundations", ("wirelessfl.seam", "wirelessfl.user_code", "wirelessfl.results.io")),
+    # what each algorithm is (typed parameters, search space, client bounds, memory footprint), torch-free; the
+    # registry imports an implementation by its dotted path only when a run needs it
+    ("algorithm declarations", (
+        "wirelessfl.algorithms.spec", "wirelessfl.algorithms.search_space", "wirelessfl.algorithms.specs",
+        "wirelessfl.algorithms.registry",
+    )),
+    ("network and learning", ("wirelessfl.network", "wirelessfl.learning")),
+    # torch-free declarations, and the levers' leaf modules that config validates against and algorithms run
+    ("declarations", (
+        "wirelessfl.tune.space", "wirelessfl.algorithms.scheduling", "wirelessfl.algorithms.compression",
+        "wirelessfl.algorithms.over_the_air", "wirelessfl.algorithms.server_optimizer", "wirelessfl.accounting",
+        "wirelessfl.checkpoint",
+    )),
+    ("results", ("wirelessfl.results",)),  # reads a run's tables, never the code that made them
+    ("config", ("wirelessfl.config",)),
+    ("algorithms", ("wirelessfl.algorithms",)),
+    ("run", ("wirelessfl.run",)),
+    ("cost", ("wirelessfl.cost",)),
+    ("prepare", ("wirelessfl.run.prepare",)),
+    ("simulate", ("wirelessfl.simulate",)),
+    ("sweep and tune", ("wirelessfl.sweep", "wirelessfl.tune")),
+    ("api", ("wirelessfl.api",)),
+    ("doors", ("wirelessfl.cli", "wirelessfl.__main__", "wirelessfl.progress_lines", "wirelessfl")),
+)
+
+def layer_of(module: str, layers=LAYERS) -> int:
+    """The index in ``layers`` of ``module``'s longest matching entry (a package's entry covers its submodules;
+    the root package only itself)."""
+    best, length = None, -1
+    for index, (_, entries) in enumerate(layers):
+        for entry in entries:
+            root = "." not in entry
+            if (module == entry or (not root and module.startswith(entry + "."))) and len(entry) > length:
+                best, length = index, len(entry)
+    if best is None:
+        raise AssertionError(f"{module}: in no layer; add it to LAYERS in tests/test_import_graph.py")
+    return best
+
+
+def back_arrows(graph: dict[str, set[str]], layers=LAYERS) -> set[tuple[str, str]]:
+    """Every import from a module to a module of a higher layer."""
+    return {
+        (module, target)
+        for module, targets in graph.items()
+        for target in targets
+        if layer_of(target, layers) > layer_of(module, layers)
+    }
+
+
+def test_no_module_imports_a_higher_layer():
+    graph = import_graph(ROOT, ("wirelessfl",))
+    assert back_arrows(graph) == set()
+
+
+def test_the_layer_check_sees_a_back_arrow_inside_a_function(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "low.py").write_text("def late():\n    from pkg.high import thing\n")
+    (package / "high.py").write_text("from pkg import low\n\ndef thing():\n    return low\n")
+    layers = (("low", ("pkg.low",)), ("high", ("pkg.high", "pkg")))
+    graph = import_graph(tmp_path, ("pkg",))
+    assert back_arrows(graph, layers) == {("pkg.low", "pkg.high")}
+
+
+def test_every_module_has_a_layer_and_the_root_covers_only_itself():
+    for module in modules(ROOT, ("wirelessfl",)):
+        layer_of(module)
+    assert LAYERS[layer_of("wirelessfl.run.prepare")][0] == "prepare"
+    assert LAYERS[layer_of("wirelessfl.run.unit")][0] == "run"
+    with pytest.raises(AssertionError, match="wirelessfl.elsewhere: in no layer"):
+        layer_of("wirelessfl.elsewhere", (("doors", ("wirelessfl",)),))

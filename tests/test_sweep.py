@@ -119,8 +119,10 @@ def test_a_bad_algorithm_value_fails_before_training_naming_the_axis(tmp_path):
     doc = {**TINY, "algorithms": [{"name": "ucfl"}]}
     result = runner.invoke(app, ["sweep", str(_write(tmp_path, doc)), "--grid", "algorithms.ucfl.streams=2,-1", "--quiet"])
     assert result.exit_code == 2
-    assert result.output.startswith("error: --grid algorithms.ucfl.streams=2,-1: ucfl streams must be")
-    assert result.output.strip().endswith("got -1")
+    assert result.output.strip() == (
+        "error: --grid algorithms.ucfl.streams=2,-1: algorithms[0].variants.streams: must be a positive int, 'm', 'all' or "
+        "'auto', got -1"
+    )
 
 
 def test_network_grid_trains_once_and_each_cell_equals_a_plain_simulate(tmp_path):
@@ -460,3 +462,14 @@ def test_summary_names_ties_and_shows_oracle_beside_the_contest(tmp_path):
         assert row[2] in ("fedavg", "local") and row[3] == "0.0 ± 0.0 T_dl"
         assert row[4] == ({"fedavg", "local"} - {row[2]}).pop() and row[5] == f"{row[4]}: +0.0 ± 0.0"
         assert row[-1] == "oracle: 0.0 ± 0.0 T_dl |"
+
+
+def test_each_curves_parameter_values_are_columns_of_the_table():
+    """``params.<key>`` per parameter any curve sets, typed as the grid's axis columns, empty where a curve sets none."""
+    from wirelessfl.sweep.run import _param_columns
+
+    columns = _param_columns([{"streams": 2, "temperature": 0.1}, {}, {"streams": "m"}, {"temperature": 1}])
+    assert list(columns.columns) == ["params.streams", "params.temperature"]
+    assert columns["params.streams"].tolist() == ["2", None, "m", None]
+    assert columns["params.temperature"].tolist()[0::3] == [0.1, 1.0] and columns["params.temperature"][1:3].isna().all()
+    assert str(_param_columns([{"streams": 2}, {"streams": 4}])["params.streams"].dtype) == "Int64"

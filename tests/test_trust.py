@@ -22,9 +22,11 @@ import wirelessfl
 from wirelessfl import checkpoint
 from wirelessfl.cli import app
 from wirelessfl.config import dump_scenario, parse_scenario
-from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, simulate
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
+from wirelessfl.simulate import simulate
 
 runner = CliRunner()
+pytestmark = pytest.mark.usefixtures("images_not_drawn")  # runs draw no PNGs: checked in tests/test_cli.py
 REPO = Path(wirelessfl.__file__).resolve().parents[1]
 
 SMALL = {
@@ -130,16 +132,24 @@ NONE_FOR_THIS = (
 )
 
 
-@pytest.mark.parametrize("command", [["simulate", "--resume", ".", "--quiet"], ["validate", "scenario.yaml"]])
+EDITS = {
+    "model": (_evil_model, OTHER_SETTINGS),
+    "model+label": (_evil_model_and_renamed_curve, NONE_FOR_THIS),
+    "dataset": (_evil_dataset, OTHER_SETTINGS),
+    "dataset+label": (_evil_dataset_and_renamed_curve, NONE_FOR_THIS.replace("its model 'evilmod:f'", "its dataset loader 'evilmod:f'")),
+}
+COMMANDS = {"command0": ["simulate", "--resume", ".", "--quiet"], "command1": ["validate", "scenario.yaml"]}
+BY_DEFAULT = {("model", "command0"), ("model+label", "command1"), ("dataset", "command1"), ("dataset+label", "command0")}
+"""Each edit and each command runs by default (a fresh interpreter costs seconds of CPU each); every pair under -m slow."""
+
+
 @pytest.mark.parametrize(
-    "edit, message",
+    "edit, message, command",
     [
-        (_evil_model, OTHER_SETTINGS),
-        (_evil_model_and_renamed_curve, NONE_FOR_THIS),
-        (_evil_dataset, OTHER_SETTINGS),
-        (_evil_dataset_and_renamed_curve, NONE_FOR_THIS.replace("its model 'evilmod:f'", "its dataset loader 'evilmod:f'")),
+        pytest.param(*EDITS[e], COMMANDS[c], id=f"{e}-{c}", marks=() if (e, c) in BY_DEFAULT else pytest.mark.slow)
+        for e in EDITS
+        for c in COMMANDS
     ],
-    ids=["model", "model+label", "dataset", "dataset+label"],
 )
 def test_a_received_run_folder_naming_its_own_module_is_refused_before_the_module_is_imported(
     received, tmp_path, command, edit, message
@@ -320,7 +330,7 @@ def test_a_partial_checkpoint_with_a_timing_too_many_is_one_line(tmp_path):
 def test_a_model_factory_that_raises_is_one_line(tmp_path, user_model):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({**SMALL, "model": {"name": "usermods:raises"}}))
-    result = runner.invoke(app, ["validate", str(path)])
+    result = runner.invoke(app, ["validate", str(path), "--build"])
     assert _one_error(result) == f"error: {path}: model 'usermods:raises': the factory raised RuntimeError: no such layer"
 
 
@@ -340,7 +350,7 @@ def test_a_forward_that_draws_noise_of_the_batch_size_validates_and_trains(tmp_p
     made too, instead of mixing a CPU tensor into meta values."""
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump({**SMALL, "rounds": 1, "model": {"name": "usermods:noisy"}}))
-    assert runner.invoke(app, ["validate", str(path)]).exit_code == 0
+    assert runner.invoke(app, ["validate", str(path), "--build"]).exit_code == 0
     result = runner.invoke(app, ["simulate", str(path), "--out", str(tmp_path / "run"), "--quiet"])
     assert result.exit_code == 0, result.output
     assert pd.read_csv(tmp_path / "run" / "trace.csv")["round"].tolist() == [0, 1]

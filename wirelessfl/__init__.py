@@ -2,7 +2,7 @@
 
 ``wirelessfl.network`` (SimPy, no torch) times rounds; ``wirelessfl.learning``
 and ``wirelessfl.algorithms`` (torch, no simpy) train; ``wirelessfl.seam``
-holds the only two types that cross between them; ``wirelessfl.simulate``
+holds the only two types that cross between them; ``wirelessfl.simulate`` (made of ``wirelessfl.run``)
 runs the loop; ``wirelessfl.sweep`` runs grids of it; ``wirelessfl.tune``
 searches hyper-parameters on the validation split; ``wirelessfl.results``
 writes traces, tables and figures.

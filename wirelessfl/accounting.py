@@ -6,7 +6,7 @@ knows when each client received, computed, waited and uploaded (its
 ``RoundTiming``). Both cross the seam already, so the accounting is done here,
 after the fact, from the same records whether a unit trained per profile or
 was replayed. Only battery budgets act during training (a depleted device
-stops taking part); ``simulate.Unit`` runs the same ``Ledger`` round by round
+stops taking part); ``run.unit.Unit`` runs the same ``Ledger`` round by round
 so what it decided and what the tables say cannot differ. Imports neither
 torch nor simpy.
 """

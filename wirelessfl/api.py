@@ -6,7 +6,7 @@ overrides set top-level fields (``rounds=5``, ``seeds=[0, 1]``) and
 exactly as ``--set`` does. They return pandas frames and plotly figures rather
 than printing; errors are the CLI's one-line ``ValueError`` messages, and as
 there a run that would not fit in memory is refused before anything big is
-allocated or written (``cost.check_run``).
+allocated or written (``run.prepare``: the door ``wirelessfl simulate`` goes through too).
 """
 
 from __future__ import annotations
@@ -95,36 +95,41 @@ class RunResult(SimulationResult):
         return figures
 
 
-def simulate(scenario, out: str | Path | None = None, *, settings=None, **overrides: Any) -> RunResult:
-    """Run every curve and seed of ``scenario``; with ``out``, write a run directory (resumed if it holds this run).
+def simulate(scenario, out: str | Path | None = None, *, resume: bool = False, settings=None, **overrides: Any) -> RunResult:
+    """Run every curve and seed of ``scenario``; with ``out``, write a run directory.
 
-    The directory gets what ``wirelessfl simulate`` writes, with HTML figures
-    only (``wirelessfl plot DIR`` adds the PNGs).
+    The same door as ``wirelessfl simulate`` (``run.prepare``): the dataset, the
+    memory guard and the build checks first, then ``out`` must be new or empty
+    (a directory that holds anything is refused). ``resume=True`` continues the
+    run in ``out`` from its own scenario.yaml and checkpoints, as ``--resume``
+    (``scenario`` None or the same one; ``rounds=N`` extends it). The directory
+    gets what ``wirelessfl simulate`` writes, with HTML figures only
+    (``wirelessfl plot DIR`` adds the PNGs).
     """
-    from wirelessfl.results.io import atomic_write_text
     from wirelessfl.results.run_outputs import write_run_outputs
+    from wirelessfl.run.prepare import prepare_resume, prepare_run, resumable
 
-    from wirelessfl.cost import check_run
-    from wirelessfl.simulate import preflight
-
-    sc = load(scenario, settings, **overrides)
-    check_run(sc, probe=False)  # as the command line: refused in one line before anything is allocated or written
-    preflight(sc)
     run_dir = Path(out) if out is not None else None
-    if run_dir is not None:
-        resolved = dump_scenario(sc)
-        saved = run_dir / "scenario.yaml"
-        if saved.is_file() and saved.read_text(encoding="utf-8") != resolved:
-            raise ValueError(f"out {run_dir}: holds a different scenario; choose a new directory")
-        if run_dir.exists() and not saved.is_file() and (not run_dir.is_dir() or any(run_dir.iterdir())):
-            raise ValueError(f"out {run_dir}: already exists and is not an empty directory; choose a new one")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(saved, resolved)
+    if resume:
+        rounds = overrides.pop("rounds", None)
+        clashing = [name for name, value in {"settings": settings, **overrides}.items() if value is not None]
+        if run_dir is None or clashing:
+            raise ValueError(
+                f"resume: continues the run in out with the settings in its scenario.yaml; "
+                f"{'give out' if run_dir is None else 'leave out ' + ', '.join(clashing)}"
+            )
+        given = load(scenario) if scenario is not None else None
+        prepared = prepare_resume(run_dir, resumable(run_dir, given, "out", "scenario", "scenario"), rounds, probe=False)
+    else:
+        sc = load(scenario, settings, **overrides)
+        prepared = prepare_run(
+            sc, run_dir, dump_scenario(sc), probe=False, write=False, flag="out", continues="resume=True"
+        )
     began = time.perf_counter()
-    result = _simulate(sc, run_dir)
-    if run_dir is not None:
-        write_run_outputs(run_dir, sc, result, time.perf_counter() - began, figures="html")
-    return RunResult(**{f.name: getattr(result, f.name) for f in fields(SimulationResult)}, dir=run_dir)
+    result = _simulate(prepared.scenario, prepared.run_dir, keep_models=prepared.keep_models)
+    if prepared.run_dir is not None:
+        write_run_outputs(prepared.run_dir, prepared.scenario, result, time.perf_counter() - began, figures="html")
+    return RunResult(**{f.name: getattr(result, f.name) for f in fields(SimulationResult)}, dir=prepared.run_dir)
 
 
 def sweep(
@@ -179,7 +184,7 @@ def tune(
     """
     from wirelessfl.cost import check_run
     from wirelessfl.results.io import atomic_write_text
-    from wirelessfl.simulate import preflight as build_check
+    from wirelessfl.run.preflight import preflight as build_check
     from wirelessfl.tune.study import check_tunable, endpoint_scenario, run_tune
 
     sc = load(scenario, [*_settings_list(settings), *([f"tune.trials={trials}"] if trials is not None else [])], **overrides)

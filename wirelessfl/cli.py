@@ -10,7 +10,6 @@ Ctrl-C ends a run with exit code 130 and the ``--resume`` command.
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 import warnings
@@ -109,25 +108,34 @@ def main(
 def validate(
     scenario: Path = typer.Argument(..., help="scenario YAML file"),
     settings: list[str] | None = typer.Option(None, "--set", help="override a field: PATH=VALUE (repeatable)"),
+    build: bool = typer.Option(
+        False, "--build", help="also build the data, the model and every algorithm once and estimate the run's memory and time here"
+    ),
 ) -> None:
-    """Check a scenario file without training: the schema, then the data, model and every algorithm are built once."""
+    """Check a scenario file without training: the schema and the dataset's files (in a second, torch not loaded);
+    with --build also the data, model and every algorithm built once, the memory guard and the cost preview."""
     from wirelessfl.config import load_scenario
-    from wirelessfl.simulate import curves_of
 
     _guard(_check_run_scenario, scenario)
     sc = _guard(load_scenario, scenario, None, settings)
-    run_cost = _guard(_preflight, sc, scenario)
-    curves = curves_of(sc)
+    if build:
+        run_cost = _guard(_preflight, sc, scenario)
+    else:
+        _guard(_check_dataset_files, sc, scenario)
+    curves = [curve for algo in sc.algorithms for _, curve, _ in algo.expand()]
     profiles = [p.name for p in sc.profiles()]
     console.print(
         escape(
             f"ok {sc.name}: {sc.data.dataset}, {sc.data.clients} clients, {sc.rounds} rounds, "
-            f"{len(curves)} curves ({', '.join(c.curve for c in curves)}), profiles: {', '.join(profiles)}, seeds {sc.seeds}"
+            f"{len(curves)} curves ({', '.join(curves)}), profiles: {', '.join(profiles)}, seeds {sc.seeds}"
         ),
         highlight=False,
         soft_wrap=True,
     )
-    console.print(escape(run_cost.line()), highlight=False, soft_wrap=True)
+    if build:
+        console.print(escape(run_cost.line()), highlight=False, soft_wrap=True)
+    else:
+        console.print("schema and dataset files checked; --build also builds the data, model and algorithms once", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -152,35 +160,28 @@ def simulate(
     from wirelessfl.config import dump_scenario, load_scenario
 
     if resume is not None:
+        from wirelessfl.run.prepare import prepare_resume
+
         given = {"--out": out, "--seed": seed, "--device": device, "--set": settings or None}
         _refuse_beside_resume(resume, "the settings in its scenario.yaml", given)
-        sc = _guard(_resumable, resume, scenario)
-        if rounds is not None and rounds != sc.rounds:
-            from wirelessfl.simulate import extend_run
-
-            if rounds > sc.rounds:  # the longer run must fit before extend_run restamps its checkpoints
-                _guard(_check_cost, _guard(load_scenario, resume / "scenario.yaml", {"rounds": rounds}), None, None, False)
-            sc = _guard(extend_run, resume, rounds)
-            keep_models = True  # so that the longer run can be extended again
-        done = _guard(_check_checkpoints, sc, resume)
-        _guard(_import_run_model, sc, resume, done)
-        run_cost = _guard(_check_cost, sc, None, done)
-        _note(run_cost.line())
-        run_dir = resume
+        saved = _guard(_resumable, resume, scenario)
+        prepared = _guard(prepare_resume, resume, saved, rounds)
+        keep_models = keep_models or prepared.keep_models
     else:
-        done = {}
+        from wirelessfl.run.prepare import prepare_run
+
         if scenario is None:
             _fail("give a SCENARIO file to run, or --resume RUN_DIR to continue an interrupted run")
         overrides: dict[str, Any] = {"rounds": rounds, "device": device.value if device is not None else None}
         if seed is not None:
             overrides["seeds"] = [seed]
         sc = _guard(load_scenario, scenario, overrides, settings)
-        run_cost = _guard(_preflight, sc, scenario)
-        run_dir = _guard(_new_run_dir, sc, out, dump_scenario(sc))
-        _note(run_cost.line())
+        prepared = _guard(prepare_run, sc, out, dump_scenario(sc), source=str(scenario))
+    _note(prepared.cost.line())
+    sc, run_dir, done = prepared.scenario, prepared.run_dir, prepared.done
     started = time.perf_counter()
     try:
-        result = _guard(_run_with_progress, sc, run_dir, quiet, run_cost.seconds, keep_models, done)
+        result = _guard(_run_with_progress, sc, run_dir, quiet, prepared.cost.seconds, keep_models, done)
     except KeyboardInterrupt:
         _fail(f"interrupted; `wirelessfl simulate --resume {run_dir}` continues from the last checkpoint", code=130)
     elapsed = time.perf_counter() - started
@@ -195,40 +196,14 @@ def _refuse_beside_resume(resume: Path, settings: str, given: dict[str, Any]) ->
 
 
 def _resumable(run_dir: Path, scenario: Path | None):
-    """The run's own scenario, its model not imported yet (:func:`_import_run_model`); a SCENARIO given beside
-    --resume must be the same one."""
+    """The run's own scenario, its model not imported yet; a SCENARIO given beside --resume must be the same one."""
     from wirelessfl.config import load_scenario
+    from wirelessfl.run.prepare import resumable
 
-    source = run_dir / "scenario.yaml"
-    if not source.is_file():
-        raise UserError(f"--resume {run_dir}: no scenario.yaml there (not a wirelessfl run directory)")
-    saved = load_scenario(source, import_models=False)
-    if scenario is not None:
-        from wirelessfl.config import resolved
-
-        before, given = resolved(saved), resolved(load_scenario(scenario, import_models=False))
-        differing = [name for name in before if before[name] != given[name]]
-        if differing:
-            raise UserError(
-                f"--resume {run_dir}: {scenario} differs from the run's scenario.yaml in {', '.join(differing)}; "
-                "leave SCENARIO out to continue the run as it was started"
-            )
-    return saved
-
-
-def _check_checkpoints(sc, run_dir: Path) -> dict[str, int]:
-    """Every checkpoint readable, whole and written for this scenario, before anything is printed or trained;
-    the rounds each unit has done."""
-    from wirelessfl.simulate import check_checkpoints
-
-    return check_checkpoints(sc, run_dir)
-
-
-def _import_run_model(sc, run_dir: Path, checked: dict[str, int]) -> None:
-    """The run's model module imported only once its checkpoints have vouched for its scenario.yaml."""
-    from wirelessfl.simulate import import_run_model
-
-    import_run_model(sc, run_dir, checked)
+    given = None
+    if scenario is not None and (run_dir / "scenario.yaml").is_file():
+        given = load_scenario(scenario, import_models=False)
+    return resumable(run_dir, given, given_name=str(scenario))
 
 
 def _check_run_scenario(scenario: Path) -> None:
@@ -237,62 +212,26 @@ def _check_run_scenario(scenario: Path) -> None:
     if scenario.name != "scenario.yaml" or not (scenario.parent / "checkpoints").exists():
         return
     from wirelessfl.config import load_scenario
-    from wirelessfl.simulate import check_run_scenario, import_run_model
+    from wirelessfl.run.folder import check_run_scenario, import_run_model
 
     sc = load_scenario(scenario, import_models=False)
     import_run_model(sc, scenario.parent, check_run_scenario(sc, scenario.parent))
 
 
-def _new_run_dir(
-    sc, out: Path | None, resolved: str, kind: str = "run", file: str = "scenario.yaml", resumed: str = "an interrupted run"
-) -> Path:
-    """Create the run (or tuning) directory and write the resolved scenario into it as ``file``; on failure
-    leave nothing behind. ``--out`` must be new or empty; ``resumed`` says what continues with ``--resume``."""
-    from wirelessfl.results.io import atomic_write_text, new_run_dir
-
-    if out is not None and out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UserError(
-            f"--out {out}: already exists and is not an empty directory; choose a new one "
-            f"({resumed} continues with --resume {out})"
-        )
-    where = f"--out {out}" if out is not None else f"output: {sc.output}"
-    created = out is None or not out.exists()
-    try:
-        run_dir = new_run_dir(Path(sc.output), sc.name if kind == "run" else f"{sc.name}-{kind}") if out is None else out
-        run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise UserError(f"{where}: cannot create the {kind} directory: {err.strerror or err}") from None
-    try:
-        atomic_write_text(run_dir / file, resolved)
-    except OSError as err:
-        if created:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise UserError(f"{where}: cannot write into the {kind} directory: {err.strerror or err}") from None
-    return run_dir
-
-
 def _preflight(sc, source: Path):
-    """Fail before anything is written: the memory guard (nothing big allocated yet), then the data, the
-    model and every curve's algorithm built once. Returns the run's cost estimate."""
+    """Fail before anything is written (``run.prepare.check_new_run``); returns the run's cost estimate."""
+    from wirelessfl.run.prepare import check_new_run
+
+    return check_new_run(sc, str(source))
+
+
+def _check_dataset_files(sc, source: Path) -> None:
+    """The dataset's files are where the scenario says (before torch is imported: the answer in a second)."""
     from wirelessfl.learning.data.data_files import missing_dataset
 
     missing = missing_dataset(sc.data.dataset, sc.data.root, sc.data.download, sc.data.options)
-    if missing is not None:  # before torch is imported: the answer in a second, not after the whole stack loads
+    if missing is not None:
         raise UserError(f"{source}: {missing}")
-    from wirelessfl.simulate import preflight
-
-    run_cost = _check_cost(sc, source)
-    preflight(sc, str(source))
-    return run_cost
-
-
-def _check_cost(sc, source: Path | None = None, done: dict[str, int] | None = None, probe: bool = True):
-    from wirelessfl.cost import check_run
-
-    try:
-        return check_run(sc, done=done, probe=probe)
-    except ValueError as err:
-        raise UserError(f"{source}: {err}" if source is not None else str(err)) from None
 
 
 def _progress() -> Progress:
@@ -313,7 +252,9 @@ def _run_with_progress(
     """The run under a progress bar of the trained units' rounds (a resumed run's bar starts at the rounds
     its checkpoints hold, ``done``); without a terminal, under progress lines whose time left starts from the
     cost preview's ``preview_s``."""
-    from wirelessfl.simulate import following_curves, simulate, unit_keys
+    from wirelessfl.run.followers import following_curves
+    from wirelessfl.run.keys import unit_keys
+    from wirelessfl.simulate import simulate
 
     followers = following_curves(sc)
     trained = [key for i, units in enumerate(unit_keys(sc)) if i not in followers for _, key in units]
@@ -558,6 +499,7 @@ def tune(
 ) -> None:
     """Search each curve's hyper-parameters on the validation split (Optuna TPE, median pruning); write tuned.yaml."""
     from wirelessfl.config import dump_scenario, load_scenario
+    from wirelessfl.run.prepare import make_run_dir
     from wirelessfl.tune.study import tune_config
 
     if resume is not None:
@@ -580,7 +522,7 @@ def tune(
         _guard(import_ray)
     cost = _guard(_tune_preflight, sc, source)
     if resume is None:
-        run_dir = _guard(_new_run_dir, sc, out, dump_scenario(sc), "tune", "tune.yaml", "a killed tuning")
+        run_dir = _guard(make_run_dir, sc, out, dump_scenario(sc), "tune", "tune.yaml", "a killed tuning")
     else:
         from dataclasses import replace
 
@@ -612,7 +554,9 @@ def _tune_preflight(sc, source: Path):
     cost of one trial of every curve fits in memory; returns the cost preview."""
     from wirelessfl.config import first_line
     from wirelessfl.learning.data.data_files import missing_dataset
-    from wirelessfl.simulate import build_units, check_links
+    from wirelessfl.run.build import build_units
+    from wirelessfl.run.preflight import check_links
+    from wirelessfl.run.prepare import check_cost
     from wirelessfl.tune.study import check_tunable, endpoint_scenario, tune_cost
 
     missing = missing_dataset(sc.data.dataset, sc.data.root, sc.data.download, sc.data.options)
@@ -627,7 +571,7 @@ def _tune_preflight(sc, source: Path):
         check_links(ends, str(source))
     except ValueError as err:
         raise UserError(str(err)) from None
-    _check_cost(ends, source, probe=False)  # before the ends' data and algorithms are built
+    check_cost(ends, str(source), probe=False)  # before the ends' data and algorithms are built
     try:
         build_units(ends, ends.seeds[0])
     except ValueError as err:
@@ -676,10 +620,9 @@ def _tune_with_progress(sc, run_dir: Path, runner, quiet: bool):
 @app.command("list")
 def list_components() -> None:
     """Algorithms, datasets, partitioners, models and network presets."""
-    from wirelessfl.algorithms import ALGORITHMS
-    from wirelessfl.learning.data.datasets import DATASETS
-    from wirelessfl.learning.models import ARCHITECTURES
-    from wirelessfl.learning.data.partition import PARTITIONERS
+    from wirelessfl.algorithms.registry import SPECS
+    from wirelessfl.learning.catalog import ARCHITECTURES
+    from wirelessfl.learning.data.catalog import DATASETS, PARTITIONERS
     from wirelessfl.network import PRESETS
 
     def section(title: str, rows: list[tuple[str, str]]) -> None:
@@ -691,9 +634,9 @@ def list_components() -> None:
         console.print(table)
 
     section("algorithms", [
-        (n, f"{c.description}; params {dict(c.hparams)}; tune searches "
-            + ", ".join(f"{k} {p.describe()}" for k, p in c.search_space.items()))
-        for n, c in sorted(ALGORITHMS.items())
+        (n, f"{spec.description}; params {spec.hparams}; tune searches "
+            + ", ".join(f"{k} {p.describe()}" for k, p in spec.search_space.items()))
+        for n, spec in sorted(SPECS.items())
     ])
     section("datasets", [(n, _describe(d)) for n, d in sorted(DATASETS.items())])
     section("partitioners", [(n, _describe(p)) for n, p in sorted(PARTITIONERS.items())])

@@ -6,9 +6,11 @@ read as 1. The YAML is read with PyYAML's safe loader, extended only to reject a
 key given twice. Every problem is reported as one
 ``ScenarioError`` line per bad field: the YAML path of the field (e.g.
 ``algorithms[1].variants.streams``) and what is allowed. Network profiles are
-validated by the network package's own ``SystemProfile.from_dict`` and
-algorithm parameters against each algorithm's declared ``hparams``, so there
-is one source of truth for each rule.
+validated by the network package's own ``SystemProfile.from_dict`` (once: the
+scenario keeps the typed profiles) and algorithm parameters against each
+algorithm's declaration (``wirelessfl/algorithms/spec.py``: typed parameters,
+client bounds, levers), so there is one source of truth for each rule. Reading
+a scenario imports no torch for the built-in algorithms (``tests/test_torch_free.py``).
 """
 
 from __future__ import annotations
@@ -26,7 +28,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, ValidationInfo, field_validator, model_validator
+
+from wirelessfl.algorithms import registry
+from wirelessfl.algorithms.search_space import PER_ALGORITHM_TRAINING, parse_param, tunables
+from wirelessfl.algorithms.spec import AlgorithmSpec, ParamError
+from wirelessfl.learning.catalog import ARCHITECTURES
+from wirelessfl.learning.catalog import split_import_path as split_model_path
+from wirelessfl.learning.data.catalog import DATASETS, parse_steps
+from wirelessfl.user_code import split_import_path
 
 
 def first_line(message: str, fallback: str = "") -> str:
@@ -131,9 +141,6 @@ class DataConfig(_Strict):
     @field_validator("dataset")
     @classmethod
     def _known_dataset(cls, value: str, info: ValidationInfo) -> str:
-        from wirelessfl.learning.data.datasets import DATASETS
-        from wirelessfl.user_code import split_import_path
-
         if value in DATASETS:
             return value
         if ":" not in value:
@@ -158,8 +165,6 @@ class DataConfig(_Strict):
     @field_validator("partition")
     @classmethod
     def _known_partitioners(cls, steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from wirelessfl.learning.data.partition import parse_steps
-
         try:
             parse_steps(steps)
         except TypeError as err:  # e.g. a list as a name, which the partition registry cannot look up
@@ -175,16 +180,16 @@ class ModelConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _known_model(cls, value: str, info: ValidationInfo) -> str:
-        from wirelessfl.learning.models import ARCHITECTURES, resolve_factory, split_import_path
-
         if value in ARCHITECTURES:
             return value
         if ":" not in value:
             raise ValueError(f"unknown model {_shown(value)}; allowed: {', '.join(sorted(ARCHITECTURES))} or 'package.module:factory'")
         if (info.context or {}).get("import_models", True):
+            from wirelessfl.learning.models import resolve_factory  # torch: only for a user's model, imported here anyway
+
             resolve_factory(value)  # one line naming what cannot be imported
         else:
-            split_import_path(value)  # the spelling only: importing runs the module (see import_model)
+            split_model_path(value)  # the spelling only: importing runs the module (see import_model)
         return value
 
 
@@ -401,13 +406,11 @@ class AlgorithmConfig(_Strict):
 
     @model_validator(mode="after")
     def _known_algorithm_and_params(self) -> AlgorithmConfig:
-        from wirelessfl.algorithms import ALGORITHMS, get_algorithm
-
-        if ":" not in self.name and self.name not in ALGORITHMS:
+        if ":" not in self.name and self.name not in registry.SPECS:
             raise ValueError(
-                f"unknown algorithm {_shown(self.name)}; allowed: {', '.join(sorted(ALGORITHMS))} or 'package.module:Class'"
+                f"unknown algorithm {_shown(self.name)}; allowed: {', '.join(sorted(registry.SPECS))} or 'package.module:Class'"
             )
-        allowed = get_algorithm(self.name).hparams  # by import path: one line naming what cannot be imported
+        allowed = self.spec().hparams  # by import path: one line naming what cannot be imported
         for key in [*self.params, *self.variants]:
             if key not in allowed:
                 names = ", ".join(sorted(allowed)) or "none"
@@ -416,8 +419,6 @@ class AlgorithmConfig(_Strict):
             if not values:
                 raise ValueError(f"variants.{key} must list at least one value")
         if self.training is not None:
-            from wirelessfl.tune.space import PER_ALGORITHM_TRAINING
-
             allowed = (*PER_ALGORITHM_TRAINING, *PER_ALGORITHM_LEVERS)
             unknown = sorted(set(self.training) - set(allowed))
             if unknown:
@@ -427,6 +428,19 @@ class AlgorithmConfig(_Strict):
             sizes = " x ".join(str(len(values)) for values in self.variants.values())
             raise ValueError(f"variants: the grid has {points} curves ({sizes}); at most {MAX_CURVES} allowed")
         return self
+
+    def spec(self) -> AlgorithmSpec:
+        """The algorithm's declaration (a user's class by import path is imported)."""
+        return registry.spec_of(self.name)
+
+    def bad_params(self) -> str | None:
+        """``params.key: why`` or ``variants.key: why`` for the first value of this entry's grid its declaration
+        refuses; None when every curve's parameters are valid."""
+        spec = self.spec()
+        for _, _, params in self.expand():
+            for key, why in spec.check(params):
+                return f"{'variants' if key in self.variants else 'params'}.{key}: {why}"
+        return None
 
     def expand(self) -> list[tuple[str, str, dict[str, Any]]]:
         """``(variant, curve, params)`` for every point of the variant grid."""
@@ -466,15 +480,12 @@ class TuneConfig(_Strict):
     @field_validator("algorithms")
     @classmethod
     def _valid_spaces(cls, blocks: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        from wirelessfl.algorithms import ALGORITHMS, get_algorithm
-        from wirelessfl.tune.space import parse_param, tunables
-
         for name, block in blocks.items():
-            if ":" not in name and name not in ALGORITHMS:
-                raise ValueError(f"{name}: unknown algorithm; allowed: {', '.join(sorted(ALGORITHMS))}")
+            if ":" not in name and name not in registry.SPECS:
+                raise ValueError(f"{name}: unknown algorithm; allowed: {', '.join(sorted(registry.SPECS))}")
             if not isinstance(block, dict):
                 raise ValueError(f"{name}: must be a mapping of tunables to ranges, got {_yaml_type(block)}")
-            allowed = tunables(get_algorithm(name))
+            allowed = tunables(registry.spec_of(name))
             for key, raw in block.items():
                 if key not in allowed:
                     raise ValueError(f"{name}.{key}: not tunable for {name}; allowed: {', '.join(allowed)}")
@@ -484,9 +495,23 @@ class TuneConfig(_Strict):
 
     def overrides(self, name: str):
         """The ``Param`` (or ``None``: removed) per tunable this block gives for algorithm ``name``."""
-        from wirelessfl.tune.space import parse_param
-
         return {key: None if raw is None else parse_param(raw, key) for key, raw in self.algorithms.get(name, {}).items()}
+
+
+class EvaluationConfig(_Strict):
+    """``evaluation:``: how many clients each evaluated round measures (docs/results.md, "Sampled evaluation").
+    ``every`` is read into ``eval_every`` (one field holds the cadence), so it is not kept here."""
+
+    clients: int | Literal["all"] = Field(
+        "all", description="a seeded sample of n clients per evaluated round (the last round evaluates all), or all"
+    )
+
+    @field_validator("clients", mode="before")
+    @classmethod
+    def _a_count_or_all(cls, clients: Any) -> Any:
+        if clients != "all" and (not isinstance(clients, int) or isinstance(clients, bool) or clients < 2):
+            raise ValueError(f"must be a number of clients, at least 2 (an interval needs two), or all; got {_shown(clients)}")
+        return clients
 
 
 class Scenario(_Strict):
@@ -506,6 +531,10 @@ class Scenario(_Strict):
         False,
         description="also evaluate each client's model on its own training split at every evaluated round "
         "(fit_acc, fit_loss: one measure for every method, to tell under-fitting from over-fitting)",
+    )
+    evaluation: EvaluationConfig = Field(
+        default_factory=EvaluationConfig,
+        description="{clients: n | all, every: r}: a seeded sample of n clients evaluated every r rounds (r is eval_every)",
     )
     target_accuracy: float = Field(0.8, gt=0, le=1)
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -528,10 +557,53 @@ class Scenario(_Strict):
         description="the tuning directory whose study chose this scenario's values (written by `wirelessfl tune` into tuned.yaml)",
     )
 
+    _profiles: tuple = PrivateAttr(default=())
+
+    @model_validator(mode="after")
+    def _typed_profiles(self) -> Scenario:
+        """The ``networks:`` entries parsed once into typed profiles (``profiles()``); first of the model
+        checks, which read them."""
+        profiles = _parse_profiles(self.networks)
+        names = [profile.name for profile in profiles]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"networks: profile names must be unique, repeated: {', '.join(duplicates)} (set `name:`)")
+        self._profiles = tuple(profiles)
+        return self
+
     @field_validator("rounds")
     @classmethod
     def _bounded_rounds(cls, rounds: int) -> int:
         return _bounded_rounds(rounds)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _evaluation_every_is_eval_every(cls, raw: Any) -> Any:
+        """``evaluation.every`` is another spelling of ``eval_every``: read into it, so that one field holds the
+        cadence (and the resolved scenario writes it there); giving both is refused."""
+        if not isinstance(raw, dict) or not isinstance(raw.get("evaluation"), dict) or "every" not in raw["evaluation"]:
+            return raw
+        evaluation = dict(raw["evaluation"])
+        every = evaluation.pop("every")
+        if not isinstance(every, int) or isinstance(every, bool) or every < 1:
+            raise ValueError(f"evaluation.every: must be a whole number of rounds, at least 1; got {_shown(every)}")
+        if "eval_every" in raw:
+            raise ValueError("evaluation.every: eval_every also sets the rounds between evaluations; give one of them")
+        return {**raw, "evaluation": evaluation, "eval_every": every}
+
+    @model_validator(mode="after")
+    def _evaluation_sample_within_clients(self) -> Scenario:
+        """A sample cannot hold more clients than the population it is drawn from (the training clients)."""
+        n = self.evaluation.clients
+        m = self.data.clients
+        held_out = min(m - 1, math.floor(self.training.unseen_fraction * m + 0.5)) if self.training.unseen_fraction > 0 else 0
+        if n != "all" and n > m - held_out:
+            population = (
+                f"the clients (data.clients = {m})" if not held_out
+                else f"the {m - held_out} training clients (data.clients = {m} less {held_out} held out by training.unseen_fraction)"
+            )
+            raise ValueError(f"evaluation.clients: {n} is more than {population}; at most {m - held_out}, or all")
+        return self
 
     @field_validator("seeds")
     @classmethod
@@ -541,27 +613,6 @@ class Scenario(_Strict):
             raise ValueError(f"must list each seed once; repeated: {', '.join(map(str, repeated))}")
         return seeds
 
-    @field_validator("networks")
-    @classmethod
-    def _valid_profiles(cls, profiles: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        from wirelessfl.network import SystemProfile
-        from wirelessfl.network.energy import EnergyProfile, split_entry
-
-        names = []
-        for index, raw in enumerate(profiles):
-            try:
-                entry, energy = split_entry(raw)
-                profile = SystemProfile.from_dict(entry)
-                EnergyProfile.from_dict(energy).check_groups(profile.compute_groups)
-            except ValueError as err:
-                raise ValueError(f"networks[{index}]: {err}") from None
-            except TypeError as err:  # e.g. a list as a preset name, which the preset registry cannot look up
-                raise ValueError(f"networks[{index}]: a value of the wrong type in {_shown(raw)} ({err})") from None
-            names.append(profile.name)
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"profile names must be unique, repeated: {', '.join(duplicates)} (set `name:`)")
-        return profiles
 
     @field_validator("sweep")
     @classmethod
@@ -623,22 +674,32 @@ class Scenario(_Strict):
         return TrainingConfig.model_validate({**self.training.model_dump(), **overrides})
 
     @model_validator(mode="after")
+    def _params_valid(self) -> Scenario:
+        """Every curve's parameters as its algorithm declares them (``AlgorithmSpec.params``)."""
+        for index, algo in enumerate(self.algorithms):
+            bad = algo.bad_params()
+            if bad is not None:
+                raise ValueError(f"algorithms[{index}].{bad}")
+        return self
+
+    @model_validator(mode="after")
     def _counts_within_clients(self) -> Scenario:
-        """Per-client counts that cannot exceed the number of users m: asking for more is asking for
-        something that cannot exist (ucfl would silently run per-user aggregation instead)."""
+        """Per-client counts that cannot exceed the number of users m (each algorithm's ``client_bounds``):
+        asking for more is asking for something that cannot exist (ucfl would silently run per-user
+        aggregation instead)."""
         m = self.data.clients
         for index, algo in enumerate(self.algorithms):
-            for key, bound, what in _CLIENT_BOUNDED.get(algo.name, ()):
-                limit = bound(m)
+            for bound in algo.spec().client_bounds:
+                key = bound.param
                 places = [("params", [algo.params[key]])] if key in algo.params else []
                 places += [("variants", algo.variants[key])] if key in algo.variants else []
+                if not places and bound.default_too:
+                    places = [("params", [algo.spec().hparams[key]])]
                 for place, values in places:
                     for value in values:
-                        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
-                            raise ValueError(
-                                f"algorithms[{index}].{place}.{key}: {value} is more than {what} "
-                                f"(data.clients = {m}); at most {limit}"
-                            )
+                        refusal = bound.refusal(value, m)
+                        if refusal is not None:
+                            raise ValueError(f"algorithms[{index}].{place}.{key}: {refusal}")
         return self
 
     @model_validator(mode="after")
@@ -647,6 +708,8 @@ class Scenario(_Strict):
         places = [("training", self.training)]
         places += [(f"algorithms[{i}].training", self.training_for(a.training)) for i, a in enumerate(self.algorithms) if a.training]
         m = self.data.clients
+        for index, algo in enumerate(self.algorithms):
+            _levers_apply(index, algo, self.training_for(algo.training))
         for where, training in places:
             _over_the_air_fits(where, training, self.profiles())
             scheduling = training.scheduling
@@ -664,11 +727,9 @@ class Scenario(_Strict):
                         )
         return self
 
-    def profiles(self):
-        from wirelessfl.network import SystemProfile
-        from wirelessfl.network.energy import split_entry
-
-        return [SystemProfile.from_dict(split_entry(raw)[0]) for raw in self.networks]
+    def profiles(self) -> list:
+        """The ``networks:`` entries as typed ``SystemProfile`` objects, parsed once (when the scenario was validated)."""
+        return list(self._profiles)
 
     def energy_profiles(self) -> dict:
         """Profile name -> its ``EnergyProfile`` (the cited defaults where a ``networks:`` entry gives no ``energy:``);
@@ -691,6 +752,26 @@ class Scenario(_Strict):
         )
 
 
+def _parse_profiles(entries: list[dict[str, Any]]) -> list:
+    """Each ``networks:`` entry as a ``SystemProfile`` (its ``energy:`` checked against its compute groups); one
+    ``ValueError`` line naming the entry when one is bad."""
+    from wirelessfl.network import SystemProfile
+    from wirelessfl.network.energy import EnergyProfile, split_entry
+
+    profiles = []
+    for index, raw in enumerate(entries):
+        try:
+            entry, energy = split_entry(raw)
+            profile = SystemProfile.from_dict(entry)
+            EnergyProfile.from_dict(energy).check_groups(profile.compute_groups)
+        except ValueError as err:
+            raise ValueError(f"networks[{index}]: {err}") from None
+        except TypeError as err:  # e.g. a list as a preset name, which the preset registry cannot look up
+            raise ValueError(f"networks[{index}]: a value of the wrong type in {_shown(raw)} ({err})") from None
+        profiles.append(profile)
+    return profiles
+
+
 @lru_cache(maxsize=64)
 def _energy_profiles(networks: str) -> dict:
     from wirelessfl.network import SystemProfile
@@ -698,13 +779,6 @@ def _energy_profiles(networks: str) -> dict:
 
     entries = [split_entry(raw) for raw in json.loads(networks)]
     return {SystemProfile.from_dict(raw).name: EnergyProfile.from_dict(energy) for raw, energy in entries}
-
-
-#: algorithm -> (parameter, its largest value for m clients, what a larger one asks for).
-_CLIENT_BOUNDED: dict[str, tuple[tuple[str, Any, str], ...]] = {
-    "ucfl": (("streams", lambda m: m, "one stream per user"),),
-    "fedfomo": (("models_per_client", lambda m: m - 1, "the other users a client can download from"),),
-}
 
 
 def _location(loc: tuple[Any, ...]) -> str:
@@ -887,8 +961,6 @@ def load_scenario(
 
 def names_user_model(scenario: Scenario) -> bool:
     """Whether the scenario's model is a user's ``package.module:factory`` (whose import runs its module)."""
-    from wirelessfl.learning.models import ARCHITECTURES
-
     return scenario.model.name not in ARCHITECTURES
 
 
@@ -917,35 +989,31 @@ def import_model(scenario: Scenario, source: str) -> None:
             raise ScenarioError(f"{source}: {err}") from None
 
 
-def algorithm_path(scenario: Scenario, message: str) -> str:
-    """``algorithms[i].params.key`` (or ``.variants.key``, or ``algorithms[i]``) for an algorithm's error.
-
-    Algorithms report a bad parameter as ``"<name>[:] <key> ..."``: the message
-    starts with the algorithm's name and the first of its parameters it names is
-    the one at fault. Among configs of that algorithm, the one whose value of
-    that key the message quotes (``got 5``) is chosen, else the first. Data and
-    model errors name their own field and get no path ("").
-    """
-    names = sorted({algo.name for algo in scenario.algorithms}, key=len, reverse=True)
-    name = next((n for n in names if re.match(rf"{re.escape(n)}\b", message)), None)
-    if name is None:
+def algorithm_path(scenario: Scenario, error: ParamError) -> str:
+    """``algorithms[i].params.key`` (or ``.variants.key``, or ``algorithms[i]``) for an algorithm's ``ParamError``:
+    the first entry of that algorithm that sets the parameter at fault (else its first entry); "" when the
+    scenario has no entry of that algorithm."""
+    entries = [(i, algo) for i, algo in enumerate(scenario.algorithms) if registry.spec_of(algo.name).name == error.algorithm]
+    if not entries:
         return ""
-    rest = message[len(name) :]
-    from wirelessfl.algorithms import get_algorithm
+    key = error.param
+    if key is not None:
+        for index, algo in entries:
+            if key in algo.variants:
+                return f"algorithms[{index}].variants.{key}"
+            if key in algo.params:
+                return f"algorithms[{index}].params.{key}"
+        return f"algorithms[{entries[0][0]}].params.{key}"
+    return f"algorithms[{entries[0][0]}]"
 
-    found = [(m.start(), key) for key in get_algorithm(name).hparams if (m := re.search(rf"\b{re.escape(key)}\b", rest))]
-    candidates = [(i, algo) for i, algo in enumerate(scenario.algorithms) if algo.name == name]
-    if not found:
-        return f"algorithms[{candidates[0][0]}]"
-    key = min(found)[1]
-    places = []
-    for index, algo in candidates:
-        if key in algo.variants:
-            places.append((f"algorithms[{index}].variants.{key}", algo.variants[key]))
-        if key in algo.params:
-            places.append((f"algorithms[{index}].params.{key}", [algo.params[key]]))
-    quoted = [path for path, values in places if any(re.search(rf"(?<!\w){re.escape(repr(v))}(?!\w)", rest) for v in values)]
-    return (quoted or [path for path, _ in places] or [f"algorithms[{candidates[0][0]}].params.{key}"])[0]
+
+def _levers_apply(index: int, algo: AlgorithmConfig, training: TrainingConfig) -> None:
+    """Each lever set for ``algo`` (its own ``training:`` over the scenario's) is one its declaration composes with."""
+    spec = algo.spec()
+    for lever in PER_ALGORITHM_LEVERS:
+        if getattr(training, lever) is not None and lever not in spec.levers:
+            takers = ", ".join(sorted(name for name, other in registry.SPECS.items() if lever in other.levers))
+            raise ValueError(f"algorithms[{index}]: {spec.name}: training.{lever} does not apply to {spec.name}; it applies to {takers}")
 
 
 def _over_the_air_fits(where: str, training: TrainingConfig, profiles: list) -> None:
@@ -986,6 +1054,8 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
         del content["eval_last"]
     if not content["eval_train"]:
         del content["eval_train"]
+    if content["evaluation"]["clients"] == "all":
+        del content["evaluation"]
     for key in ("lr_schedule", "scheduling", "compression", "aggregation", "server_optimizer"):
         if content["training"][key] is None:
             del content["training"][key]

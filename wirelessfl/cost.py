@@ -38,10 +38,16 @@ from wirelessfl.learning.workers import balanced_group, group_samples
 from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
 from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
-from wirelessfl.simulate import evaluated, following_curves, resolve_device, unit_keys
+from wirelessfl.run.build import resolve_device
+from wirelessfl.run.evaluation import evaluated
+from wirelessfl.run.followers import following_curves
+from wirelessfl.run.keys import unit_keys
+from wirelessfl.run.sampled_evaluation import CHUNK_CLIENTS
 
 #: A run may use this fraction of the available memory; the rest is the safety margin.
 MEMORY_FRACTION = 0.8
+#: One-sample clients of the probe that times what a client costs an evaluation (runs of at least that many clients).
+EVAL_CLIENT_PROBE = 256
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,7 @@ def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.dev
         seeds=len(scenario.seeds),
         workers=_workers(device),
         max_samples=group_samples(device),
+        eval_clients=None if scenario.evaluation.clients == "all" else CHUNK_CLIENTS,
     )
     return estimate, arch
 
@@ -184,14 +191,17 @@ def refusal(estimate: MemoryEstimate, available: int) -> str:
 
 @dataclass(frozen=True)
 class Throughput:
-    """This machine's training speed for one model, and the least time an evaluation call takes."""
+    """This machine's training speed for one model, the least time an evaluation call takes, and what evaluating
+    one more client costs beside its samples (gathering its model row, its weight copies, its split's slices)."""
 
     samples_per_s: float
     eval_call_s: float
+    eval_client_s: float = 0.0
 
 
 def measure_throughput(
-    arch: Architecture, cfg: TrainConfig, device: torch.device, slots: int, budget_s: float = 0.25, steps: int = 4
+    arch: Architecture, cfg: TrainConfig, device: torch.device, slots: int, budget_s: float = 0.25, steps: int = 4,
+    eval_clients: int = 0,
 ) -> tuple[Throughput, float]:
     """(:class:`Throughput`, seconds spent): timed ``engine.train`` calls of ``slots`` slots, one ``evaluate``.
 
@@ -201,7 +211,11 @@ def measure_throughput(
     call matter: the earlier probe (one timed one-step call, warm-up included)
     read 3-6x slower than a paper run trains and announced 4 h for a 40-min run.
     The evaluation call's time is the floor of every evaluation of the run
-    (call overhead).
+    (call overhead). With ``eval_clients``, one more (warmed-up) call evaluates
+    that many one-sample clients: its time per client is what a client costs an
+    evaluation beside its samples. At 10,000 clients of a few samples that cost,
+    not the forward passes, is the evaluation, and leaving it out is why the
+    preview once said 39 s for a 190 s round (issue 54).
     """
     began = time.perf_counter()
     generator = torch.Generator().manual_seed(0)
@@ -228,12 +242,23 @@ def measure_throughput(
     engine.evaluate(params, [(xs[:batch], ys[:batch]) for xs, ys in datasets])
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return Throughput(slots * steps * batch / best, time.perf_counter() - start), time.perf_counter() - began
+    eval_call = time.perf_counter() - start
+    per_client = 0.0
+    if eval_clients > 0:
+        rows = arch.init_flat(1, generator).to(device).expand(eval_clients, -1)
+        tiny = [(x[s % slots, :1], y[s % slots, :1]) for s in range(eval_clients)]
+        engine.evaluate(rows[:slots], tiny[:slots])  # warm the shapes up
+        start = time.perf_counter()
+        engine.evaluate(rows, tiny)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        per_client = (time.perf_counter() - start) / eval_clients
+    return Throughput(slots * steps * batch / best, eval_call, per_client), time.perf_counter() - began
 
 
 def units_left(scenario: Scenario, done: Mapping[str, int] | None = None) -> list[float]:
     """Per curve, its units still to train, counted in units: each unit adds the share of its rounds not
-    yet done (``done``: rounds per unit key, as :func:`wirelessfl.simulate.check_checkpoints` reads them)."""
+    yet done (``done``: rounds per unit key, as :func:`wirelessfl.run.folder.check_checkpoints` reads them)."""
     done = done or {}
     return [
         sum(1.0 - min(done.get(key, 0), scenario.rounds) / scenario.rounds for _, key in units)
@@ -250,7 +275,8 @@ def estimate_seconds(
     Per training of a curve: ``rounds`` x participants x training samples x
     local epochs x the algorithm's work factor, at ``speed.samples_per_s``; plus
     every evaluation round's two passes (test and val splits, and the train split with ``eval_train``; times the
-    algorithm's slot copies, a third of a training pass a sample), each at
+    algorithm's slot copies, a third of a training pass a sample, and ``speed.eval_client_s`` for each client
+    evaluated: all of them, or ``evaluation.clients`` of them at every round but the last), each at
     least one measured evaluation call, and the training an algorithm does for
     every client at each evaluation (FedAvg+'s fine-tuning epochs). Trainings: the units of each curve
     (a seed, or a seed and profile when the profiles change what it trains), less the curves that follow
@@ -264,6 +290,7 @@ def estimate_seconds(
     participants = pool if t.participation >= 1.0 else max(1, math.floor(t.participation * pool + 0.5))
     per_client = sum(sizes.train) / m
     evaluations = 1 + sum(evaluated(r, scenario.rounds, scenario.eval_every, scenario.eval_last) for r in range(1, scenario.rounds + 1))
+    sampled = evaluated_clients(scenario, pool)
     cfg = t.train_config()
     rate = speed.samples_per_s
     total = 0.0
@@ -273,10 +300,21 @@ def estimate_seconds(
         fp = footprint(name, params, arch, sizes, participants, cfg, data.num_groups)
         train = 0.0 if i in followers else scenario.rounds * participants * per_client * t.local_epochs * fp.work / rate
         splits = (sizes.val, sizes.test, sizes.train) if scenario.eval_train else (sizes.val, sizes.test)
-        passes = [fp.eval_copies * sum(split) * FORWARD_COST / rate for split in splits]
         tuning = sum(sizes.train) * fp.eval_work / rate  # every client's training at each evaluation (FedAvg+)
-        total += left[i] * (train + evaluations * (tuning + sum(max(speed.eval_call_s, p) for p in passes)))
+
+        def evaluation(clients: int) -> float:
+            share = clients / pool  # the sample's share of the evaluated samples
+            passes = [fp.eval_copies * (share * sum(split) * FORWARD_COST / rate + clients * speed.eval_client_s) for split in splits]
+            return tuning + sum(max(speed.eval_call_s, p) for p in passes)
+
+        total += left[i] * (train + (evaluations - 1) * evaluation(sampled) + evaluation(pool))
     return total
+
+
+def evaluated_clients(scenario: Scenario, pool: int) -> int:
+    """Training clients evaluated at every evaluated round but the last (which evaluates all ``pool``)."""
+    clients = scenario.evaluation.clients
+    return pool if clients == "all" else min(int(clients), pool)
 
 
 def check_run(
@@ -309,7 +347,10 @@ def check_run(
         participants = max(1, min(data.num_clients, math.ceil(scenario.training.participation * data.num_clients)))
         workers = _workers(dev)
         group = balanced_group(participants, max(1, group_samples(dev) // cfg.batch_size), workers)
-        speed, spent = measure_throughput(arch, cfg, dev, max(1, min(participants, group * workers)))
+        slots = max(1, min(participants, group * workers))
+        # below a few hundred clients an evaluation is its samples and its call (a client probe would cost more than it tells)
+        probed = EVAL_CLIENT_PROBE if data.num_clients >= EVAL_CLIENT_PROBE else 0
+        speed, spent = measure_throughput(arch, cfg, dev, slots, eval_clients=probed)
         seconds = estimate_seconds(scenario, data, arch, speed, done)
     left = units_left(scenario, done)
     share = sum(left) / max(1, sum(len(units) for units in unit_keys(scenario)))

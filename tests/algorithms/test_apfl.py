@@ -11,11 +11,12 @@ import torch
 import torch.nn.functional as F
 
 from wirelessfl.algorithms import Context, get_algorithm, shuffle_schedule, torch_generator
+from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 
 from handmade import CLASSES, SHAPE, documented_defaults, mlp_logits, tiny_data
-from simulated import LEARNING, curve, run
+from simulated import LEARNING, curve, run, scenario
 
 SIZES = (2, 5, 3, 10)
 
@@ -125,15 +126,22 @@ def test_defaults_are_the_documented_ones_and_tune_searches_the_papers_alphas():
 
 
 @pytest.mark.parametrize(("params", "message"), [
-    ({"alpha": 1.5}, "apfl: alpha must be a number in [0, 1], got 1.5"),
-    ({"alpha": True}, "apfl: alpha must be a number in [0, 1], got True"),
-    ({"adaptive_alpha": "yes"}, "apfl: adaptive_alpha must be true or false, got 'yes'"),
-    ({"alpha_lr": -0.1}, "apfl: alpha_lr must be a finite number >= 0, got -0.1"),
+    ({"alpha": 1.5}, "alpha: must be a number in [0, 1], got 1.5"),
+    ({"alpha": True}, "alpha: must be a number in [0, 1], got True"),
+    ({"adaptive_alpha": "yes"}, "adaptive_alpha: must be true or false, got 'yes'"),
+    ({"alpha_lr": -0.1}, "alpha_lr: must be a finite number >= 0, got -0.1"),
 ])
-def test_bad_parameters_are_one_line(params, message):
+def test_bad_parameters_are_one_line_at_their_yaml_path(params, message):
+    """The declaration (specs/apfl.py) refuses them when the scenario is read."""
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(scenario([{"name": "apfl", "params": params}]))
+    assert str(err.value) == f"scenario: algorithms[0].params.{message}"
+
+
+def test_the_class_refuses_them_too():
     with pytest.raises(ValueError) as err:
-        get_algorithm("apfl")(make_ctx(), **params)
-    assert str(err.value) == message
+        get_algorithm("apfl")(make_ctx(), alpha=1.5)
+    assert str(err.value) == "apfl: alpha must be a number in [0, 1], got 1.5"
 
 
 

@@ -114,6 +114,20 @@ def test_local_sends_nothing_and_keeps_every_model(ctx):
     assert not torch.equal(algo.client_params()[0], algo.client_params()[1])
 
 
+def test_local_keeps_no_client_by_client_matrix_and_resumes_old_checkpoints(ctx):
+    algo = get_algorithm("local")(ctx)
+    algo.step(1, frozenset())
+    state = algo.state_dict()
+    assert "mixing" not in state
+    largest = max(v.numel() for v in state.values() if isinstance(v, torch.Tensor))
+    assert largest == 6 * ctx.arch.param_count  # the models; nothing of 6 x 6 beside them
+    old = {**state, "mixing": torch.eye(6, dtype=torch.float64)}  # what Local checkpointed before
+    clone = get_algorithm("local")(ctx)
+    clone.load_state_dict(old)
+    assert torch.equal(clone.client_params(), algo.client_params())
+    assert clone.mixing.shape == (1, 6)
+
+
 def test_oracle_streams_follow_true_groups(ctx):
     plan = get_algorithm("oracle")(ctx).plan(1)
     receivers = sorted(sorted(s.receivers) for s in plan.streams)

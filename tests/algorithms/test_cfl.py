@@ -196,11 +196,11 @@ def test_after_a_split_each_half_averages_its_own_members(make_ctx):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"eps1": -1.0}, "cfl eps1 must be a finite number >= 0, got -1.0"),
-        ({"eps2": float("inf")}, "cfl eps2 must be a finite number >= 0, got inf"),
-        ({"min_cluster_size": 1}, "cfl min_cluster_size must be an int >= 2, got 1"),
-        ({"min_rounds_before_split": 1.5}, "cfl min_rounds_before_split must be an int >= 0, got 1.5"),
-        ({"linkage": "average"}, r"cfl linkage must be 'single' \(Sattler et al., Algorithm 1\) or 'complete' \(the authors' demo code\), got 'average'"),
+        ({"eps1": -1.0}, "cfl: eps1 must be a finite number >= 0, got -1.0"),
+        ({"eps2": float("inf")}, "cfl: eps2 must be a finite number >= 0, got inf"),
+        ({"min_cluster_size": 1}, "cfl: min_cluster_size must be an int >= 2, got 1"),
+        ({"min_rounds_before_split": 1.5}, "cfl: min_rounds_before_split must be an int >= 0, got 1.5"),
+        ({"linkage": "average"}, r"cfl: linkage must be 'single' \(Sattler et al., Algorithm 1\) or 'complete' \(the authors' demo code\), got 'average'"),
     ],
 )
 def test_bad_hparams(make_ctx, kwargs, message):

@@ -14,7 +14,10 @@ import torch
 from wirelessfl.algorithms.compression import Compression, Compressor, qsgd, qsgd_bound, qsgd_variance, scaled_sign, top_k
 from wirelessfl.checkpoint import load_checkpoint
 from wirelessfl.config import ScenarioError, parse_scenario
-from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, simulate, unit_fingerprint, curves_of
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
+from wirelessfl.run.curves import curves_of
+from wirelessfl.run.keys import unit_fingerprint
+from wirelessfl.simulate import simulate
 
 from levers_cell import curve_frame, lever_scenario
 
@@ -158,9 +161,11 @@ def test_bad_compression_fields_are_one_line(compression, message):
 def test_a_method_that_uploads_no_model_refuses_compression_in_one_line():
     doc = {**SCENARIO, "networks": [{"preset": "wired"}],
            "algorithms": [{"name": "local", "training": {"compression": {"method": "sign"}}}]}
-    with pytest.raises(ValueError) as err:
-        simulate(parse_scenario(doc))
-    assert str(err.value) == "local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, oracle"
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(doc)
+    assert str(err.value) == (
+        "scenario: algorithms[0]: local: training.compression does not apply to local; it applies to fedavg, fedavg_ft, oracle"
+    )
 
 
 def test_qsgd_bound_is_the_papers_min():

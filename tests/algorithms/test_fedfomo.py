@@ -157,9 +157,9 @@ def test_a_straggler_upload_is_not_offered(ctx):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"models_per_client": 0}, "fedfomo models_per_client must be an int >= 1, got 0"),
-        ({"epsilon": 1.5}, r"fedfomo epsilon must be a number in \[0, 1\], got 1.5"),
-        ({"epsilon_decay": -0.1}, r"fedfomo epsilon_decay must be a number in \[0, 1\], got -0.1"),
+        ({"models_per_client": 0}, "fedfomo: models_per_client must be an int >= 1, got 0"),
+        ({"epsilon": 1.5}, r"fedfomo: epsilon must be a number in \[0, 1\], got 1.5"),
+        ({"epsilon_decay": -0.1}, r"fedfomo: epsilon_decay must be a number in \[0, 1\], got -0.1"),
     ],
 )
 def test_bad_hparams(ctx, kwargs, message):

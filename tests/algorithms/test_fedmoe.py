@@ -37,7 +37,7 @@ def ctx():
 
 def test_defaults_are_table_1(ctx):
     algo = FedMoE(ctx)
-    assert algo.params["epsilon"] == 0.33
+    assert algo.params.epsilon == 0.33
     assert (algo.local_cfg.optimizer, algo.local_cfg.lr, algo.local_cfg.weight_decay) == ("adamw", 2.69e-4, 9.89e-3)
     assert (algo.gate_cfg.optimizer, algo.gate_cfg.lr, algo.gate_cfg.weight_decay) == ("adamw", 3e-6, 6.88e-4)
     assert algo.gate.experts == 4 and algo.gate.hidden == 8 and algo.gate.input_dim == 64

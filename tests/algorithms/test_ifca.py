@@ -205,12 +205,12 @@ def test_all_models_removed_means_the_federation_stopped(ctx):
 @pytest.mark.parametrize(
     ("hparams", "message"),
     [
-        ({"clusters": 0}, "ifca: clusters must be an int in [1, 6] (the number of clients), got 0"),
+        ({"clusters": 0}, "ifca: clusters must be an int >= 1, got 0"),
         ({"clusters": 7}, "ifca: clusters must be an int in [1, 6] (the number of clients), got 7"),
-        ({"clusters": 2.0}, "ifca: clusters must be an int in [1, 6] (the number of clients), got 2.0"),
+        ({"clusters": 2.0}, "ifca: clusters must be an int >= 1, got 2.0"),
         ({"epsilon": 1.5}, "ifca: epsilon must be a number in [0, 1], got 1.5"),
         ({"epsilon": -0.1}, "ifca: epsilon must be a number in [0, 1], got -0.1"),
-        ({"early_stopping_patience": -1}, "ifca: early_stopping_patience must be an int >= 0 (0 = off), got -1"),
+        ({"early_stopping_patience": -1}, "ifca: early_stopping_patience must be an int >= 0, got -1"),
     ],
 )
 def test_bad_parameters_are_one_line_errors(ctx, hparams, message):

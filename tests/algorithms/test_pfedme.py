@@ -11,11 +11,12 @@ import torch
 import torch.nn.functional as F
 
 from wirelessfl.algorithms import Context, get_algorithm, shuffle_schedule, torch_generator
+from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 
 from handmade import CLASSES, SHAPE, documented_defaults, mlp_logits, tiny_data
-from simulated import curve, run
+from simulated import curve, run, scenario
 
 SIZES = (2, 5, 3, 10)
 
@@ -104,16 +105,23 @@ def test_defaults_are_the_documented_ones_and_the_search_space_the_documented_gr
 
 
 @pytest.mark.parametrize(("params", "message"), [
-    ({"lambda": 0}, "pfedme: lambda must be a finite number > 0, got 0"),
-    ({"beta": float("inf")}, "pfedme: beta must be a finite number > 0, got inf"),
-    ({"personal_lr": True}, "pfedme: personal_lr must be a finite number > 0, got True"),
-    ({"inner_steps": 0}, "pfedme: inner_steps must be an int >= 1, got 0"),
-    ({"inner_steps": 2.0}, "pfedme: inner_steps must be an int >= 1, got 2.0"),
+    ({"lambda": 0}, "lambda: must be a finite number > 0, got 0"),
+    ({"beta": float("inf")}, "beta: must be a finite number > 0, got inf"),
+    ({"personal_lr": True}, "personal_lr: must be a finite number > 0, got True"),
+    ({"inner_steps": 0}, "inner_steps: must be an int >= 1, got 0"),
+    ({"inner_steps": 2.0}, "inner_steps: must be an int >= 1, got 2.0"),
 ])
-def test_bad_parameters_are_one_line(params, message):
+def test_bad_parameters_are_one_line_at_their_yaml_path(params, message):
+    """The declaration (specs/pfedme.py) refuses them when the scenario is read."""
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(scenario([{"name": "pfedme", "params": params}]))
+    assert str(err.value) == f"scenario: algorithms[0].params.{message}"
+
+
+def test_the_class_refuses_them_too():
     with pytest.raises(ValueError) as err:
-        get_algorithm("pfedme")(make_ctx(), **params)
-    assert str(err.value) == message
+        get_algorithm("pfedme")(make_ctx(), **{"lambda": 0})
+    assert str(err.value) == "pfedme: lambda must be a finite number > 0, got 0"
 
 
 

@@ -14,7 +14,8 @@ from wirelessfl.algorithms.scheduling import POLICIES, Scheduler, Scheduling, ro
 from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.network import NetworkModel, SystemProfile
 from wirelessfl.seam import CommPlan, Stream
-from wirelessfl.simulate import network_rng, simulate
+from wirelessfl.run.seeds import network_rng
+from wirelessfl.simulate import simulate
 
 from levers_cell import CELL, curve_frame, lever_scenario
 
@@ -182,6 +183,8 @@ def test_an_unknown_policy_is_one_line_naming_the_allowed_ones():
 def test_a_method_without_scheduling_refuses_it_in_one_line():
     doc = {**SCENARIO, "networks": [{"preset": "wired"}],
            "algorithms": [{"name": "fedper", "training": {"scheduling": {"policy": "random", "k": 2}}}]}
-    with pytest.raises(ValueError) as err:
-        simulate(parse_scenario(doc))
-    assert str(err.value) == "fedper: training.scheduling does not apply to fedper; it applies to fedavg, fedavg_ft, oracle"
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(doc)
+    assert str(err.value) == (
+        "scenario: algorithms[0]: fedper: training.scheduling does not apply to fedper; it applies to fedavg, fedavg_ft, oracle"
+    )

@@ -17,7 +17,10 @@ from wirelessfl.checkpoint import load_checkpoint
 from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
-from wirelessfl.simulate import CHECKPOINT_TYPES, PROVENANCE, curves_of, simulate, unit_fingerprint
+from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
+from wirelessfl.run.curves import curves_of
+from wirelessfl.run.keys import unit_fingerprint
+from wirelessfl.simulate import simulate
 
 from handmade import CLASSES, SHAPE, tiny_data
 from simulated import COLUMNS, curve, run, scenario
@@ -139,11 +142,19 @@ def test_bad_server_optimizer_fields_are_one_line(given, message):
 
 @pytest.mark.parametrize("name", ["scaffold", "pfedme", "oracle", "local"])
 def test_methods_with_their_own_server_rule_refuse_it_in_one_line(name):
+    """The declarations' ``levers`` decide, when the scenario is read (before any training)."""
     doc = scenario([{"name": name, "training": {"server_optimizer": {"name": "adam", "lr": 0.01}}}], networks=[{"preset": "wired"}])
-    with pytest.raises(ValueError) as err:
-        simulate(parse_scenario(doc))
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(doc)
     takers = "apfl, ditto, fedavg, fedavg_ft, fedprox"
-    assert str(err.value) == f"{name}: training.server_optimizer does not apply to {name}; it applies to {takers}"
+    assert str(err.value) == f"scenario: algorithms[0]: {name}: training.server_optimizer does not apply to {name}; it applies to {takers}"
+
+
+def test_the_takers_are_the_declarations():
+    from wirelessfl.algorithms import registry
+
+    takers = sorted(name for name, spec in registry.SPECS.items() if "server_optimizer" in spec.levers)
+    assert takers == ["apfl", "ditto", "fedavg", "fedavg_ft", "fedprox"]
 
 
 

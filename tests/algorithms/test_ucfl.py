@@ -371,19 +371,19 @@ def test_same_seed_same_weights_and_state_round_trip(ctx):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"streams": 0}, "ucfl streams must be a positive int, 'm', 'all' or 'auto', got 0"),
-        ({"streams": "some"}, "ucfl streams must be a positive int, 'm', 'all' or 'auto', got 'some'"),
-        ({"streams": "auto", "auto_range": (2, 6)}, r"ucfl auto_range must be \(low, high\) with 2 <= low <= high <= 5 \(m = 6 clients\)"),
-        ({"sigma_batch_size": 1.5}, r"ucfl sigma_batch_size must be a fraction in \(0, 1\) of each client's data or a positive int"),
-        ({"sigma_batches": 0}, "ucfl sigma_batches must be a positive int, got 0"),
-        ({"warmup_rounds": -1}, "ucfl warmup_rounds must be an int >= 0, got -1"),
-        ({"recompute_every": 0.5}, "ucfl recompute_every must be an int >= 0, got 0.5"),
-        ({"temperature": -2.0}, "ucfl temperature must be a positive finite number, got -2.0"),
-        ({"gradient_layers": "conv"}, "ucfl gradient_layers must be 'all' or 'body'"),
-        ({"stream_formation": "kmedoids"}, "ucfl stream_formation must be one of kmeans_rows, kmeans_offdiag, spectral, agglomerative, got 'kmedoids'"),
-        ({"min_stream_size": 0}, "ucfl min_stream_size must be an int >= 1, got 0"),
-        ({"channel_tiers": 1.5}, "ucfl channel_tiers must be an int >= 1, got 1.5"),
-        ({"streams": 2, "channel_tiers": 3}, r"ucfl channel_tiers must be <= streams \(streams // channel_tiers data clusters\), got channel_tiers=3 with streams=2"),
+        ({"streams": 0}, "ucfl: streams must be a positive int, 'm', 'all' or 'auto', got 0"),
+        ({"streams": "some"}, "ucfl: streams must be a positive int, 'm', 'all' or 'auto', got 'some'"),
+        ({"streams": "auto", "auto_range": (2, 6)}, r"ucfl: auto_range must be \(low, high\) with 2 <= low <= high <= 5 \(m = 6 clients\)"),
+        ({"sigma_batch_size": 1.5}, r"ucfl: sigma_batch_size must be a fraction in \(0, 1\) of each client's data or a positive int"),
+        ({"sigma_batches": 0}, "ucfl: sigma_batches must be a positive int, got 0"),
+        ({"warmup_rounds": -1}, "ucfl: warmup_rounds must be an int >= 0, got -1"),
+        ({"recompute_every": 0.5}, "ucfl: recompute_every must be an int >= 0, got 0.5"),
+        ({"temperature": -2.0}, "ucfl: temperature must be a positive finite number, got -2.0"),
+        ({"gradient_layers": "conv"}, "ucfl: gradient_layers must be 'all' or 'body'"),
+        ({"stream_formation": "kmedoids"}, "ucfl: stream_formation must be one of kmeans_rows, kmeans_offdiag, spectral, agglomerative, got 'kmedoids'"),
+        ({"min_stream_size": 0}, "ucfl: min_stream_size must be an int >= 1, got 0"),
+        ({"channel_tiers": 1.5}, "ucfl: channel_tiers must be an int >= 1, got 1.5"),
+        ({"streams": 2, "channel_tiers": 3}, r"ucfl: channel_tiers must be <= streams \(streams // channel_tiers data clusters\), got channel_tiers=3 with streams=2"),
     ],
 )
 def test_bad_hparams(ctx, kwargs, message):
@@ -446,7 +446,8 @@ def test_only_channel_tiers_make_ucfl_channel_aware():
 def test_a_channel_aware_curve_trains_per_profile_with_the_cells_rates():
     from wirelessfl.config import parse_scenario
     from wirelessfl.network import NetworkModel
-    from wirelessfl.simulate import build_units, static_rng
+    from wirelessfl.run.build import build_units
+    from wirelessfl.run.seeds import static_rng
 
     scenario = parse_scenario({
         "name": "tiny", "rounds": 1, "device": "cpu", "model": {"name": "mlp"},

@@ -14,9 +14,9 @@ import torch
 from torchvision.datasets import CIFAR10, FashionMNIST
 from torchvision.io import decode_jpeg, encode_jpeg, write_png
 
+from wirelessfl.learning.data.catalog import DATASETS
 from wirelessfl.learning.data.datasets import (
     CIFAR10_CLASSES,
-    DATASETS,
     DatasetError,
     channel_stats,
     load_pool,

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from wirelessfl.algorithms.specs import BUILT_INS
+from wirelessfl.algorithms.specs.ucfl import sigma_groups
 from wirelessfl.algorithms.ucfl import UserCentricFL
 from wirelessfl.learning.lockstep import TrainConfig
 from wirelessfl.learning.memory import (
-    KNOWN_ALGORITHMS,
     SplitSizes,
-    _sigma_groups,
     activations,
     estimate_memory,
     format_bytes,
@@ -92,7 +92,7 @@ def test_models_kept_per_algorithm():
     assert kept("local") == m * row
     assert kept("fedem", {"components": 3}) == 3 * row
     assert kept("fedfomo") == 3 * m * row + m * m * 8  # base, current, server and the affinity matrix
-    assert kept("ucfl", {"streams": 2}) == 2 * row + m * m * 8
+    assert kept("ucfl", {"streams": 2}) == 2 * row + m * m * 8 + 2 * m * 8  # W [m, m] and the mixing rows [2, m]
     assert kept("ifca", {"clusters": 2}) == 2 * row
     both = estimate_memory(MLP, SIZES, cfg, [("local", {}), ("fedavg", {})], workers=1).parts["models kept"]
     assert both == (m + 1) * row  # every curve of a seed is built before the first trains
@@ -101,21 +101,17 @@ def test_models_kept_per_algorithm():
 @pytest.mark.parametrize("params", [{}, {"sigma_batch_size": 4, "sigma_batches": 3}, {"sigma_batch_size": 0.25, "sigma_batches": 10}])
 def test_sigma_groups_follow_ucfl(params):
     sizes = np.array([7, 10, 10, 23, 40, 3])
-    full = {**UserCentricFL.hparams, **params}
-    batch, count = UserCentricFL.sigma_batches_for(SimpleNamespace(params=full), sizes.astype(np.float64))
+    typed = UserCentricFL.spec.parse(params)
+    batch, count = UserCentricFL.sigma_batches_for(SimpleNamespace(params=typed), sizes.astype(np.float64))
     expected: dict[tuple[int, int], int] = {}
     for b, k in zip(batch.tolist(), count.tolist()):
         expected[(b, k)] = expected.get((b, k), 0) + 1
-    assert sorted(_sigma_groups(full, sizes.tolist())) == sorted((rows, k) for (_, k), rows in expected.items())
+    assert sorted(sigma_groups(typed, sizes.tolist())) == sorted((rows, k) for (_, k), rows in expected.items())
 
 
-@pytest.mark.parametrize("name", KNOWN_ALGORITHMS)
-def test_every_known_algorithm_has_every_phase(name):
-    """Each table entry is registered, keeps at least one model, and its peak is at least its largest phase."""
-    import wirelessfl.algorithms  # noqa: F401  (registers them all)
-    from wirelessfl.algorithms.base import ALGORITHMS
-
-    assert name in ALGORITHMS
+@pytest.mark.parametrize("name", sorted(BUILT_INS))
+def test_every_built_in_algorithm_has_every_phase(name):
+    """Each declared footprint keeps at least one model, and the peak is at least its largest phase."""
     est = estimate_memory(MLP, SIZES, TrainConfig(batch_size=10), [(name, {})], workers=2)
     assert est.parts["models kept"] >= 2410 * 4
     assert est.total == sum(est.parts.values()) >= max(est.phases.values()) + est.parts["data"]
@@ -146,3 +142,17 @@ def test_estimate_within_factor_two_of_measured_peak():
         ratio = result["estimate"] / result["measured"]
         assert result["measured"] > 40e6, result
         assert 0.5 <= ratio <= 2.0, result
+
+
+def test_a_sampled_evaluation_gathers_at_most_its_chunk_of_client_rows():
+    """FedAvg evaluates one gathered row per client: capped at ``eval_clients`` (2 of 4 clients here): 2 rows of
+    2,410 x 4 B fewer, and 2 slots' forward pass fewer (a chunk of the longest split, 20 samples, x 4 B x (the input
+    twice, 2 x 64, and the largest activation three times, 3 x 64)); FedEM's mixture evaluation (m x M rows, no
+    sampled path) keeps its rows."""
+    cfg = TrainConfig(batch_size=10)
+
+    def evaluation(name, **kwargs):
+        return estimate_memory(MLP, SIZES, cfg, [(name, {})], workers=1, **kwargs).phases[f"{name} evaluate"]
+
+    assert evaluation("fedavg") - evaluation("fedavg", eval_clients=2) == 2 * 2410 * 4 + 2 * 20 * 4 * (2 * 64 + 3 * 64)
+    assert evaluation("fedem") == evaluation("fedem", eval_clients=2)

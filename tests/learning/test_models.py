@@ -8,7 +8,8 @@ import torch
 from torch import nn
 from torch.nn.utils import parameters_to_vector
 
-from wirelessfl.learning.models import ARCHITECTURES, Architecture, get_architecture
+from wirelessfl.learning.catalog import ARCHITECTURES
+from wirelessfl.learning.models import Architecture, get_architecture
 
 
 def test_lenet5_on_28x28_has_the_classic_61706_parameters():

@@ -4,17 +4,14 @@ import numpy as np
 import pytest
 import torch
 
+from wirelessfl.learning.data.catalog import PARTITIONERS, PartitionError, check_samples, parse_steps
 from wirelessfl.learning.data.partition import (
-    PARTITIONERS,
     OUTCOME_DRAWS,
     ClassQueues,
     _fill,
-    PartitionError,
     SplitInput,
-    check_samples,
     client_sizes,
     combine_groups,
-    parse_steps,
     rotate,
     run_shift,
     run_splitter,
@@ -389,10 +386,13 @@ def test_splitter_refuses_more_samples_than_the_pool():
 def test_class_queues_never_hand_out_a_sample_twice():
     queues = ClassQueues(np.array([1, 0, 1, 0, 1]), 2, np.random.default_rng(0))
     assert queues.available.tolist() == [2, 3]
-    first = queues.take(np.array([1, 2]))
-    second = queues.take(np.array([1, 1]))
-    assert sorted(np.concatenate([first, second]).tolist()) == [0, 1, 2, 3, 4]
+    queues.take(np.array([1, 2]))
+    queues.take(np.array([1, 1]))
     assert queues.available.tolist() == [0, 0]
+    first, second = queues.dealt()
+    assert sorted(np.concatenate([first, second]).tolist()) == [0, 1, 2, 3, 4]
+    labels = np.array([1, 0, 1, 0, 1])
+    assert labels[first].tolist() == [0, 1, 1] and labels[second].tolist() == [0, 1]  # classes ascending
 
 
 # --- shifts ------------------------------------------------------------------------------------
@@ -568,3 +568,84 @@ def test_local_labels_reindex_each_clients_classes_and_add_no_groups():
         assert torch.equal(y_local, (y_global == high).long())  # smaller class -> 0, larger -> 1
         assert torch.equal(a.x_train, b.x_train)
     assert local.groups.tolist() == [0] * 6
+
+
+# --- population scale: the vectorised dealing gives the partitions of the client-by-client loop ---------------
+
+import hashlib  # noqa: E402
+
+
+def _pool_labels(n, classes, seed):
+    """``n`` labels of ``classes`` unequally frequent classes."""
+    rng = np.random.default_rng(seed)
+    weights = rng.dirichlet(np.full(classes, 2.0))
+    return rng.choice(classes, size=n, p=weights).astype(np.int64)
+
+VECTORISED_CASES = [
+    # (splitter, clients, pool size, classes, client sizes)
+    ({"name": "dirichlet", "alpha": 0.4}, 50, 2000, 10, "equal"),
+    ({"name": "dirichlet", "alpha": 0.05}, 40, 1200, 10, "all"),
+    ({"name": "dirichlet", "alpha": 100.0}, 30, 900, 62, "all"),
+    ({"name": "dirichlet", "alpha": 0.4}, 300, 3000, 62, "uneven"),
+    ({"name": "shards", "classes": 2}, 40, 4000, 10, "equal"),
+    ({"name": "shards", "classes": 3}, 25, 3000, 10, "uneven"),
+    ({"name": "majority", "p": 0.8}, 40, 4000, 10, "equal"),
+    ({"name": "majority", "p": 0.6, "rest": "even"}, 30, 3000, 10, "uneven"),
+]
+
+def _sizes_for(rule, clients, n, seed):
+    if rule == "equal":
+        return np.full(clients, n // (2 * clients), dtype=np.int64)
+    if rule == "all":  # the whole pool: classes run out while clients are dealt
+        sizes = np.full(clients, n // clients, dtype=np.int64)
+        sizes[: n % clients] += 1
+        return sizes
+    return np.random.default_rng(seed + 7).integers(3, n // clients, size=clients).astype(np.int64)
+
+def _digest(clients):
+    h = hashlib.sha256()
+    for taken in clients:
+        h.update(np.int64(len(taken)).tobytes())
+        h.update(np.asarray(taken, dtype=np.int64).tobytes())
+    return h.hexdigest()[:16]
+
+
+#: Digests of the partitions (or the errors) the client-by-client code gave before dealing was vectorised,
+#: seeds 0, 1, 2 of each case.
+BEFORE_VECTORISING = {
+    0: ['27a94857aac30292', 'c0cedd09894fc8ce', 'b4a3c323a0e0effd'],
+    1: ['b8c8a4f4490bdba6', '8dfd32076501a9eb', '71103305278369d8'],
+    2: ['bab10abde7c9a367', '77159296e45d67a5', '98f54868d637b7e4'],
+    3: ['f0a7376bca45ac87', 'a4243f3e0d53f2ab', 'c5da34b875c3eefd'],
+    4: ['error data.partition[0] (shards): client 13 cannot get samples of all 2 of its classes', 'bbff0b49bb1d8971', '2984c007a01059b3'],
+    5: ['error data.partition[0] (shards): client 4 cannot get samples of all 3 of its classes ', 'b2380332cef05de0', 'error data.partition[0] (shards): client 18 cannot get samples of all 3 of its classes'],
+    6: ['0ac377c429195f0e', '1cede1edba315d1a', 'e9fe977248cc153d'],
+    7: ['error data.partition[0] (majority): client 26 needs 48 more samples from classes [6, 8', '1ccdbde5ed1b0f4f', '919f800b2c02a37c'],
+}
+
+
+@pytest.mark.parametrize("case", range(len(VECTORISED_CASES)))
+def test_vectorised_dealing_gives_the_partitions_of_the_client_by_client_loop(case):
+    spec, clients, pool_size, classes, rule = VECTORISED_CASES[case]
+    for seed in (0, 1, 2):
+        pool = SplitInput(labels=_pool_labels(pool_size, classes, seed), num_classes=classes)
+        splitter, _ = parse_steps([spec])
+        try:
+            got = _digest(run_splitter(splitter, pool, _sizes_for(rule, clients, pool_size, seed), np.random.default_rng(100 + seed)))
+        except PartitionError as err:
+            got = "error " + str(err)[:80]
+        assert got == BEFORE_VECTORISING[case][seed]
+
+
+def test_the_dirichlet_blocks_cut_where_a_class_runs_out(monkeypatch):
+    """Blocks of 7 clients over a pool that empties classes every few clients: the same partition as one
+    block (the check above) and as blocks of one."""
+    import wirelessfl.learning.data.partition as partition
+
+    spec, clients, pool_size, classes, rule = VECTORISED_CASES[1]
+    pool = SplitInput(labels=_pool_labels(pool_size, classes, 0), num_classes=classes)
+    splitter, _ = parse_steps([spec])
+    sizes = _sizes_for(rule, clients, pool_size, 0)
+    for block in (1, 7):
+        monkeypatch.setattr(partition, "DIRICHLET_BLOCK", block)
+        assert _digest(run_splitter(splitter, pool, sizes, np.random.default_rng(100))) == BEFORE_VECTORISING[1][0]

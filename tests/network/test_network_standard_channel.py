@@ -156,7 +156,7 @@ def test_a_common_drop_places_the_same_users_in_every_profile():
     """``drop: common`` keys the static draws by the seed alone: two profiles with different channels place
     their users at the same distances with the same LOS states and shadowing; ``per_profile`` does not."""
     from wirelessfl.network import SystemProfile
-    from wirelessfl.simulate import static_rng
+    from wirelessfl.run.seeds import static_rng
 
     def losses(name: str, drop: str, link: str) -> np.ndarray:
         profile = SystemProfile(name=name, physical=PhysicalChannel(path_loss_model="UMa", drop=drop, link=link))

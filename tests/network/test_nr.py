@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -49,13 +50,32 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sionna_says():
+SIONNA_SAID = Path(__file__).with_name("sionna_reference.json")
+"""What ``SIONNA_REFERENCE`` printed for ``CASES`` (sionna-no-rt 2.x): the default run compares with this record,
+since importing Sionna in a child costs about 30 s of CPU; ``-m slow`` checks the record against Sionna itself."""
+
+
+def _sionna_now() -> list[dict]:
     """Sionna's ILLA MCS, PHYAbstraction TBLER and TS 38.214 spectral efficiency, computed in a child process
     (importing Sionna reseeds torch's generator)."""
     cases = [{**c, "re": c["prbs"] * 156, "db": GRID_DB} for c in CASES]
     done = subprocess.run([sys.executable, "-c", SIONNA_REFERENCE, json.dumps(cases)], capture_output=True, text=True, check=True)
     return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def sionna_says() -> list[dict]:
+    return json.loads(SIONNA_SAID.read_text())
+
+
+@pytest.mark.slow
+def test_the_recorded_answers_are_sionnas_own_calls(sionna_says):
+    now = _sionna_now()
+    assert len(now) == len(sionna_says) == len(CASES)
+    for said, recorded in zip(now, sionna_says):
+        assert said["mcs"] == recorded["mcs"] and said["qm"] == recorded["qm"]
+        np.testing.assert_allclose(np.array(said["tbler"], float), np.array(recorded["tbler"], float), rtol=0, atol=1e-7)
+        np.testing.assert_allclose(np.array(said["se"], float), np.array(recorded["se"], float), rtol=0, atol=1e-7)
 
 
 @pytest.mark.parametrize("index", range(len(CASES)))

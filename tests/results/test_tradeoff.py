@@ -355,3 +355,24 @@ def test_the_static_maps_show_every_cell_text_and_name_the_winners_on_the_colour
     assert cells and cells <= texts
     colour_bar = drawn.axes[-1]
     assert [t.get_text() for t in colour_bar.get_yticklabels()] == list(figures["best_k"].layout.coloraxis.colorbar.ticktext) == ["1", "4"]
+
+
+def _stream_rows(variants: dict[str, str]) -> pd.DataFrame:
+    """One seed of ``ucfl streams=1`` and ``ucfl streams=4`` at one point, their ``variant`` text as given."""
+    return pd.DataFrame([_row("rho=1 mu=1", "wired", curve, 0, 5.0, 0.5, rho=1, mu=1.0) | {"variant": variant}
+                         for curve, variant in variants.items()])
+
+
+def test_k_and_the_method_are_read_from_the_parameter_columns_not_the_curve_name():
+    """sweep.csv's ``params.streams`` column says k; the variant text (here left empty) is not read."""
+    table = _stream_rows({"ucfl streams=1": "", "ucfl streams=4": ""})
+    table["params.streams"] = pd.array([1, 4], dtype="Int64")
+    summary = seed_summary(table, ["rho", "mu"])
+    assert summary["k"].tolist() == ["1", "4"]
+    assert summary["method"].tolist() == ["ucfl", "ucfl"]
+
+
+def test_a_table_written_before_the_parameter_columns_reads_k_from_the_variant_text():
+    summary = seed_summary(_stream_rows({"ucfl streams=1": "streams=1", "ucfl streams=4": "streams=4"}), ["rho", "mu"])
+    assert summary["k"].tolist() == ["1", "4"]
+    assert summary["method"].tolist() == ["ucfl", "ucfl"]

@@ -10,8 +10,8 @@ import wirelessfl
 from wirelessfl.algorithms import ALGORITHMS
 from wirelessfl.cli import app
 from wirelessfl.config import ScenarioError, dump_scenario, parse_scenario, scenario_fingerprint
-from wirelessfl.simulate import preflight
-from wirelessfl.tune.space import Param, parse_param, tunables
+from wirelessfl.run.preflight import preflight
+from wirelessfl.algorithms.search_space import Param, parse_param, tunables
 from wirelessfl.tune.study import check_tunable, endpoint_scenario, targets
 
 runner = CliRunner()
@@ -81,7 +81,7 @@ def test_the_tune_block_adds_replaces_and_removes_and_fixed_params_are_not_searc
          "tune.algorithms: fedavg.training.lr: unknown key(s) step; allowed: low, high, log, or choices alone"),
         ({"algorithms": {"fedavg": {"training.local_epochs": {"choices": []}}}},
          "tune.algorithms: fedavg.training.local_epochs.choices: must be a non-empty list, got []"),
-        ({"algorithms": {"fedavgg": {}}}, "tune.algorithms: fedavgg: unknown algorithm; allowed: cfl, ditto, fedavg"),
+        ({"algorithms": {"fedavgg": {}}}, "tune.algorithms: fedavgg: unknown algorithm; allowed: apfl, cfl, ditto"),
         ({"algorithms": {"ucfl": {}}}, "tune.algorithms.ucfl: not an algorithm of this scenario; present: fedavg"),
         ({"trials": 0}, "tune.trials: Input should be greater than or equal to 1"),
         ({"budget": 3}, "tune.budget: unknown key"),
@@ -101,7 +101,8 @@ def test_a_bad_tune_block_is_one_line_naming_the_field(tune, message):
          "tune.algorithms.fedfomo: an end of the search space of 'fedfomo' is refused: "
          "algorithms[0].params.models_per_client: 9 is more than the other users a client can download from"),
         ("ifca", {"clusters": {"low": 1, "high": 9}}, {},
-         "tune.algorithms.ifca: an end of its search space is refused: ifca: clusters must be an int in [1, 6]"),
+         "tune.algorithms.ifca: an end of the search space of 'ifca' is refused: "
+         "algorithms[0].params.clusters: 9 is more than one cluster per user"),
         ("fedavg", {}, {"split": [0.8, 0.0, 0.2]}, "data.split: tuning scores trials on the validation split, which is empty"),
     ],
 )

@@ -37,7 +37,6 @@ the retracing pass is the simulator's, not the device's.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -45,40 +44,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, Context, MixingAlgorithm, StepInfo, mean_finite, register, torch_generator
+from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, mean_finite, register, torch_generator
+from wirelessfl.algorithms.specs.apfl import SPEC
 from wirelessfl.learning.lockstep import shuffle_schedule
 from wirelessfl.seam import CommPlan
-from wirelessfl.tune.space import Param
-
-
-def check_params(params: Mapping[str, Any]) -> None:
-    """APFL's parameters, each refused in one line."""
-    alpha, rate, adaptive = params["alpha"], params["alpha_lr"], params["adaptive_alpha"]
-    if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool) and 0.0 <= alpha <= 1.0):
-        raise ValueError(f"apfl: alpha must be a number in [0, 1], got {alpha!r}")
-    if not isinstance(adaptive, bool):
-        raise ValueError(f"apfl: adaptive_alpha must be true or false, got {adaptive!r}")
-    if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate >= 0 and math.isfinite(rate)):
-        raise ValueError(f"apfl: alpha_lr must be a finite number >= 0, got {rate!r}")
 
 
 @register
 class APFL(MixingAlgorithm):
     """FedAvg's global model ``models``, personal models ``personal`` ``[m, P]`` and weights ``alpha`` ``[m]``."""
 
-    name = "apfl"
-    paper = "Deng et al., arXiv:2003.13461 (2020)"
-    description = "FedAvg global model + per-client personal model v mixed as alpha v + (1 - alpha) w; alpha fixed or learned"
-    hparams = {"alpha": 0.25, "adaptive_alpha": False, "alpha_lr": 0.01}
-    #: the fixed mixing weights the paper's experiments compare (0.25, 0.5, 0.75)
-    search_space = {**COMMON_SEARCH_SPACE, "alpha": Param.of(0.25, 0.5, 0.75)}
-    levers = frozenset({"server_optimizer"})
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        check_params(self.params)
         self.personal = self.models.expand(ctx.num_clients, -1).clone()
-        self.alpha = torch.full((ctx.num_clients,), float(self.params["alpha"]), dtype=torch.float64)
+        self.alpha = torch.full((ctx.num_clients,), float(self.params.alpha), dtype=torch.float64)
 
     def plan(self, round: int) -> CommPlan:
         members = self.participants(round)
@@ -123,9 +104,9 @@ class APFL(MixingAlgorithm):
             mixed = a * v[rows] + (1 - a) * w[rows]
             grad = self.ctx.engine.full_gradient(mixed, [sets[r] for r in active])
             norms.append(grad.norm(dim=1))
-            if self.params["adaptive_alpha"]:
+            if self.params.adaptive_alpha:
                 slope = ((v[rows] - w[rows]) * grad).sum(1).double().cpu()
-                alpha[active] = (alpha[active] - float(self.params["alpha_lr"]) * slope).clamp(0.0, 1.0)
+                alpha[active] = (alpha[active] - float(self.params.alpha_lr) * slope).clamp(0.0, 1.0)
             v[rows] = v[rows] - cfg.lr * a * grad
             result = self.ctx.engine.train(w, sets, one_step, torch_generator(self.ctx.seed, round, "apfl-retrace", t), opt_state=state)
             w, state = result.params, result.opt_state

@@ -32,29 +32,22 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from wirelessfl.algorithms import registry
 from wirelessfl.algorithms.compression import Compression, Compressor
 from wirelessfl.algorithms.over_the_air import OverTheAir, analog_aggregate
 from wirelessfl.algorithms.scheduling import Scheduler, Scheduling
 from wirelessfl.algorithms.server_optimizer import ServerOptimizer, ServerOptimizerState
+from wirelessfl.algorithms.search_space import COMMON_SEARCH_SPACE, Param
+from wirelessfl.algorithms.spec import AlgorithmSpec, ParamError, Params, spec_from_hparams
 from wirelessfl.learning import optim
 from wirelessfl.learning.data.federated import FederatedData
 from wirelessfl.learning.lockstep import EvalResult, GradientCorrection, LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture
 from wirelessfl.seam import AnalogAggregation, CommPlan, Stream, UplinkChannel
-from wirelessfl.tune.space import Param
-from wirelessfl.user_code import import_user_module, split_import_path
 
 
 #: Cost of one forward pass relative to one training pass (forward + backward ~ 3 forwards), for ``work``.
 FORWARD_COST = 1.0 / 3.0
-
-#: What ``wirelessfl tune`` searches for every method unless its class says otherwise: the client learning
-#: rate (log-uniform over two and a half decades around the usual SGD rates) and one or two local epochs.
-COMMON_SEARCH_SPACE: dict[str, Param] = {
-    "training.lr": Param.range(1e-3, 0.3, log=True),
-    "training.local_epochs": Param.of(1, 2),
-}
-
 
 @dataclass
 class Context:
@@ -153,14 +146,17 @@ class StepInfo:
 class Algorithm(ABC):
     """Base of every registered algorithm; see the module docstring."""
 
+    #: the declaration (``wirelessfl/algorithms/spec.py``); every attribute below is read from it
+    spec: ClassVar[AlgorithmSpec]
     name: ClassVar[str] = ""
     paper: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    #: every parameter's default by its YAML name
     hparams: ClassVar[dict[str, Any]] = {}
     #: what ``wirelessfl tune`` searches by default (``training.<field>`` or a name of ``hparams``)
     search_space: ClassVar[dict[str, Param]] = COMMON_SEARCH_SPACE
     #: True for a reference that reads what no real method can see (Oracle: the true groups); sweep maps show
-    #: it beside the contest, never as a cell's winner (``results.tradeoff.REFERENCE_ALGORITHMS``).
+    #: it beside the contest, never as a cell's winner.
     knows_truth: ClassVar[bool] = False
     #: True when the trained models do not depend on who arrives (e.g. Local).
     timing_independent: ClassVar[bool] = False
@@ -174,6 +170,21 @@ class Algorithm(ABC):
     #: The levers this algorithm composes with ("scheduling", "compression", "aggregation", "server_optimizer";
     #: docs/levers.md); a scenario that sets another for it is refused in one line.
     levers: ClassVar[frozenset[str]] = frozenset()
+    params: Params
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A class with its own ``spec`` takes every attribute above from it; an old-style class that declares
+        ``hparams`` (a dict of defaults) and the attributes itself gets a spec built from them."""
+        super().__init_subclass__(**kwargs)
+        spec = cls.__dict__.get("spec")
+        if spec is None:
+            cls.spec = spec_from_hparams(cls)
+            return
+        cls.name, cls.paper, cls.description = spec.name, spec.paper, spec.description
+        cls.hparams = spec.hparams
+        cls.search_space = dict(spec.search_space)
+        cls.knows_truth, cls.timing_independent = spec.knows_truth, spec.timing_independent
+        cls.trains_as, cls.evaluation_params, cls.levers = spec.trains_as, spec.evaluation_params, spec.levers
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         unknown = sorted(set(hparams) - set(self.hparams))
@@ -181,7 +192,11 @@ class Algorithm(ABC):
             allowed = ", ".join(sorted(self.hparams)) or "none"
             raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(unknown)}; allowed: {allowed}")
         self.ctx = ctx
-        self.params = {**self.hparams, **hparams}
+        bad = self.spec.check(hparams)
+        if bad:
+            key, why = bad[0]
+            raise ParamError(f"{self.name}: {key} {why}", self.name, key)
+        self.params = self.spec.parse(hparams)
         self.optimizer_state = ClientOptimizerState(ctx)
         levers = (
             ("scheduling", ctx.scheduling), ("compression", ctx.compression), ("aggregation", ctx.over_the_air),
@@ -189,8 +204,8 @@ class Algorithm(ABC):
         )
         for lever, given in levers:
             if given is not None and lever not in self.levers:
-                takers = ", ".join(sorted(n for n, c in ALGORITHMS.items() if lever in c.levers))
-                raise ValueError(f"{self.name}: training.{lever} does not apply to {self.name}; it applies to {takers}")
+                takers = ", ".join(sorted(n for n, s in registry.SPECS.items() if lever in s.levers))
+                raise ParamError(f"{self.name}: training.{lever} does not apply to {self.name}; it applies to {takers}", self.name)
         key = "participation" if ctx.participation >= 1.0 else "scheduling"  # random k of N is participation k/N
         self.scheduler = (
             Scheduler(ctx.scheduling, ctx.num_clients, lambda r, k, pool: self.sample_clients(r, k, pool, key), ctx.uplink_channel)
@@ -272,11 +287,19 @@ class Algorithm(ABC):
         """Clients that never train; evaluated apart (``unseen_acc``) on what the algorithm gives them."""
         return self.ctx.held_out.copy()
 
-    def evaluate(self, split: str = "test") -> EvalResult:
-        """Each client's own model on its own ``split`` ("test", "val", or "train" for how well it fits)."""
-        clients = np.arange(self.ctx.num_clients)
-        sets = self.ctx.split_sets(split, clients)
-        return self.ctx.engine.evaluate(self.client_params(), sets)
+    def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
+        """Each client's own model on its own ``split`` ("test", "val", or "train" for how well it fits): every
+        client's, or only those of ``clients`` (sorted ids; a sampled evaluation), in their order."""
+        if clients is None:
+            sets = self.ctx.split_sets(split, np.arange(self.ctx.num_clients))
+            return self.ctx.engine.evaluate(self.client_params(), sets)
+        return self.ctx.engine.evaluate(self.params_of(clients), self.ctx.split_sets(split, clients))
+
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """``[len(clients), P]``: the models of ``clients`` (rows of :meth:`client_params`; a method that can
+        gather them without building every client's row overrides this)."""
+        params = self.client_params()
+        return params[torch.as_tensor(clients, dtype=torch.long, device=params.device)]
 
     def state_dict(self) -> dict[str, Any]:
         return {}
@@ -452,6 +475,13 @@ class MixingAlgorithm(Algorithm):
     def client_params(self) -> torch.Tensor:
         return self.models[torch.as_tensor(self.assignment, device=self.models.device)]
 
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """Only the rows of ``clients``: a sampled evaluation of FedAvg at 100,000 clients gathers n rows, not m.
+        A subclass whose clients use other models (Ditto's personal ones) keeps the general rule."""
+        if type(self).client_params is not MixingAlgorithm.client_params:
+            return super().params_of(clients)
+        return self.models[torch.as_tensor(self.assignment[clients], device=self.models.device)]
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "models": self.models.detach().cpu().clone(),
@@ -528,6 +558,7 @@ def block_mixing(labels: np.ndarray, sizes: np.ndarray) -> tuple[torch.Tensor, n
 
 
 ALGORITHMS: dict[str, type[Algorithm]] = {}
+"""The implementation classes imported so far, by name (``wirelessfl.algorithms.ALGORITHMS`` imports every built-in)."""
 
 
 def register(cls: type[Algorithm]) -> type[Algorithm]:
@@ -537,51 +568,17 @@ def register(cls: type[Algorithm]) -> type[Algorithm]:
     if cls.name in ALGORITHMS and ALGORITHMS[cls.name] is not cls:
         raise ValueError(f"algorithm name {cls.name!r} is already registered by {ALGORITHMS[cls.name].__qualname__}")
     ALGORITHMS[cls.name] = cls
+    registry.add(cls.spec)
     return cls
 
 
 def get_algorithm(name: str) -> type[Algorithm]:
     """A registered algorithm by its name, or a user's ``Algorithm`` subclass by ``package.module:Class``."""
-    if ":" in name:
-        return import_algorithm(name)
-    if name not in ALGORITHMS:
-        raise ValueError(f"unknown algorithm {name!r}; available: {', '.join(sorted(ALGORITHMS))}")
-    return ALGORITHMS[name]
-
-
-def import_algorithm(path: str) -> type[Algorithm]:
-    """The ``Algorithm`` subclass ``package.module:Class`` names, imported through ``user_code``.
-
-    Refused in one line naming the path: a module that cannot be imported (its
-    own error quoted), a missing attribute, something that is not a subclass of
-    ``Algorithm``, a class leaving one of ``plan``/``step``/``client_params``
-    undefined, and a class whose ``name`` is a registered algorithm's (its
-    messages and plans would pass for that one's).
-    """
-    parts = split_import_path(path)
-    if parts is None:
-        raise ValueError(f"algorithm {path!r}: an algorithm by import path is written 'package.module:Class'")
-    module_name, attribute = parts
-    try:
-        target: Any = import_user_module(module_name)
-    except Exception as err:  # the user's module may raise anything while importing
-        raise ValueError(f"algorithm {path!r}: cannot import module {module_name!r} ({type(err).__name__}: {_first_line(err)})") from None
-    for part in attribute.split("."):
-        if not hasattr(target, part):
-            raise ValueError(f"algorithm {path!r}: module {module_name!r} has no attribute {attribute!r}")
-        target = getattr(target, part)
-    if not (isinstance(target, type) and issubclass(target, Algorithm)):
-        kind = f"the class {target.__qualname__}" if isinstance(target, type) else f"a {type(target).__name__}"
-        raise ValueError(f"algorithm {path!r}: {attribute} is {kind}, not a subclass of wirelessfl.algorithms.Algorithm")
-    missing = sorted(getattr(target, "__abstractmethods__", ()))
-    if missing:
-        raise ValueError(f"algorithm {path!r}: {attribute} does not define {', '.join(missing)} (abstract in Algorithm)")
-    if target.name in ALGORITHMS and ALGORITHMS[target.name] is not target:
-        raise ValueError(
-            f"algorithm {path!r}: {attribute}.name is {target.name!r}, the name of the built-in "
-            f"{ALGORITHMS[target.name].__qualname__}; give the class a name of its own"
-        )
-    return target
+    if name in ALGORITHMS:
+        return ALGORITHMS[name]
+    if ":" not in name and name not in registry.SPECS:
+        raise ValueError(f"unknown algorithm {name!r}; available: {', '.join(sorted(registry.SPECS))}")
+    return registry.implementation(name)
 
 
 def is_registered(cls: type[Algorithm]) -> bool:

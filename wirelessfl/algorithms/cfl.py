@@ -24,7 +24,6 @@ average only their own members' uploads. Every cluster is one multicast stream.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 import numpy as np
@@ -32,7 +31,8 @@ import torch
 from sklearn.cluster import AgglomerativeClustering
 from sklearn.metrics.pairwise import cosine_similarity
 
-from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, block_mixing, register
+from wirelessfl.algorithms.base import MixingAlgorithm, StepInfo, block_mixing, register
+from wirelessfl.algorithms.specs.cfl import SPEC
 
 
 def split_criterion(updates: Any, sizes: Any, eps1: float, eps2: float) -> tuple[bool, float, float]:
@@ -82,29 +82,7 @@ def _as_float64(values: Any) -> np.ndarray:
 class ClusteredFL(MixingAlgorithm):
     """FedAvg per cluster with Sattler's split rule; see the module docstring."""
 
-    name = "cfl"
-    paper = "Sattler, Müller, Samek, IEEE TNNLS 2021"
-    description = "FedAvg per cluster; clusters bi-partitioned by cosine similarity of updates; one stream per cluster"
-    hparams = {
-        "eps1": 0.4,
-        "eps2": 1.6,
-        "min_rounds_before_split": 20,
-        "min_cluster_size": 3,
-        "linkage": "single",
-    }
-
-    def __init__(self, ctx: Context, **hparams: Any) -> None:
-        super().__init__(ctx, **hparams)
-        for key in ("eps1", "eps2"):
-            value = self.params[key]
-            if not (isinstance(value, numbers.Real) and not isinstance(value, bool) and value >= 0 and np.isfinite(value)):
-                raise ValueError(f"cfl {key} must be a finite number >= 0, got {value!r}")
-        for key, low in (("min_rounds_before_split", 0), ("min_cluster_size", 2)):
-            value = self.params[key]
-            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low):
-                raise ValueError(f"cfl {key} must be an int >= {low}, got {value!r}")
-        if self.params["linkage"] not in LINKAGES:
-            raise ValueError(_linkage_message(self.params["linkage"]))
+    spec = SPEC
 
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)
@@ -137,19 +115,19 @@ class ClusteredFL(MixingAlgorithm):
         labels = self.assignment.copy()
         next_label = int(labels.max()) + 1
         diagnostics: list[dict[str, Any]] = []
-        if round <= self.params["min_rounds_before_split"]:
+        if round <= self.params.min_rounds_before_split:
             return labels, diagnostics
         sizes = self.ctx.sizes()
         for cluster in np.unique(self.assignment):
             idx = np.flatnonzero(self.assignment == cluster)
             reported = all(int(i) in updates and int(i) in arrived for i in idx)
-            if len(idx) < self.params["min_cluster_size"] or not reported:
+            if len(idx) < self.params.min_cluster_size or not reported:
                 continue
             stacked = torch.stack([updates[int(i)] for i in idx])
-            split, mean_norm, max_norm = split_criterion(stacked, sizes[idx], self.params["eps1"], self.params["eps2"])
+            split, mean_norm, max_norm = split_criterion(stacked, sizes[idx], self.params.eps1, self.params.eps2)
             record = {"cluster": int(cluster), "mean_norm": mean_norm, "max_norm": max_norm, "split": split}
             if split:
-                part = bipartition(stacked, self.params["linkage"])
+                part = bipartition(stacked, self.params.linkage)
                 labels[idx[part == 1]] = next_label
                 next_label += 1
                 record["members"] = [idx[part == 0].tolist(), idx[part == 1].tolist()]

@@ -26,36 +26,26 @@ local trainings).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, ClientOptimizerState, Context, MixingAlgorithm, StepInfo, register
+from wirelessfl.algorithms.base import ClientOptimizerState, Context, MixingAlgorithm, StepInfo, register
+from wirelessfl.algorithms.specs.ditto import SPEC
 from wirelessfl.learning.lockstep import GradientCorrection
 from wirelessfl.seam import CommPlan
-from wirelessfl.tune.space import Param
 
 
 @register
 class Ditto(MixingAlgorithm):
     """FedAvg's global model (``models``) plus personal models ``personal`` ``[m, P]``; see the module docstring."""
 
-    name = "ditto"
-    paper = "Li et al., ICML 2021"
-    description = "FedAvg global model + per-client personal models trained with a proximal pull lambda towards it"
-    hparams = {"lambda": 0.1}
-    #: the paper's grid (§5: lambda in {0.01, 0.1, 1, 2})
-    search_space = {**COMMON_SEARCH_SPACE, "lambda": Param.of(0.01, 0.1, 1.0, 2.0)}
-    levers = frozenset({"server_optimizer"})
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        lam = self.params["lambda"]
-        if not (isinstance(lam, (int, float)) and not isinstance(lam, bool) and lam >= 0 and math.isfinite(lam)):
-            raise ValueError(f"ditto: lambda must be a finite number >= 0, got {lam!r}")
         self.personal = self.models.expand(ctx.num_clients, -1).clone()
         self.personal_optimizer = ClientOptimizerState(ctx)
 
@@ -74,7 +64,7 @@ class Ditto(MixingAlgorithm):
         start = self.received(members)
         trained, global_loss = self.train_clients(round, members, start)
         index = torch.as_tensor(members, device=self.personal.device)
-        pull = GradientCorrection(float(self.params["lambda"]), anchor=start)
+        pull = GradientCorrection(float(self.params.lambda_), anchor=start)
         personal, loss = self.train_clients(round, members, self.personal[index], pull, self.personal_optimizer)
         self.personal[index] = personal
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}

@@ -7,13 +7,11 @@ Decentralized Data", AISTATS 2017. The baseline of user-centric-fl.txt §V.
 from __future__ import annotations
 
 from wirelessfl.algorithms.base import MixingAlgorithm, register
+from wirelessfl.algorithms.specs.fedavg import SPEC
 
 
 @register
 class FedAvg(MixingAlgorithm):
     """``theta <- sum_j n_j theta_j / sum_j n_j`` over the clients that arrived."""
 
-    name = "fedavg"
-    paper = "McMahan et al., AISTATS 2017"
-    description = "one global model; 1 broadcast stream, everybody uploads"
-    levers = frozenset({"scheduling", "compression", "aggregation", "server_optimizer"})
+    spec = SPEC

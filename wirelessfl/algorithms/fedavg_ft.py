@@ -37,8 +37,6 @@ this curve fine-tunes that model at each evaluation (``follow``).
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -47,6 +45,7 @@ import numpy as np
 import torch
 
 from wirelessfl.algorithms.base import ClientOptimizerState, Context, StepInfo, register, torch_generator
+from wirelessfl.algorithms.specs.fedavg_ft import SPEC
 from wirelessfl.algorithms.fedavg import FedAvg
 
 
@@ -54,21 +53,10 @@ from wirelessfl.algorithms.fedavg import FedAvg
 class FedAvgFineTuned(FedAvg):
     """FedAvg whose clients evaluate a locally fine-tuned copy; see the module docstring."""
 
-    name = "fedavg_ft"
-    paper = "FedAvg+ of Marfoq et al., NeurIPS 2021 (fedem-mixture-of-distributions.txt §4)"
-    description = "FedAvg; each client evaluates the global model fine-tuned on its own data (FedAvg+)"
-    hparams = {"finetune_epochs": 1.0, "finetune_lr": None}
-    trains_as = "fedavg"
-    evaluation_params = frozenset(hparams)
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        epochs = self.params["finetune_epochs"]
-        if not (isinstance(epochs, numbers.Real) and not isinstance(epochs, bool) and epochs >= 0 and math.isfinite(epochs)):
-            raise ValueError(f"fedavg_ft: finetune_epochs must be a finite number >= 0, got {epochs!r}")
-        lr = self.params["finetune_lr"]
-        if lr is not None and not (isinstance(lr, numbers.Real) and not isinstance(lr, bool) and lr > 0 and math.isfinite(lr)):
-            raise ValueError(f"fedavg_ft: finetune_lr must be a finite number > 0 or null (= train.lr), got {lr!r}")
         self.round = 0
         self._tuned: torch.Tensor | None = None
         self.finetune_state = ClientOptimizerState(ctx)
@@ -90,12 +78,12 @@ class FedAvgFineTuned(FedAvg):
 
     def fine_tune(self, start: torch.Tensor) -> torch.Tensor:
         """Every client's fine-tuned copy of its row of ``start``, in one lockstep call."""
-        epochs = float(self.params["finetune_epochs"])
+        epochs = float(self.params.finetune_epochs)
         if epochs == 0:
             return start
         cfg = self.ctx.train
-        if self.params["finetune_lr"] is not None:
-            cfg = replace(cfg, lr=float(self.params["finetune_lr"]))
+        if self.params.finetune_lr is not None:
+            cfg = replace(cfg, lr=float(self.params.finetune_lr))
         clients = np.arange(self.ctx.num_clients)
         result = self.ctx.engine.train(
             start,

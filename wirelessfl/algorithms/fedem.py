@@ -43,7 +43,6 @@ and M components trained per participant.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,7 +50,6 @@ import numpy as np
 import torch
 
 from wirelessfl.algorithms.base import (
-    COMMON_SEARCH_SPACE,
     Algorithm,
     ClientOptimizerState,
     Context,
@@ -60,9 +58,9 @@ from wirelessfl.algorithms.base import (
     register,
     torch_generator,
 )
+from wirelessfl.algorithms.specs.fedem import SPEC
 from wirelessfl.learning.lockstep import EvalResult
 from wirelessfl.seam import CommPlan, Stream
-from wirelessfl.tune.space import Param
 
 
 def batched_e_step(pi: torch.Tensor, log_lik: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -131,20 +129,11 @@ def mixture_scores(pi: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor)
 class FedEM(Algorithm):
     """M shared components, per-client mixture weights, EM rounds (Alg. 1)."""
 
-    name = "fedem"
-    paper = "Marfoq et al., NeurIPS 2021"
-    description = "M shared component models mixed per client by EM-fitted weights; broadcast of M models, M uploads"
-    hparams = {"components": 3, "unseen_em_steps": 1}
-    #: each component sees about 1/M of the gradient, so its rate and M are searched together
-    search_space = {**COMMON_SEARCH_SPACE, "components": Param.range(1, 4)}
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        for key in ("components", "unseen_em_steps"):
-            value = self.params[key]
-            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1):
-                raise ValueError(f"fedem: {key} must be an int >= 1, got {value!r}")
-        self.M = int(self.params["components"])
+        self.M = self.params.components
         m = ctx.num_clients
         self.components = ctx.arch.init_flat(self.M, torch_generator(ctx.seed, "init")).to(ctx.device)
         self.pi = torch.full((m, self.M), 1.0 / self.M, dtype=torch.float64)
@@ -215,7 +204,7 @@ class FedEM(Algorithm):
         """
         log_lik, mask = self._padded_log_likelihoods(self._held_out, "train")
         pi = torch.full((len(self._held_out), self.M), 1.0 / self.M, dtype=torch.float64)
-        for _ in range(int(self.params["unseen_em_steps"])):
+        for _ in range(int(self.params.unseen_em_steps)):
             _, pi = batched_e_step(pi, log_lik, mask)
         has_data = mask.any(-1).cpu()
         held = torch.as_tensor(self._held_out)

@@ -26,16 +26,15 @@ upload, and the validation forward passes counted as compute.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, FORWARD_COST, Algorithm, Context, StepInfo, mean_finite, numpy_generator, register, torch_generator
+from wirelessfl.algorithms.base import FORWARD_COST, Algorithm, Context, StepInfo, mean_finite, numpy_generator, register, torch_generator
+from wirelessfl.algorithms.specs.fedfomo import SPEC
 from wirelessfl.seam import CommPlan, Stream
-from wirelessfl.tune.space import Param
 
 def fomo_weights(base_loss: float, losses: Any, distances: Any) -> tuple[np.ndarray, np.ndarray]:
     """Eq. 3 and its normalisation: ``(raw w_n, clipped-and-normalised w*_n)``.
@@ -86,26 +85,10 @@ def epsilon_greedy_pick(
 class FedFomo(Algorithm):
     """Per-client models mixed by eq. 3 weights on each client's validation split."""
 
-    name = "fedfomo"
-    paper = "Zhang et al., ICLR 2021"
-    description = "each client downloads M peer models (affinity, epsilon-greedy) and mixes them by validation-loss gains"
-    hparams = {"models_per_client": 5, "epsilon": 0.3, "epsilon_decay": 0.05}
-    #: M models downloaded per client (at most 5 so the default space fits 6 clients) and the exploration rate
-    search_space = {
-        **COMMON_SEARCH_SPACE,
-        "models_per_client": Param.range(1, 5),
-        "epsilon": Param.range(0.0, 0.5),
-    }
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        count = self.params["models_per_client"]
-        if not (isinstance(count, numbers.Integral) and not isinstance(count, bool) and count >= 1):
-            raise ValueError(f"fedfomo models_per_client must be an int >= 1, got {count!r}")
-        for key in ("epsilon", "epsilon_decay"):
-            value = self.params[key]
-            if not (isinstance(value, numbers.Real) and not isinstance(value, bool) and 0.0 <= value <= 1.0):
-                raise ValueError(f"fedfomo {key} must be a number in [0, 1], got {value!r}")
         m = ctx.num_clients
         init = ctx.arch.init_flat(1, torch_generator(ctx.seed, "init")).to(ctx.device)
         self.base = init.expand(m, -1).clone()
@@ -119,12 +102,12 @@ class FedFomo(Algorithm):
         """Which peer models each participant downloads this round."""
         members = self.participants(round)
         rng = numpy_generator(self.ctx.seed, round, "fedfomo-select")
-        epsilon = current_epsilon(self.params["epsilon"], self.params["epsilon_decay"], round)
+        epsilon = current_epsilon(self.params.epsilon, self.params.epsilon_decay, round)
         chosen: dict[int, list[int]] = {}
         for i in members:
             available = np.flatnonzero(self.uploaded & (np.arange(self.ctx.num_clients) != i))
             chosen[int(i)] = epsilon_greedy_pick(
-                self.affinity[i], available, self.params["models_per_client"], epsilon, rng
+                self.affinity[i], available, self.params.models_per_client, epsilon, rng
             )
         return chosen
 

@@ -56,7 +56,6 @@ convolutional models) + the early-stopping validation pass when on.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -65,13 +64,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, FORWARD_COST, Context, StepInfo, mean_finite, register, torch_generator
+from wirelessfl.algorithms.base import FORWARD_COST, Context, StepInfo, mean_finite, register, torch_generator
+from wirelessfl.algorithms.specs.fedmoe import SPEC
 from wirelessfl.algorithms.ifca import IFCA
 from wirelessfl.learning import optim
 from wirelessfl.learning.gating import GateArchitecture, evaluate_mixture, train_gates
 from wirelessfl.learning.lockstep import EvalResult
 from wirelessfl.seam import Stream
-from wirelessfl.tune.space import Param
 
 
 def _assign_rows(full, rows: torch.Tensor, part) -> None:
@@ -96,55 +95,20 @@ def mean_losses(logits: list[torch.Tensor], labels: list[torch.Tensor], experts:
 class FedMoE(IFCA):
     """IFCA + epsilon-greedy, with a local expert and a gate per client; see the module docstring."""
 
-    name = "fedmoe"
-    paper = "Isaksson et al., adaptive expert models (IFCA: Ghosh et al., NeurIPS 2020)"
-    description = "IFCA with epsilon-greedy choice; each client mixes the J cluster models and a local expert with a gate"
-    hparams = {
-        "clusters": 3,
-        "epsilon": 0.33,
-        "early_stopping_patience": 0,
-        "local_epochs": 1,
-        "local_lr": 2.69e-4,
-        "local_weight_decay": 9.89e-3,
-        "gate_epochs": 1,
-        "gate_lr": 3e-6,
-        "gate_weight_decay": 6.88e-4,
-        "gate_hidden": 8,
-        "gate_split": "train",
-    }
-    #: the experts paper tunes the gate's rate and epsilon (its Ray Tune stages) besides the models' rate
-    search_space = {
-        **COMMON_SEARCH_SPACE,
-        "gate_lr": Param.range(1e-6, 1e-2, log=True),
-        "epsilon": Param.range(0.0, 0.5),
-    }
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        for key in ("local_epochs", "gate_epochs", "gate_hidden"):
-            low = 1 if key == "gate_hidden" else 0
-            value = self.params[key]
-            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low):
-                raise ValueError(f"{self.name}: {key} must be an int >= {low}, got {value!r}")
-        for key in ("local_lr", "gate_lr", "local_weight_decay", "gate_weight_decay"):
-            value = self.params[key]
-            ok = isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
-            if key.endswith("_lr") and not (ok and value > 0):
-                raise ValueError(f"{self.name}: {key} must be a finite number > 0, got {value!r}")
-            if key.endswith("decay") and not (ok and value >= 0):
-                raise ValueError(f"{self.name}: {key} must be a finite number >= 0, got {value!r}")
-        if self.params["gate_split"] not in ("train", "val"):
-            raise ValueError(f"{self.name}: gate_split must be 'train' or 'val', got {self.params['gate_split']!r}")
         m = ctx.num_clients
         adamw = dict(optimizer="adamw", momentum=0.0, nesterov=False)
         self.local_cfg = replace(
-            ctx.train, lr=float(self.params["local_lr"]), weight_decay=float(self.params["local_weight_decay"]), **adamw
+            ctx.train, lr=float(self.params.local_lr), weight_decay=float(self.params.local_weight_decay), **adamw
         )
         self.gate_cfg = replace(
-            ctx.train, lr=float(self.params["gate_lr"]), weight_decay=float(self.params["gate_weight_decay"]), **adamw
+            ctx.train, lr=float(self.params.gate_lr), weight_decay=float(self.params.gate_weight_decay), **adamw
         )
         input_dim = int(np.prod(ctx.arch.input_shape))
-        self.gate = GateArchitecture(input_dim, self.clusters + 1, int(self.params["gate_hidden"]))
+        self.gate = GateArchitecture(input_dim, self.clusters + 1, int(self.params.gate_hidden))
         self.local = ctx.arch.init_flat(m, torch_generator(ctx.seed, "local-init")).to(ctx.device)
         self.local_opt = optim.build(self.local_cfg).init(self.local)
         self.gates = self.gate.init_flat(m, torch_generator(ctx.seed, "gate-init")).to(ctx.device)
@@ -166,9 +130,9 @@ class FedMoE(IFCA):
         epochs = float(max(self.ctx.train.epochs, 1))
         running = bool(self.selectable.any())
         work = (1.0 if running else 0.0) + FORWARD_COST * (self.clusters + 1) / epochs
-        work += self.params["local_epochs"] / epochs
-        work += self.params["gate_epochs"] * self.gate.param_count / (epochs * self.ctx.arch.param_count)
-        if running and self.params["early_stopping_patience"]:
+        work += self.params.local_epochs / epochs
+        work += self.params.gate_epochs * self.gate.param_count / (epochs * self.ctx.arch.param_count)
+        if running and self.params.early_stopping_patience:
             work += FORWARD_COST * len(data.y_val) / (len(data.y_train) * epochs)
         return work
 
@@ -180,7 +144,7 @@ class FedMoE(IFCA):
         train_sets = self.ctx.train_sets(members)
         cluster_logits = self.expert_logits(self.models, members, train_sets)  # per client [n, J, C]
         local_loss = self.train_local(round, members, index, train_sets)
-        gate_sets = train_sets if self.params["gate_split"] == "train" else self.ctx.val_sets(members)
+        gate_sets = train_sets if self.params.gate_split == "train" else self.ctx.val_sets(members)
         gate_clusters = cluster_logits if gate_sets is train_sets else self.expert_logits(self.models, members, gate_sets)
         local_logits = self.ctx.engine.logits(self.local[index], gate_sets)
         experts = [torch.cat([c, l.unsqueeze(1)], dim=1) for c, l in zip(gate_clusters, local_logits)]
@@ -218,7 +182,7 @@ class FedMoE(IFCA):
             train_sets,
             self.local_cfg,
             torch_generator(self.ctx.seed, round, "local"),
-            epochs=[float(self.params["local_epochs"])] * len(members),
+            epochs=[float(self.params.local_epochs)] * len(members),
             opt_state=optim.select_rows(self.local_opt, index),
         )
         self.local[index] = result.params
@@ -241,7 +205,7 @@ class FedMoE(IFCA):
             [y for _, y in train_sets],
             self.gate_cfg,
             torch_generator(self.ctx.seed, round, "gate"),
-            epochs=[float(self.params["gate_epochs"])] * len(members),
+            epochs=[float(self.params.gate_epochs)] * len(members),
             opt_state=optim.select_rows(self.gate_opt, index),
         )
         self.gates[index] = result.params

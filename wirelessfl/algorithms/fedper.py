@@ -24,13 +24,14 @@ upload carry only W_B: payload = body parameters / all parameters. Work is 1.0
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from wirelessfl.algorithms.base import Algorithm, Context, StepInfo, register, torch_generator
+from wirelessfl.algorithms.spec import ParamError
+from wirelessfl.algorithms.specs.fedper import SPEC
 from wirelessfl.learning.models import Architecture
 from wirelessfl.seam import CommPlan, Stream
 
@@ -54,35 +55,28 @@ def no_body_message(name: str, arch: Architecture) -> str:
 class FedPer(Algorithm):
     """Size-weighted averaging of the base layers; see the module docstring."""
 
-    name = "fedper"
-    paper = "Arivazhagan et al., arXiv:1912.00818 (2019)"
-    description = "shared body averaged by n_j, personal last layer(s) trained and kept on each device"
-    hparams = {"personal_layers": 1, "personal_params": None}
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        layers = self.params["personal_layers"]
-        if not (isinstance(layers, numbers.Integral) and not isinstance(layers, bool) and layers >= 0):
-            raise ValueError(f"fedper: personal_layers must be an int >= 0, got {layers!r}")
+        layers = self.params.personal_layers
         arch = ctx.arch
-        personal = self.params["personal_params"]
+        personal = self.params.personal_params
         if personal is not None:
-            if isinstance(personal, str) or not all(isinstance(p, str) for p in personal):
-                raise ValueError(f"fedper: personal_params must be a list of parameter paths (e.g. [fc2]), got {personal!r}")
             names = arch.names_under(personal)
             unknown = [p for p in personal if not arch.names_under([p])]
             if unknown:
-                raise ValueError(f"fedper: personal_params names no parameters of model {arch.name!r}: {', '.join(unknown)} (its layers: {', '.join(arch.layers)})")
+                raise ParamError(f"fedper: personal_params names no parameters of model {arch.name!r}: {', '.join(unknown)} (its layers: {', '.join(arch.layers)})", self.name, "personal_params")
             if len(names) == len(arch.param_names):
-                raise ValueError(f"fedper: personal_params covers every parameter of model {arch.name!r}; at least one must be shared")
+                raise ParamError(f"fedper: personal_params covers every parameter of model {arch.name!r}; at least one must be shared", self.name, "personal_params")
         else:
             available = len(arch.layers)
             if layers >= available:
                 if available == 1:
-                    raise ValueError(no_body_message(self.name, arch))
-                raise ValueError(
+                    raise ParamError(no_body_message(self.name, arch), self.name)
+                raise ParamError(
                     f"fedper: personal_layers must be < {available} (model {arch.name!r} has {available} layers with "
-                    f"parameters and at least one must be shared), got {layers}"
+                    f"parameters and at least one must be shared), got {layers}", self.name, "personal_layers",
                 )
             names = personal_names(arch, int(layers))
         self.split = arch.split(names)

@@ -31,7 +31,6 @@ work = 1 + (tau_h / E) (1/3 + (2/3) head/P).
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -39,37 +38,30 @@ from typing import Any
 import torch
 
 from wirelessfl.algorithms.base import (
-    COMMON_SEARCH_SPACE, FORWARD_COST, Algorithm, ClientOptimizerState, Context, StepInfo, mean_finite, register,
+    FORWARD_COST, Algorithm, ClientOptimizerState, Context, StepInfo, mean_finite, register,
     torch_generator,
 )
+from wirelessfl.algorithms.spec import ParamError
+from wirelessfl.algorithms.specs.fedrep import SPEC
 from wirelessfl.algorithms.fedper import no_body_message, personal_names
 from wirelessfl.seam import CommPlan, Stream
-from wirelessfl.tune.space import Param
 
 
 @register
 class FedRep(Algorithm):
     """Body ``body`` ``[P_body]`` shared, heads ``heads`` ``[m, P_head]`` personal; see the module docstring."""
 
-    name = "fedrep"
-    paper = "Collins et al., ICML 2021"
-    description = "shared body averaged by n_j; each client trains its personal head first (body frozen), then the body"
-    hparams = {"head_epochs": 10, "personal_layers": 1}
-    search_space = {**COMMON_SEARCH_SPACE, "head_epochs": Param.of(1, 5, 10)}
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        for key in ("head_epochs", "personal_layers"):
-            value = self.params[key]
-            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0):
-                raise ValueError(f"fedrep: {key} must be an int >= 0, got {value!r}")
-        arch, layers = ctx.arch, int(self.params["personal_layers"])
+        arch, layers = ctx.arch, self.params.personal_layers
         if layers >= len(arch.layers):
             if len(arch.layers) == 1:
-                raise ValueError(no_body_message(self.name, arch))
-            raise ValueError(
+                raise ParamError(no_body_message(self.name, arch), self.name)
+            raise ParamError(
                 f"fedrep: personal_layers must be < {len(arch.layers)} (model {arch.name!r} has {len(arch.layers)} layers "
-                f"with parameters and at least one must be shared), got {layers}"
+                f"with parameters and at least one must be shared), got {layers}", self.name, "personal_layers",
             )
         self.split = arch.split(personal_names(arch, layers))
         self.personal_mask = self.split.mask
@@ -81,7 +73,7 @@ class FedRep(Algorithm):
 
     @property
     def trains_head(self) -> bool:
-        return bool(self.personal_mask.any()) and self.params["head_epochs"] > 0
+        return bool(self.personal_mask.any()) and self.params.head_epochs > 0
 
     def plan(self, round: int) -> CommPlan:
         members = frozenset(int(i) for i in self.participants(round))
@@ -89,7 +81,7 @@ class FedRep(Algorithm):
         work = 1.0
         if self.trains_head:
             head_share = float(self.personal_mask.sum()) / self.ctx.arch.param_count
-            work += self.params["head_epochs"] / max(self.ctx.train.epochs, 1) * (FORWARD_COST + 2 * FORWARD_COST * head_share)
+            work += self.params.head_epochs / max(self.ctx.train.epochs, 1) * (FORWARD_COST + 2 * FORWARD_COST * head_share)
         return CommPlan(
             streams=(Stream(fraction, members, "body"),),
             uplink={i: fraction for i in members},
@@ -103,7 +95,7 @@ class FedRep(Algorithm):
         index = torch.as_tensor(members, device=self.heads.device)
         start = self.split.join(self.body.expand(len(members), -1), self.heads[index])
         if self.trains_head:
-            head_cfg = replace(self.ctx.train, epochs=int(self.params["head_epochs"]))
+            head_cfg = replace(self.ctx.train, epochs=int(self.params.head_epochs))
             result = self.ctx.engine.train(
                 start, self.ctx.train_sets(members), head_cfg, torch_generator(self.ctx.seed, round, "train-head"),
                 trainable=self.personal_mask, opt_state=self.head_optimizer.take(members),

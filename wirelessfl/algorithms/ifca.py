@@ -39,7 +39,6 @@ pass when early stopping is on.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +46,8 @@ import numpy as np
 import torch
 
 from wirelessfl.algorithms.base import FORWARD_COST, Context, MixingAlgorithm, StepInfo, numpy_generator, register, torch_generator
+from wirelessfl.algorithms.spec import ParamError
+from wirelessfl.algorithms.specs.ifca import SPEC
 from wirelessfl.seam import CommPlan, Stream
 
 
@@ -81,32 +82,19 @@ def cluster_mixing(choice: np.ndarray, sizes: np.ndarray, clusters: int) -> torc
     return torch.as_tensor(mixing, dtype=torch.float64)
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 @register
 class IFCA(MixingAlgorithm):
     """J cluster models, each client trains the one it picks (epsilon-greedy); see the module docstring."""
 
-    name = "ifca"
-    paper = "Ghosh et al., NeurIPS 2020; epsilon-greedy: Isaksson et al. (adaptive-expert-models.txt)"
-    description = "J cluster models broadcast (payload J); each client trains its lowest-loss one (epsilon-greedy)"
-    hparams = {"clusters": 3, "epsilon": 0.0, "early_stopping_patience": 0}
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
         m = ctx.num_clients
-        clusters = self.params["clusters"]
-        if not (_is_int(clusters) and 1 <= clusters <= m):
-            raise ValueError(f"{self.name}: clusters must be an int in [1, {m}] (the number of clients), got {clusters!r}")
-        epsilon = self.params["epsilon"]
-        if not (isinstance(epsilon, numbers.Real) and not isinstance(epsilon, bool) and 0.0 <= epsilon <= 1.0):
-            raise ValueError(f"{self.name}: epsilon must be a number in [0, 1], got {epsilon!r}")
-        patience = self.params["early_stopping_patience"]
-        if not (_is_int(patience) and patience >= 0):
-            raise ValueError(f"{self.name}: early_stopping_patience must be an int >= 0 (0 = off), got {patience!r}")
-        self.clusters = int(clusters)
+        clusters = self.params.clusters
+        if clusters > m:
+            raise ParamError(f"{self.name}: clusters must be an int in [1, {m}] (the number of clients), got {clusters!r}", self.name, "clusters")
+        self.clusters = clusters
         self.models = ctx.arch.init_flat(self.clusters, torch_generator(ctx.seed, "init")).to(ctx.device)
         self.mixing = cluster_mixing(np.full(m, -1), ctx.sizes(), self.clusters)
         self.selectable = np.ones(self.clusters, dtype=bool)
@@ -139,7 +127,7 @@ class IFCA(MixingAlgorithm):
         data = self.ctx.data.clients[client]
         epochs = float(max(self.ctx.train.epochs, 1))
         work = 1.0 + FORWARD_COST * float(self.selectable.sum()) / epochs
-        if self.params["early_stopping_patience"]:
+        if self.params.early_stopping_patience:
             work += FORWARD_COST * len(data.y_val) / (len(data.y_train) * epochs)
         return work
 
@@ -170,11 +158,11 @@ class IFCA(MixingAlgorithm):
 
     def choose(self, round: int, members: np.ndarray, losses: np.ndarray) -> np.ndarray:
         rng = numpy_generator(self.ctx.seed, round, "explore")
-        return epsilon_greedy_choice(losses, self.selectable, float(self.params["epsilon"]), rng)
+        return epsilon_greedy_choice(losses, self.selectable, float(self.params.epsilon), rng)
 
     def validation_losses(self, members: np.ndarray, choice: np.ndarray) -> np.ndarray | None:
         """Early stopping's measurement: each participant's validation loss of the model it chose (None when off)."""
-        if not self.params["early_stopping_patience"] or not len(members):
+        if not self.params.early_stopping_patience or not len(members):
             return None
         slots = self.models[torch.as_tensor(choice, device=self.models.device)]
         return self.ctx.engine.evaluate(slots, self.ctx.val_sets(members)).loss.double().cpu().numpy()
@@ -224,7 +212,7 @@ class IFCA(MixingAlgorithm):
                 self.stale_rounds[j] = 0
             else:
                 self.stale_rounds[j] += 1
-                if self.stale_rounds[j] >= self.params["early_stopping_patience"]:
+                if self.stale_rounds[j] >= self.params.early_stopping_patience:
                     self.selectable[j] = False
                     removed.append(int(j))
         return removed

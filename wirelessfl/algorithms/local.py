@@ -11,24 +11,32 @@ import numpy as np
 import torch
 
 from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, register
+from wirelessfl.algorithms.specs.local import SPEC
 from wirelessfl.seam import CommPlan
 
 
 @register
 class Local(MixingAlgorithm):
-    """``theta_i <- theta_i^{t-1/2}``: the identity mixing, kept on the device."""
+    """``theta_i <- theta_i^{t-1/2}``: each client keeps its own model; nothing is mixed, so no mixing matrix is kept."""
 
-    name = "local"
-    paper = "user-centric-fl.txt §V (baseline)"
-    description = "each client trains its own model; no communication"
-    timing_independent = True
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams) -> None:
         super().__init__(ctx, **hparams)
         m = ctx.num_clients
         self.models = self.models.expand(m, -1).clone()
         self.assignment = np.arange(m)
-        self.mixing = torch.eye(m, dtype=torch.float64)
+
+    def state_dict(self) -> dict:
+        """Without ``mixing``: Local never aggregates, so it keeps no mixing matrix (an ``[m, m]`` identity
+        would be 800 MB at 10,000 clients)."""
+        state = super().state_dict()
+        del state["mixing"]
+        return state
+
+    def load_state_dict(self, state) -> None:
+        """Also a checkpoint written when Local kept the identity as its mixing: that entry is not read."""
+        super().load_state_dict({**state, "mixing": self.mixing})
 
     def plan(self, round: int) -> CommPlan:
         members = self.participants(round)

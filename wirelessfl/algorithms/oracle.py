@@ -8,17 +8,14 @@ reads the partition's true group ids, which no real method can see.
 from __future__ import annotations
 
 from wirelessfl.algorithms.base import Context, MixingAlgorithm, block_mixing, register
+from wirelessfl.algorithms.specs.oracle import SPEC
 
 
 @register
 class Oracle(MixingAlgorithm):
     """Block mixing over the true groups: ``W[g, j] = n_j / n_g`` for ``j`` in ``g``."""
 
-    name = "oracle"
-    paper = "user-centric-fl.txt §V (baseline)"
-    description = "FedAvg per ground-truth group (knows the groups); one multicast stream per group"
-    knows_truth = True
-    levers = frozenset({"scheduling", "compression"})
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams) -> None:
         super().__init__(ctx, **hparams)

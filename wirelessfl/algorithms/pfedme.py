@@ -35,8 +35,6 @@ training passes on its batch (the w update is a vector operation).
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
@@ -44,42 +42,25 @@ from typing import Any
 import numpy as np
 import torch
 
-from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, Context, MixingAlgorithm, StepInfo, mean_finite, register, torch_generator
+from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, mean_finite, register, torch_generator
+from wirelessfl.algorithms.specs.pfedme import SPEC
 from wirelessfl.learning.lockstep import GradientCorrection, shuffle_schedule
 from wirelessfl.seam import CommPlan
-from wirelessfl.tune.space import Param
-
-
-def check_params(params: Mapping[str, Any]) -> None:
-    """pFedMe's parameters, each refused in one line."""
-    for key, low in (("lambda", 0.0), ("beta", 0.0), ("personal_lr", 0.0)):
-        value = params[key]
-        if not (isinstance(value, (int, float)) and not isinstance(value, bool) and value > low and math.isfinite(value)):
-            raise ValueError(f"pfedme: {key} must be a finite number > 0, got {value!r}")
-    steps = params["inner_steps"]
-    if not (isinstance(steps, numbers.Integral) and not isinstance(steps, bool) and steps >= 1):
-        raise ValueError(f"pfedme: inner_steps must be an int >= 1, got {steps!r}")
 
 
 @register
 class PFedMe(MixingAlgorithm):
     """The server's model ``models`` and each client's personalized model ``personal`` ``[m, P]``."""
 
-    name = "pfedme"
-    paper = "Dinh et al., NeurIPS 2020"
-    description = "personalized models as proximal points (K inner steps) of local models pulled by lambda; server mixes by beta"
-    #: the authors' MNIST command (lambda 15, personal rate 0.1, beta 1) and the paper's K = 5
-    hparams = {"lambda": 15.0, "inner_steps": 5, "personal_lr": 0.1, "beta": 1.0}
-    search_space = {**COMMON_SEARCH_SPACE, "lambda": Param.of(1.0, 5.0, 15.0), "beta": Param.of(1.0, 2.0)}
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        check_params(self.params)
         self.personal = self.models.expand(ctx.num_clients, -1).clone()
 
     def plan(self, round: int) -> CommPlan:
         members = self.participants(round)
-        work = float(self.params["inner_steps"])
+        work = float(self.params.inner_steps)
         return CommPlan(
             streams=self.streams_for(members),
             uplink={int(i): 1.0 for i in members},
@@ -93,7 +74,7 @@ class PFedMe(MixingAlgorithm):
         local, loss = self.local_updates(round, members, self.received(members))
         uploads = {int(i): local[r] for r, i in enumerate(members) if int(i) in arrived}
         averaged = self.aggregate(uploads)
-        beta = float(self.params["beta"])
+        beta = float(self.params.beta)
         self.models = averaged if beta == 1.0 else (1 - beta) * self.models + beta * averaged
         return StepInfo(train_loss=loss, aggregated=len(uploads))
 
@@ -101,9 +82,9 @@ class PFedMe(MixingAlgorithm):
         """Each member's R outer steps from ``start``: the inner proximal solve on the step's batch, then the w step.
         Returns the local models w_{i,R} and the mean inner loss (without the proximal term)."""
         cfg, data = self.ctx.train, self.ctx.data
-        lam, steps = float(self.params["lambda"]), int(self.params["inner_steps"])
+        lam, steps = float(self.params.lambda_), int(self.params.inner_steps)
         inner = replace(cfg, epochs=steps, optimizer="sgd", momentum=0.0, nesterov=False, weight_decay=0.0,
-                        lr=float(self.params["personal_lr"]), clip_norm=None)
+                        lr=float(self.params.personal_lr), clip_norm=None)
         sizes = [len(data.clients[int(i)].y_train) for i in members]
         batches = shuffle_schedule(sizes, cfg.batch_size, [float(cfg.epochs)] * len(members), torch_generator(self.ctx.seed, round, "train"))
         w, theta, losses = start.clone(), start.clone(), []

@@ -71,8 +71,6 @@ growing with tau.
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,10 +78,11 @@ import numpy as np
 import torch
 
 from wirelessfl.algorithms.base import Algorithm, Context, StepInfo, mean_finite, numpy_generator, register, torch_generator
+from wirelessfl.algorithms.spec import ParamError
+from wirelessfl.algorithms.specs.pflego import SPEC
 from wirelessfl.algorithms.fedper import no_body_message
 from wirelessfl.learning import optim
 from wirelessfl.seam import CommPlan, Stream
-from wirelessfl.tune.space import Param
 
 #: Cost of a forward pass relative to a training pass (forward + backward ~ 3 forwards).
 FORWARD_COST = 1.0 / 3.0
@@ -93,27 +92,12 @@ FORWARD_COST = 1.0 / 3.0
 class PFLEGO(Algorithm):
     """Exact distributed SGD on eq. 1; see the module docstring."""
 
-    name = "pflego"
-    paper = "Nikoloutsopoulos, Koutsopoulos, Titsias, PFLEGO (pflego.txt), Algorithm 1"
-    description = "shared body updated by the server with I/r-scaled body gradients; per-client heads (tau GD steps)"
-    hparams = {
-        "tau": 50,
-        "server_lr": None,
-        "client_lr": None,
-        "sampling": "fixed",
-        "final_head_step": "exact",
-        "server_optimizer": "sgd",
-    }
-    #: its own server and client rates replace training.lr, and tau head steps replace local epochs
-    search_space = {
-        "server_lr": Param.range(1e-3, 1.0, log=True),
-        "client_lr": Param.range(1e-3, 1.0, log=True),
-        "tau": Param.range(5, 50),
-    }
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        self._validate()
+        if len(ctx.arch.head_paths) == len(ctx.arch.param_names):
+            raise ParamError(no_body_message(self.name, ctx.arch), self.name)
         arch = ctx.arch
         self.split = arch.split(arch.head_paths)
         init = arch.init_flat(1, torch_generator(ctx.seed, "init")).to(ctx.device)[0]
@@ -124,36 +108,16 @@ class PFLEGO(Algorithm):
         self.alpha = torch.as_tensor(sizes / sizes.sum(), dtype=torch.float64)
         self.server_state: optim.State | None = None  # Adam's moments of the body (server_optimizer: adam)
 
-    def _validate(self) -> None:
-        p = self.params
-        tau = p["tau"]
-        if not (isinstance(tau, numbers.Integral) and not isinstance(tau, bool) and tau >= 1):
-            raise ValueError(f"pflego: tau must be an int >= 1, got {tau!r}")
-        for key in ("server_lr", "client_lr"):
-            value = p[key]
-            if value is not None and not (
-                isinstance(value, numbers.Real) and not isinstance(value, bool) and value > 0 and math.isfinite(value)
-            ):
-                raise ValueError(f"pflego: {key} must be a finite number > 0 or null (= train.lr), got {value!r}")
-        if p["sampling"] not in ("fixed", "binomial"):
-            raise ValueError(f"pflego: sampling must be 'fixed' or 'binomial', got {p['sampling']!r}")
-        if p["final_head_step"] not in ("exact", "eq3"):
-            raise ValueError(f"pflego: final_head_step must be 'exact' or 'eq3', got {p['final_head_step']!r}")
-        if p["server_optimizer"] not in ("sgd", "adam"):
-            raise ValueError(f"pflego: server_optimizer must be 'sgd' or 'adam', got {p['server_optimizer']!r}")
-        if len(self.ctx.arch.head_paths) == len(self.ctx.arch.param_names):
-            raise ValueError(no_body_message(self.name, self.ctx.arch))
-
     # -- rates and sampling ----------------------------------------------------
     @property
     def server_lr(self) -> float:
         """rho of eq. 3-4."""
-        return float(self.params["server_lr"] if self.params["server_lr"] is not None else self.ctx.train.lr)
+        return float(self.params.server_lr if self.params.server_lr is not None else self.ctx.train.lr)
 
     @property
     def client_lr(self) -> float:
         """beta of the tau - 1 head-only steps."""
-        return float(self.params["client_lr"] if self.params["client_lr"] is not None else self.ctx.train.lr)
+        return float(self.params.client_lr if self.params.client_lr is not None else self.ctx.train.lr)
 
     def participants(self, round: int) -> np.ndarray:
         """I_t: a fixed-size uniform sample, or each client independently (Binomial B(I, rho)).
@@ -161,7 +125,7 @@ class PFLEGO(Algorithm):
         Both draw from the training clients only (I = their number): a held-out
         client (``training.unseen_fraction``) must stay unseen, as in the base class.
         """
-        if self.params["sampling"] == "fixed":
+        if self.params.sampling == "fixed":
             return super().participants(round)
         pool = self.ctx.training_clients()
         rng = numpy_generator(self.ctx.seed, round, "participation")
@@ -170,7 +134,7 @@ class PFLEGO(Algorithm):
     def unbiasing_factor(self, drawn: int) -> float:
         """I / r = 1 / P(i in I_t), I the training clients: r = |I_t| (``drawn``) for fixed-size sampling,
         I * participation for Binomial."""
-        if self.params["sampling"] == "binomial":
+        if self.params.sampling == "binomial":
             return 1.0 / min(self.ctx.participation, 1.0)
         return len(self.ctx.training_clients()) / drawn
 
@@ -181,7 +145,7 @@ class PFLEGO(Algorithm):
 
     def relative_work(self) -> float:
         """Module docstring: feature pass, tau - 1 head steps on cached features, joint pass."""
-        tau = int(self.params["tau"])
+        tau = int(self.params.tau)
         head = self.ctx.arch.head_size / self.ctx.arch.param_count
         passes = 1.0 + (FORWARD_COST + (tau - 1) * head if tau > 1 else 0.0)
         return passes / float(max(self.ctx.train.epochs, 1))
@@ -215,7 +179,7 @@ class PFLEGO(Algorithm):
         grads = torch.nan_to_num(grads, nan=0.0)  # a client without training data has alpha_i = 0
         rho, scale = self.server_lr, self.unbiasing_factor(len(members))
         alpha = self.alpha[members].to(grads.device)
-        head_factor = rho * scale * (alpha if self.params["final_head_step"] == "exact" else torch.ones_like(alpha))
+        head_factor = rho * scale * (alpha if self.params.final_head_step == "exact" else torch.ones_like(alpha))
         heads = self.split.personal(params).to(torch.float64) - head_factor[:, None] * self.split.personal(grads)
         self.heads[index] = heads.to(self.heads.dtype)
         arrived_rows = [r for r, i in enumerate(members) if int(i) in arrived]
@@ -231,7 +195,7 @@ class PFLEGO(Algorithm):
 
     def server_step(self, body: torch.Tensor, gradient: torch.Tensor) -> torch.Tensor:
         """Eq. 4, ``theta - rho * gradient``; or Adam's step at rate rho (``server_optimizer: adam``), float64."""
-        if self.params["server_optimizer"] == "sgd":
+        if self.params.server_optimizer == "sgd":
             return body - self.server_lr * gradient
         adam = optim.adam(self.server_lr)
         if self.server_state is None:
@@ -241,7 +205,7 @@ class PFLEGO(Algorithm):
     def head_steps(self, params: torch.Tensor, sets: list, round: int) -> torch.Tensor:
         """The tau - 1 full-batch gradient-descent steps on the heads alone, on cached body features."""
         del round  # full-batch steps draw nothing
-        return self.ctx.engine.train_head(params, sets, lr=self.client_lr, steps=int(self.params["tau"]) - 1)
+        return self.ctx.engine.train_head(params, sets, lr=self.client_lr, steps=int(self.params.tau) - 1)
 
     def client_params(self) -> torch.Tensor:
         return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads)

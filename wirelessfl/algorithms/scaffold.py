@@ -38,32 +38,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 
-from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, Context, MixingAlgorithm, StepInfo, register
+from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, register
+from wirelessfl.algorithms.specs.scaffold import SPEC
 from wirelessfl.learning.lockstep import GradientCorrection
 from wirelessfl.learning.schedule import slot_steps
 from wirelessfl.seam import CommPlan, Stream
-from wirelessfl.tune.space import Param
 
 
 @register
 class Scaffold(MixingAlgorithm):
     """FedAvg's server model ``models`` plus ``control`` (c, ``[P]``) and ``client_controls`` (c_i, ``[m, P]``)."""
 
-    name = "scaffold"
-    paper = "Karimireddy et al., ICML 2020"
-    description = "FedAvg with control variates c - c_i in every local step; model and control variate sent both ways"
-    hparams = {"server_lr": 1.0}
-    #: the paper's experiments use eta_g = 1 and tune the client rate; the global rate is searched around 1
-    search_space = {**COMMON_SEARCH_SPACE, "server_lr": Param.of(0.5, 1.0, 1.5)}
+    spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        rate = self.params["server_lr"]
-        if not (isinstance(rate, (int, float)) and not isinstance(rate, bool) and rate > 0 and np.isfinite(rate)):
-            raise ValueError(f"scaffold: server_lr must be a finite number > 0, got {rate!r}")
         self.control = torch.zeros(ctx.arch.param_count, device=ctx.device)
         self.client_controls = torch.zeros(ctx.num_clients, ctx.arch.param_count, device=ctx.device)
 
@@ -91,7 +82,7 @@ class Scaffold(MixingAlgorithm):
         took = [r for r, i in enumerate(members) if int(i) in arrived]
         uploads = {int(members[r]): trained[r] for r in took}
         averaged = self.aggregate(uploads)
-        rate = float(self.params["server_lr"])
+        rate = float(self.params.server_lr)
         self.models = averaged if rate == 1.0 else self.models + rate * (averaged - self.models)
         if took:
             rows = torch.as_tensor(took, device=trained.device)

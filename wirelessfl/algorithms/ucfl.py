@@ -49,9 +49,10 @@ import torch
 from scipy.special import logsumexp
 
 from wirelessfl.algorithms import streams as formations
-from wirelessfl.algorithms.base import COMMON_SEARCH_SPACE, Context, MixingAlgorithm, StepInfo, register, torch_generator
+from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, register, torch_generator
+from wirelessfl.algorithms.spec import ParamError
+from wirelessfl.algorithms.specs.ucfl import SPEC
 from wirelessfl.seam import CommPlan, Stream
-from wirelessfl.tune.space import Param
 
 
 def _as_float64(values: Any) -> np.ndarray:
@@ -136,36 +137,12 @@ def choose_streams_by_silhouette(
 class UserCentricFL(MixingAlgorithm):
     """Eq. 5-7 with k k-means streams; see the module docstring."""
 
-    name = "ucfl"
-    paper = "Mestoukirdi et al., User-Centric Federated Learning, Globecom Wkshps 2021"
-    description = "user-centric aggregation (gradient-similarity weights), k multicast streams by k-means"
-    hparams = {
-        "streams": "m",
-        "auto_range": (2, 10),
-        "sigma_batch_size": 0.1,
-        "sigma_batches": 10,
-        "warmup_rounds": 0,
-        "recompute_every": 0,
-        "temperature": 1.0,
-        "gradient_layers": "all",
-        "stream_formation": "kmeans_rows",
-        "min_stream_size": 1,
-        "channel_tiers": 1,
-    }
-    #: the eq. 6 temperature decides how much of a row stays on the own group; warm-up rounds of FedAvg
-    #: decide the model theta-hat the collaboration gradients are taken at (on EMNIST rotations under label
-    #: skew about 15 made the groups recoverable: docs/ucfl-investigation.md, so the range reaches past it)
-    search_space = {
-        **COMMON_SEARCH_SPACE,
-        "temperature": Param.range(0.01, 1.0, log=True),
-        "warmup_rounds": Param.range(0, 20),
-    }
+    spec = SPEC
 
     @classmethod
     def uses_channel(cls, params: Mapping[str, Any]) -> bool:
         """Channel-aware streams (``channel_tiers`` > 1) need the profile's downlink rates."""
-        tiers = params.get("channel_tiers", 1)
-        return _positive_int(tiers) and tiers > 1
+        return cls.spec.parse(params).channel_tiers > 1
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
@@ -178,60 +155,33 @@ class UserCentricFL(MixingAlgorithm):
 
     # -- configuration --------------------------------------------------------
     def _validate(self) -> None:
-        p = self.params
+        """What the declaration cannot check: ``auto_range`` within the clients."""
         m = self.ctx.num_clients
-        streams = p["streams"]
-        if not (streams in ("m", "all", "auto") or _positive_int(streams)):
-            raise ValueError(f"ucfl streams must be a positive int, 'm', 'all' or 'auto', got {streams!r}")
-        if streams == "auto":
-            low, high = _pair(p["auto_range"])
-            if not (2 <= low <= high <= m - 1):
-                raise ValueError(
-                    f"ucfl auto_range must be (low, high) with 2 <= low <= high <= {m - 1} (m = {m} clients), got {p['auto_range']!r}"
+        if self.params.streams == "auto":
+            low, high = self.params.auto_range
+            if high > m - 1:
+                raise ParamError(
+                    f"ucfl: auto_range must be (low, high) with 2 <= low <= high <= {m - 1} (m = {m} clients), got {self.params.auto_range!r}",
+                    self.name, "auto_range",
                 )
-        size = p["sigma_batch_size"]
-        fraction_ok = isinstance(size, float) and 0.0 < size < 1.0
-        if not (fraction_ok or _positive_int(size)):
-            raise ValueError(
-                f"ucfl sigma_batch_size must be a fraction in (0, 1) of each client's data or a positive int of samples, got {size!r}"
-            )
-        if not _positive_int(p["sigma_batches"]):
-            raise ValueError(f"ucfl sigma_batches must be a positive int, got {p['sigma_batches']!r}")
-        for key in ("warmup_rounds", "recompute_every"):
-            value = p[key]
-            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0):
-                raise ValueError(f"ucfl {key} must be an int >= 0, got {value!r}")
-        if p["gradient_layers"] not in ("all", "body"):
-            raise ValueError(f"ucfl gradient_layers must be 'all' or 'body' (all but the last linear layer), got {p['gradient_layers']!r}")
-        temperature = p["temperature"]
-        if not (isinstance(temperature, numbers.Real) and temperature > 0 and np.isfinite(temperature)):
-            raise ValueError(f"ucfl temperature must be a positive finite number, got {temperature!r}")
-        formations.check_formation(p["stream_formation"], "ucfl")
-        for key in ("min_stream_size", "channel_tiers"):
-            if not _positive_int(p[key]):
-                raise ValueError(f"ucfl {key} must be an int >= 1, got {p[key]!r}")
-        if _positive_int(streams) and p["channel_tiers"] > streams:
-            raise ValueError(
-                f"ucfl channel_tiers must be <= streams (streams // channel_tiers data clusters), got channel_tiers={p['channel_tiers']} with streams={streams}"
-            )
 
     def is_estimation_round(self, round: int) -> bool:
         """The weight-estimation rounds (rounds count from 1): right after the
         ``warmup_rounds`` FedAvg rounds, then every ``recompute_every`` rounds."""
-        first = self.params["warmup_rounds"] + 1
-        every = self.params["recompute_every"]
+        first = self.params.warmup_rounds + 1
+        every = self.params.recompute_every
         if round == first:
             return True
         return every > 0 and round > first and (round - first) % every == 0
 
     def sigma_batches_for(self, sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-client (n_k, K) of eq. 7; K is capped so the K batches are disjoint."""
-        size = self.params["sigma_batch_size"]
+        size = self.params.sigma_batch_size
         if isinstance(size, float):
             batch = np.maximum(1, np.floor(size * sizes)).astype(np.int64)
         else:
             batch = np.minimum(int(size), sizes.astype(np.int64))
-        count = np.minimum(int(self.params["sigma_batches"]), sizes.astype(np.int64) // batch)
+        count = np.minimum(int(self.params.sigma_batches), sizes.astype(np.int64) // batch)
         return batch, np.maximum(count, 1)
 
     # -- plan -----------------------------------------------------------------
@@ -278,7 +228,7 @@ class UserCentricFL(MixingAlgorithm):
         with self.ctx.engine.phase("ucfl estimation"):
             grads, sigma2 = self.gradient_statistics(theta_hat, members, round)
         reported = np.asarray(members)
-        local = collaboration_weights(grads, sigma2, sizes[reported], self.params["temperature"])
+        local = collaboration_weights(grads, sigma2, sizes[reported], self.params.temperature)
         weights = np.zeros((m, m))
         weights[:, reported] = sizes[reported] / sizes[reported].sum()
         weights[np.ix_(reported, reported)] = local
@@ -304,7 +254,7 @@ class UserCentricFL(MixingAlgorithm):
             extra["silhouette"] = dict(self.silhouette)
         extra["stream_sizes"] = formations.stream_sizes(assignment)
         extra["assignment"] = assignment.tolist()
-        if self.params["channel_tiers"] > 1 and self.ctx.downlink_rates is None:
+        if self.params.channel_tiers > 1 and self.ctx.downlink_rates is None:
             extra["note"] = "channel_tiers ignored: no physical channel in this profile, data-only streams"
         return StepInfo(train_loss=float("nan"), aggregated=len(members), extra=extra)
 
@@ -341,7 +291,7 @@ class UserCentricFL(MixingAlgorithm):
     def gradient_columns(self) -> torch.Tensor:
         """Which gradient coordinates enter Delta and sigma^2 (paper: all)."""
         mask = torch.ones(self.ctx.arch.param_count, dtype=torch.bool)
-        if self.params["gradient_layers"] == "body":
+        if self.params.gradient_layers == "body":
             mask = ~self.ctx.arch.head_mask()
         return mask.to(self.ctx.device)
 
@@ -350,17 +300,17 @@ class UserCentricFL(MixingAlgorithm):
         profile's rates, k // T data clusters split by rate tier (``streams: auto`` picks the data
         clusters by silhouette, then tiers multiply them)."""
         p = self.params
-        streams = p["streams"]
+        streams = p.streams
         m = self.ctx.num_clients
         seed = int(self.ctx.seed) + 1000003 * int(round)
-        formation, min_size = p["stream_formation"], p["min_stream_size"]
-        rates = self.ctx.downlink_rates if p["channel_tiers"] > 1 else None
-        tiers = p["channel_tiers"] if rates is not None else 1
+        formation, min_size = p.stream_formation, p.min_stream_size
+        rates = self.ctx.downlink_rates if p.channel_tiers > 1 else None
+        tiers = p.channel_tiers if rates is not None else 1
         options = {"min_stream_size": min_size, "rates": rates, "channel_tiers": tiers}
         if streams in ("m", "all"):
             return stream_mixing(weights, m, seed, formation, min_stream_size=min_size)
         if streams == "auto":
-            low, high = _pair(p["auto_range"])
+            low, high = p.auto_range
             k, self.silhouette = choose_streams_by_silhouette(weights, range(low, high + 1), seed, formation, min_size)
             return stream_mixing(weights, k * tiers, seed, formation, **options)
         return stream_mixing(weights, int(streams), seed, formation, **options)
@@ -395,12 +345,3 @@ class UserCentricFL(MixingAlgorithm):
 
 def _positive_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
-
-
-def _pair(value: Any) -> tuple[int, int]:
-    """``(low, high)`` from a two-int sequence; (-1, -1) for anything else (fails validation)."""
-    if isinstance(value, str) or not hasattr(value, "__len__") or len(value) != 2:
-        return -1, -1
-    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in value):
-        return -1, -1
-    return int(value[0]), int(value[1])

@@ -24,10 +24,13 @@ models every algorithm keeps between rounds, the round records) plus the largest
   it into a buffer that is copied once more: about 3 copies of the state.
 
 How many models an algorithm keeps and how it calls the engine depend on the
-algorithm and its parameters; :func:`footprint` holds that per algorithm (a
-table of the registered algorithms, documented entry by entry and tested
-against measured peaks in ``tests/learning/test_memory.py``). Sizes are bytes;
-float32 parameters (4 bytes), int64 labels and indices (8 bytes).
+algorithm and its parameters: each algorithm declares that as its
+``AlgorithmSpec.footprint`` (``wirelessfl/algorithms/specs/<name>.py``, tested
+against measured peaks in ``tests/learning/test_memory.py``); :func:`footprint`
+gives it the sizes. An algorithm that declares none is counted as keeping one
+model per client and training its participants once a round, the common
+personalised case. Sizes are bytes; float32 parameters (4 bytes), int64 labels
+and indices (8 bytes).
 
 This module imports no simpy (learning side) and allocates nothing.
 """
@@ -36,14 +39,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from wirelessfl.algorithms.registry import spec_of
+from wirelessfl.algorithms.spec import FLOAT, Footprint, FootprintInputs
 from wirelessfl.learning.lockstep import EVAL_CHUNK, GROUP_MULTIPLE, TrainConfig
 from wirelessfl.learning.schedule import batch_width
 from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.models import Architecture
 
-FLOAT = 4
 INDEX = 8
 #: Python objects of one round's record per client (CommPlan dicts and frozensets, accuracy array), measured with tracemalloc.
 RECORD_BYTES_PER_CLIENT_ROUND = 200
@@ -65,40 +69,6 @@ class SplitSizes:
     @property
     def clients(self) -> int:
         return len(self.train)
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """How one algorithm uses memory, in model rows (``P`` float32 each) unless the name says bytes.
-
-    ``kept``: rows held between rounds; ``kept_bytes``: other persistent state
-    (mixing matrices, per-client heads); ``train_slots``: slots of its largest
-    ``engine.train`` call and ``train_copies`` how many times that call
-    concatenates the training data; ``state``: optimizer rows per slot of that
-    call; ``keep_rows``: clients' optimizer-state rows stored between rounds
-    (times ``state``) when ``keep_optimizer_state``; ``eval_rows``: rows gathered
-    for evaluation and ``eval_slots`` / ``eval_copies`` the slots and split
-    copies of its largest evaluation pass; ``extra_bytes``: its own largest
-    allocation beside the engine; ``checkpoint_rows``: rows in ``state_dict``;
-    ``work``: training work per participant and round relative to one local
-    round (1.0), and ``eval_work``: epochs of training every client (all m)
-    takes at each evaluation (FedAvg+'s fine-tuning), for the time estimate.
-    """
-
-    kept: float
-    train_slots: int
-    state: int
-    kept_bytes: int = 0
-    train_copies: int = 1
-    keep_rows: int = 0
-    eval_rows: float = 0.0
-    eval_slots: int = 0
-    eval_copies: int = 1
-    eval_extra_bytes: int = 0
-    extra_bytes: int = 0
-    checkpoint_rows: float = 0.0
-    work: float = 1.0
-    eval_work: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -233,133 +203,24 @@ def optimizer_rows(cfg: TrainConfig) -> int:
     return 1 if cfg.momentum > 0 else 0
 
 
-def _int(params: Mapping, key: str, default: int) -> int:
-    value = params.get(key, default)
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else default
-
-
-KNOWN_ALGORITHMS = ("cfl", "fedavg", "fedavg_ft", "fedem", "fedfomo", "fedmoe", "fedper", "ifca", "local", "oracle", "pflego", "ucfl")
-"""The algorithms :func:`footprint` describes one by one."""
-
-
 def footprint(
     name: str, params: Mapping, arch: Architecture, sizes: SplitSizes, participants: int, cfg: TrainConfig, groups: int = 1
 ) -> Footprint:
-    """One algorithm's :class:`Footprint` (``m`` clients, ``T`` participants, ``P`` parameters).
+    """Algorithm ``name``'s :class:`Footprint` with parameters ``params`` (by YAML name; the rest defaults) for
+    ``m`` clients of ``sizes``, ``participants`` of them training a round, and ``groups`` ground-truth groups:
+    its declaration's ``footprint`` over these sizes."""
+    spec = spec_of(name)
 
-    The entries follow each file in ``wirelessfl/algorithms``:
+    def head() -> tuple[int, int]:
+        weight = getattr(arch.template.get_submodule(arch.layers[-1]), "weight", None) if arch.layers else None
+        return arch.head_size, int(weight.shape[-1]) if weight is not None else 0
 
-    * ``fedavg``, ``oracle``, ``fedper``: the stream models (1, the ground-truth
-      groups; FedPer 1 body plus ``m`` heads); one train call over T slots.
-    * ``local``: ``m`` models.
-    * ``cfl``: 1 model growing by splits; counted as up to twice the ground-truth
-      groups (at most ``m``); a step also holds the starts and the T updates.
-    * ``ucfl``: k stream models (``m`` for ``streams: m``), the ``[m, m]``
-      weights; its estimation round holds the full gradients ``[T, P]`` in
-      float32 and twice in float64, then per (n_k, K) group of clients the batch
-      gradients ``[r, K, P]`` in float32 and three float64 temporaries (the
-      cast, the column selection, the difference: 28 bytes an entry, as measured).
-    * ``fedfomo``: ``base``, ``current`` and ``server`` (3m rows); a round stacks
-      the (2 + M) candidates of every participant and evaluates them on
-      (2 + M) copies of the validation splits.
-    * ``fedem``: M components; training runs T x M slots over M copies of the
-      training data; evaluation runs m x M slots (logits, padded, log-softmax in
-      float64 and the mixture's temporaries).
-    * ``ifca``: J cluster models; the cluster choice evaluates T x J slots over J
-      copies of the training data. ``fedmoe`` adds the local experts with their
-      AdamW moments (3m rows) and trains them with AdamW.
-    * ``pflego``: 1 body and ``m`` heads; a step holds the joint parameters, the
-      head-step copy, the cached features and the full gradients (float32 and float64).
-    * ``fedavg_ft``: FedAvg plus the cached fine-tuned models (m rows) and a
-      train call over all m clients.
-
-    An algorithm not in this table (``KNOWN_ALGORITHMS``) is counted as keeping
-    one model per client and training its participants once a round, the
-    common personalised case.
-    """
-    m, T, P = sizes.clients, participants, arch.param_count
-    state = optimizer_rows(cfg)
-    train_n, val_n = sum(sizes.train), sum(sizes.val)
-    longest = max(max(sizes.train, default=0), max(sizes.val, default=0), max(sizes.test, default=0))
-    classes = arch.num_classes
-    if name in ("fedavg", "oracle"):
-        kept = 1 if name == "fedavg" else max(1, groups)
-        return Footprint(kept=kept, train_slots=T, state=state, eval_rows=m, eval_slots=m, checkpoint_rows=kept)
-    if name == "local":
-        return Footprint(kept=m, train_slots=T, state=state, eval_rows=m, eval_slots=m, checkpoint_rows=m, keep_rows=m)
-    if name == "fedper":
-        heads = m * arch.head_size * FLOAT
-        return Footprint(kept=1, kept_bytes=heads, train_slots=T, state=state, eval_rows=m, eval_slots=m, checkpoint_rows=1 + m * arch.head_size / P)
-    if name == "cfl":
-        kept = min(m, 2 * max(1, groups))
-        return Footprint(kept=kept, train_slots=T, state=state, eval_rows=m, eval_slots=m, extra_bytes=(m + 2 * T) * P * FLOAT, checkpoint_rows=kept)
-    if name == "ucfl":
-        streams = params.get("streams", "m")
-        if streams in ("m", "all"):
-            kept = m
-        elif streams == "auto":
-            kept = min(m, _int(dict(zip(("low", "high"), params.get("auto_range", (2, 10)))), "high", 10))
-        else:
-            kept = min(m, _int(params, "streams", m))
-        gradients = T * P * (FLOAT + 8 + 8)
-        sigma = max((rows * k for rows, k in _sigma_groups(params, sizes.train[:T])), default=0) * P * (FLOAT + 3 * 8)
-        weights = 4 * m * m * 8  # W, distances, k-means copies
-        extra = max(gradients, T * P * 8 + sigma) + weights
-        return Footprint(kept=kept, kept_bytes=m * m * 8, train_slots=T, state=state, eval_rows=m, eval_slots=m, extra_bytes=extra, checkpoint_rows=kept)
-    if name == "fedfomo":
-        downloads = min(_int(params, "models_per_client", 5), max(m - 1, 0))
-        stacked = T * (2 + downloads)
-        return Footprint(
-            kept=3 * m, kept_bytes=m * m * 8, train_slots=T, state=state, eval_rows=0, eval_slots=stacked, eval_copies=2 + downloads,
-            extra_bytes=stacked * P * FLOAT, checkpoint_rows=3 * m,
-            work=1.0 + (2 + downloads) * val_n / max(3 * train_n * max(cfg.epochs, 1), 1),
-        )
-    if name == "fedem":
-        M = _int(params, "components", 3)
-        mixture = m * M * longest * classes * (FLOAT + FLOAT + 8 + 8 + 8)
-        return Footprint(
-            kept=M, train_slots=T * M, train_copies=M, state=state, keep_rows=m * M, eval_rows=m * M, eval_slots=m * M, eval_copies=M,
-            eval_extra_bytes=mixture, checkpoint_rows=M, work=M * (1.0 + 1.0 / (3 * max(cfg.epochs, 1))),
-        )
-    if name in ("ifca", "fedmoe"):
-        J = _int(params, "clusters", 3)
-        choice = T * J
-        if name == "ifca":
-            return Footprint(
-                kept=J, train_slots=T, state=state, eval_rows=m, eval_slots=max(m, choice), eval_copies=J,
-                extra_bytes=choice * P * FLOAT, checkpoint_rows=J, work=1.0 + J / (3 * max(cfg.epochs, 1)),
-            )
-        local_epochs = _int(params, "local_epochs", 1)
-        return Footprint(
-            kept=J + 3 * m, train_slots=T, state=2, eval_rows=m, eval_slots=max(m, choice), eval_copies=J,
-            extra_bytes=choice * P * FLOAT + T * P * FLOAT * 6, checkpoint_rows=J + 3 * m,
-            work=1.0 + (J + 1) / (3 * max(cfg.epochs, 1)) + local_epochs / max(cfg.epochs, 1),
-        )
-    if name == "pflego":
-        heads = m * arch.head_size * FLOAT
-        fin = arch.template.get_submodule(arch.layers[-1]).weight.shape[-1] if arch.layers else 0
-        features = T * max(sizes.train[:T], default=0) * (fin + 1) * FLOAT
-        return Footprint(
-            kept=1, kept_bytes=heads, train_slots=0, state=0, eval_rows=m, eval_slots=m,
-            extra_bytes=T * P * (FLOAT * 3 + 8) + features, checkpoint_rows=1 + m * arch.head_size / P,
-        )
-    if name == "fedavg_ft":
-        # fine-tuning runs at evaluation, for every client, not in every round's training
-        return Footprint(kept=1 + m, train_slots=m, state=state, eval_rows=m, eval_slots=m, checkpoint_rows=1,
-                         eval_work=float(params.get("finetune_epochs", 1.0) or 0.0))
-    return Footprint(kept=m, train_slots=T, state=state, eval_rows=m, eval_slots=m, checkpoint_rows=m)
-
-
-def _sigma_groups(params: Mapping, train_sizes: Sequence[int]) -> list[tuple[int, int]]:
-    """UCFL eq. 7's batches: (clients, K) per group of equal (n_k, K), as ``ucfl.sigma_batches_for``."""
-    size = params.get("sigma_batch_size", 0.1)
-    count_cap = _int(params, "sigma_batches", 10)
-    groups: dict[tuple[int, int], int] = {}
-    for n in train_sizes:
-        batch = max(1, math.floor(size * n)) if isinstance(size, float) else min(int(size), n)
-        count = max(1, min(count_cap, n // max(batch, 1)))
-        groups[(batch, count)] = groups.get((batch, count), 0) + 1
-    return [(rows, key[1]) for key, rows in groups.items()]
+    inputs = FootprintInputs(
+        clients=sizes.clients, participants=participants, model_params=arch.param_count, optimizer_rows=optimizer_rows(cfg),
+        train_sizes=sizes.train, val_sizes=sizes.val, test_sizes=sizes.test, epochs=float(cfg.epochs), groups=groups,
+        classes=arch.num_classes, head=head,
+    )
+    return spec.footprint(spec.parse(params), inputs)
 
 
 # --------------------------------------------------------------------------- the estimate
@@ -385,12 +246,15 @@ def estimate_memory(
     seeds: int = 1,
     workers: int = 1,
     max_samples: int = 512,
+    eval_clients: int | None = None,
 ) -> MemoryEstimate:
     """Peak bytes of a run of ``curves`` (algorithm name, params) on clients of ``sizes``; see the module docstring.
 
     ``units_per_curve`` is how many trainings of a curve a seed holds at once
     (the number of profiles when a deadline makes each profile train its own);
     ``workers`` the slot groups that run at once (CPU threads; 1 on a GPU).
+    ``eval_clients``: the most clients one evaluation call gathers the models of (a sampled evaluation's
+    chunk, ``run.sampled_evaluation.CHUNK_CLIENTS``); it caps the evaluation of methods that gather one row per client.
     """
     m = sizes.clients
     P = arch.param_count
@@ -402,6 +266,11 @@ def estimate_memory(
     feature = act.input * FLOAT + INDEX
     data = (sum(sizes.train) + sum(sizes.val) + sum(sizes.test)) * feature
     prints = [footprint(name, params, arch, sizes, T, train, groups) for name, params in curves]
+    if eval_clients is not None:  # a sampled evaluation gathers at most eval_clients rows per call (one per client)
+        prints = [
+            replace(fp, eval_rows=min(m, eval_clients), eval_slots=min(fp.eval_slots, eval_clients)) if fp.eval_rows == m else fp
+            for fp in prints
+        ]
 
     def persistent(fp: Footprint) -> int:
         kept_state = fp.keep_rows * fp.state * row if keep_optimizer_state else 0

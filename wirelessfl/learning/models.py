@@ -53,14 +53,8 @@ from functools import cached_property
 import torch
 from torch import nn
 
+from wirelessfl.learning.catalog import split_import_path
 from wirelessfl.user_code import import_user_module
-
-ARCHITECTURES: dict[str, str] = {
-    "lenet5": "LeNet-5 (user-centric-fl): conv6-pool-conv16-pool-fc120-fc84-fc; 28x28 padded, other sizes resized to 32x32",
-    "cifar_cnn": "CIFAR CNN (pflego §4): 2x [conv64 5x5 + maxpool 3x3/2], fc384, fc192, fc",
-    "mlp": "multilayer perceptron: flatten, hidden ReLU layers (option hidden, default (200,)), fc",
-    "leaf_cnn": "LEAF CNN (adaptive experts §4.3): 2x [conv 5x5 + maxpool 2], dropout, fc, dropout, fc (options conv1, conv2, fc, dropout)",
-}
 
 _ALLOWED_OPTIONS: dict[str, tuple[str, ...]] = {
     "lenet5": (),
@@ -170,17 +164,6 @@ class ModelFailed(ValueError):
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.split("\n")[0][:300] if text else "(no message)"
-
-
-def split_import_path(name: str) -> tuple[str, str]:
-    """``(module, attribute)`` of a ``package.module:factory`` name, without importing anything; one-line
-    ValueError for any other spelling."""
-    if not isinstance(name, str) or name.count(":") != 1:
-        raise ValueError(f"model name must be one of {sorted(_BUILTINS)} or 'package.module:factory', got {name!r}")
-    module_name, attribute = name.split(":")
-    if not module_name or not attribute:
-        raise ValueError(f"model name must be one of {sorted(_BUILTINS)} or 'package.module:factory', got {name!r}")
-    return module_name, attribute
 
 
 def resolve_factory(name: str) -> Callable[..., nn.Module]:

@@ -10,7 +10,8 @@ Sionna's own interpolated per-code-block BLER tensor (``PHYAbstraction.bler_tabl
 MCS x code-block-size grid x SINR grid), the TS 38.214 modulation order and code rate
 of every MCS (``MCSDecoderNR``), and the transport-block size, code-block size and
 number of code blocks of every MCS at 1..275 PRBs (``TransportBlockNR``, the path
-``PHYAbstraction`` takes: coded bits = Qm x allocated resource elements), and ``meta``: the Sionna
+``PHYAbstraction`` takes: coded bits = Qm x allocated resource elements), the EESM beta of every MCS
+(``EESM``'s default table, category-independent; 0 where it has none), and ``meta``: the Sionna
 version, the parameters and the SHA-256 of the arrays (:func:`content_digest`), so that the cache says
 what it was built from and a changed file is found.
 """
@@ -27,7 +28,7 @@ MAX_PRBS = 275
 
 EXIT_NO_SIONNA = 3
 
-TABLE_ARRAYS = ("bler", "qm", "rate", "tbs", "cbs", "ncb", "snr_grid", "cbs_grid")
+TABLE_ARRAYS = ("bler", "qm", "rate", "tbs", "cbs", "ncb", "snr_grid", "cbs_grid", "eesm_beta")
 """The arrays of a table file, in the order :func:`content_digest` hashes them (``meta`` holds the digest)."""
 
 
@@ -80,12 +81,16 @@ def build(out_path: str, params: dict) -> None:
         tbs[category] = np.where(keep, tb.numpy(), 0)
         cbs[category] = np.where(keep, cb.numpy(), 0)
         ncb[category] = np.where(keep, n.numpy(), 0)
+    betas = sionna.sys.EESM(device="cpu").beta_table["index"][table]
+    eesm_beta = np.zeros(num_mcs, dtype=np.float64)
+    eesm_beta[: min(num_mcs, len(betas))] = betas[:num_mcs]
     snr_min, snr_max, snr_step = abstraction.snr_db_interp_min_max_delta
     cbs_min, cbs_max, cbs_step = abstraction.cbs_interp_min_max_delta
     arrays = {
         "bler": bler, "qm": qm, "rate": rate, "tbs": tbs, "cbs": cbs, "ncb": ncb,
         "snr_grid": np.array([snr_min, snr_max, snr_step], dtype=np.float64),
         "cbs_grid": np.array([cbs_min, cbs_max, cbs_step], dtype=np.float64),
+        "eesm_beta": eesm_beta,
     }
     meta = {"sionna": sionna.__version__, "params": params, "sha256": content_digest(arrays)}
     tmp = f"{out_path}.{os.getpid()}.tmp.npz"

@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import integrate
 
 from .profile import SystemProfile
 
@@ -62,6 +61,8 @@ def expected_max_compute(t_min: np.ndarray, mu: np.ndarray) -> float:
         with np.errstate(divide="ignore"):
             log_cdf = np.log1p(-np.exp(-rate * (start + s - shift)))
         return float(-np.expm1(np.sum(log_cdf)))
+
+    from scipy import integrate  # a second to import; only this expectation needs it, and reading a scenario must not pay it
 
     area, _ = integrate.quad(tail, 0.0, math.inf, limit=200)
     return start + area

@@ -46,7 +46,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-from scipy import stats
+
+from .interference import FadedInterference
 
 FADING_MODELS = ("rayleigh", "rician", "none")
 MULTICAST_POLICIES = ("worst_user", "coverage")
@@ -292,6 +293,7 @@ def transfer_time(
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     exact_blocks: int | None = None,
     subbands: int = 1,
+    interference: FadedInterference | None = None,
 ) -> Transfer:
     """Time to deliver ``bits`` to each user over block fading, vectorised over users.
 
@@ -317,6 +319,9 @@ def transfer_time(
     ``R/m + sqrt(R·v/m³)·Z`` for R bits owed, m and v the mean and variance of its
     bits per block over the fading law (``block_bits_moments``), Z one standard
     normal draw per such user; m = 0 is an outage.
+
+    ``interference`` (one per user, ``interference.FadedInterference``): ``mean_snr`` is then the signal over the
+    noise alone, and each block (and subband) divides it by 1 + I, I drawn right after the block's gains.
     """
     _check_common(coherence_s, max_blocks)
     _check_subbands(subbands)
@@ -334,6 +339,7 @@ def transfer_time(
     n = b.size
     if isinstance(k_factor, np.ndarray) and k_factor.size != n:
         raise ValueError(f"k_factor has {k_factor.size} K-factors for {n} users")
+    _check_interference(interference, n, fading, coherence_s)
     time = np.zeros(n)
     blocks = np.zeros(n, dtype=np.int64)
     zero_blocks = np.zeros(n, dtype=np.int64)
@@ -364,12 +370,13 @@ def transfer_time(
     time[dead], blocks[dead], zero_blocks[dead], outage[dead] = math.inf, max_blocks, max_blocks, True
     todo = todo[(bw[todo] > 0) & (snr[todo] > 0)]
     remaining = b.copy()
-    mean_rate = bw * se(snr)
+    mean_rate = bw * se(snr if interference is None else snr / (1.0 + interference.mean))
     used = 0
     drawn = min(max_blocks, exact_blocks or MIN_EXACT_BLOCKS)
     while todo.size and used < drawn:
         chunk = _chunk(remaining[todo], mean_rate[todo], coherence_s, todo.size * subbands, drawn - used)
-        rate = bw[todo, None] * block_se(se, snr[todo], rng, chunk, fading, _users_k(k_factor, todo), subbands)
+        rate = bw[todo, None] * block_se(se, snr[todo], rng, chunk, fading, _users_k(k_factor, todo), subbands,
+                                         _users_interference(interference, todo))
         finished, k, owed, total = _crossing(rate * coherence_s, remaining[todo])
         zero = rate <= 0
         counted = np.where(finished[:, None], np.arange(chunk)[None, :] <= k[:, None], True)
@@ -387,7 +394,8 @@ def transfer_time(
     if todo.size and used < max_blocks:
         # The rest is a first passage of i.i.d. block bits (mean m, variance v) past what is owed: for R owed bits
         # it takes R/m + sqrt(R·v/m³)·Z blocks (renewal central limit theorem), drawn once per user.
-        mean, var, empty = block_bits_moments(bw[todo], snr[todo], coherence_s, fading, _users_k(k_factor, todo), se, subbands)
+        mean, var, empty = block_bits_moments(bw[todo], snr[todo], coherence_s, fading, _users_k(k_factor, todo), se, subbands,
+                                              _users_interference(interference, todo))
         owed, served = remaining[todo], mean > 0
         m = np.where(served, mean, 1.0)
         spread = np.sqrt(owed * var / m**3) * rng.standard_normal(todo.size)
@@ -415,6 +423,8 @@ def _fading_points(fading: str, k_factor: float | None) -> tuple[np.ndarray, np.
     if fading == "rayleigh":
         gain = -np.log(survival)
     else:
+        from scipy import stats  # seconds to import; only Rician fading needs it, and reading a scenario must not pay it
+
         gain = stats.ncx2.isf(survival, 2, 2.0 * k_factor) / (2.0 * (k_factor + 1.0))
     return gain, weight
 
@@ -425,24 +435,46 @@ has several subbands."""
 
 
 def block_se(se, mean_snr: np.ndarray, rng: np.random.Generator, blocks: int, fading: str, k_factor: float | np.ndarray | None,
-             subbands: int = 1) -> np.ndarray:
+             subbands: int = 1, interference: FadedInterference | None = None) -> np.ndarray:
     """``[users, blocks]`` spectral efficiency of fading blocks: one gain a block (flat fading), or ``subbands``
     independent gains a block, each subband carrying its share of the band at its own SNR (the mean of their
-    efficiencies). Draws: one ``draw_fading`` of shape (users, blocks[, subbands]), row-major."""
+    efficiencies). Draws: one ``draw_fading`` of shape (users, blocks[, subbands]), row-major; with
+    ``interference``, then one interference draw of the same shape (``FadedInterference.draw``)."""
     snr = np.asarray(mean_snr, dtype=float)[:, None]
-    if subbands == 1:
-        return se(snr * draw_fading(rng, (snr.shape[0], blocks), fading, k_factor))
-    gains = draw_fading(rng, (snr.shape[0], blocks, subbands), fading, k_factor)
-    return se(snr[..., None] * gains).mean(axis=-1)
+    shape = (snr.shape[0], blocks) if subbands == 1 else (snr.shape[0], blocks, subbands)
+    gains = draw_fading(rng, shape, fading, k_factor)
+    sinr = snr.reshape(-1, *(1,) * (len(shape) - 1)) * gains if interference is None else interference.sinr(snr[:, 0], gains, rng)
+    return se(sinr) if subbands == 1 else subband_se(se, sinr)
+
+
+def subband_se(se, sinr: np.ndarray) -> np.ndarray:
+    """The spectral efficiency of blocks of subbands ``[..., subbands]``: the link's own effective-SINR mapping when
+    it has one (``nr.EesmLink``), else the mean of the subbands' efficiencies (parallel channels)."""
+    mapping = getattr(se, "subbands_se", None)
+    return mapping(sinr) if mapping is not None else se(sinr).mean(axis=-1)
+
+
+def _users_interference(interference: FadedInterference | None, users: np.ndarray) -> FadedInterference | None:
+    return None if interference is None else interference.subset(users)
+
+
+def _check_interference(interference: FadedInterference | None, users: int, fading: str, coherence_s: float) -> None:
+    if interference is None:
+        return
+    if not isinstance(interference, FadedInterference) or interference.mean.shape != (users,):
+        raise ValueError(f"interference must be a FadedInterference of one entry per user ({users})")
+    if fading == "none" or math.isinf(coherence_s):
+        raise ValueError("faded interference needs block fading (finite coherence_s) and a fading model other than 'none'")
 
 
 def block_bits_moments(
     bandwidth_hz, mean_snr, coherence_s: float, fading: str = "rayleigh", k_factor: float | np.ndarray | None = None, link="shannon",
-    subbands: int = 1,
+    subbands: int = 1, interference: FadedInterference | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per user, the mean and variance of the bits one fading block delivers, ``B·SE(γ̄·g)·T_c`` over the fading
     law of g, and the probability that it delivers none (an outage block): sums over ``_fading_points`` for flat
-    blocks; over a fixed draw of ``SUBBAND_SAMPLES`` blocks (seeded apart from the run's draws) with subbands."""
+    blocks; over a fixed draw of ``SUBBAND_SAMPLES`` blocks (seeded apart from the run's draws) with subbands or with
+    faded ``interference`` (one fixed Gamma sample per interference shape)."""
     _fading_args(fading, k_factor)
     se = _link(link)
     bw, snr = np.broadcast_arrays(np.asarray(bandwidth_hz, dtype=float), np.asarray(mean_snr, dtype=float))
@@ -453,8 +485,11 @@ def block_bits_moments(
         for k in np.unique(k_factor).tolist():
             users = np.flatnonzero(k_factor == k)
             mean[users], var[users], empty[users] = block_bits_moments(
-                bw.ravel()[users], snr.ravel()[users], coherence_s, fading, k, se, subbands)
+                bw.ravel()[users], snr.ravel()[users], coherence_s, fading, k, se, subbands,
+                _users_interference(interference, users))
         return mean, var, empty
+    if interference is not None:
+        return _faded_interference_moments(bw.ravel(), snr.ravel(), coherence_s, fading, k_factor, se, subbands, interference)
     if subbands > 1:
         sample = np.random.default_rng(0)
         gains = draw_fading(sample, (SUBBAND_SAMPLES, subbands), fading, k_factor)
@@ -462,7 +497,7 @@ def block_bits_moments(
         step = max(1, _CHUNK_ELEMENTS // gains.size)
         for start in range(0, bw.size, step):
             part = slice(start, start + step)
-            bits = bw.ravel()[part, None] * se(snr.ravel()[part, None, None] * gains[None]).mean(axis=-1) * coherence_s
+            bits = bw.ravel()[part, None] * subband_se(se, snr.ravel()[part, None, None] * gains[None]) * coherence_s
             mean[part], square[part], empty[part] = bits.mean(axis=1), (bits * bits).mean(axis=1), (bits <= 0).mean(axis=1)
         return mean, np.maximum(square - mean * mean, 0.0), empty
     gain, weight = _fading_points(fading, k_factor)
@@ -474,6 +509,24 @@ def block_bits_moments(
         mean[part] = bits @ weight
         square[part] = (bits * bits) @ weight
         empty[part] = (bits <= 0) @ weight
+    return mean, np.maximum(square - mean * mean, 0.0), empty
+
+
+def _faded_interference_moments(bw: np.ndarray, snr: np.ndarray, coherence_s: float, fading: str, k_factor, se, subbands: int,
+                                interference: FadedInterference) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``block_bits_moments`` under faded interference: over ``SUBBAND_SAMPLES`` fixed blocks of gains and, per
+    Gamma shape of the users' interference, one fixed standard Gamma sample (seeded apart from the run's draws)."""
+    gains = draw_fading(np.random.default_rng(0), (SUBBAND_SAMPLES, subbands), fading, k_factor)
+    mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
+    step = max(1, _CHUNK_ELEMENTS // gains.size)
+    for shape in np.unique(interference.shape).tolist():
+        users = np.flatnonzero(interference.shape == shape)
+        unit = np.random.default_rng(1).standard_gamma(shape, size=gains.shape)
+        for start in range(0, users.size, step):
+            part = users[start : start + step]
+            sinr = snr[part, None, None] * gains[None] / (1.0 + interference.scale[part, None, None] * unit[None])
+            bits = bw[part, None] * (se(sinr[..., 0]) if subbands == 1 else subband_se(se, sinr)) * coherence_s
+            mean[part], square[part], empty[part] = bits.mean(axis=1), (bits * bits).mean(axis=1), (bits <= 0).mean(axis=1)
     return mean, np.maximum(square - mean * mean, 0.0), empty
 
 
@@ -533,6 +586,7 @@ def multicast_transfer(
     max_blocks: int = DEFAULT_MAX_BLOCKS,
     exact_blocks: int | None = None,
     subbands: int = 1,
+    interference: FadedInterference | None = None,
 ) -> MulticastTransfer:
     """One multicast stream of ``bits`` to receivers with mean SNRs ``mean_snr`` over block fading.
 
@@ -542,7 +596,8 @@ def multicast_transfer(
     (a rate of 0 delivers nothing). A receiver whose own rate in a block is below the
     stream's misses the bits sent in that block (only the part actually needed, in the
     last block); those are its ``repair_bits``. ``coherence_s = inf``: one draw per
-    receiver for the whole stream. Draws: matrices (receivers, blocks), in chunks.
+    receiver for the whole stream. Draws: matrices (receivers, blocks), in chunks. ``interference``: as in
+    ``transfer_time``, one per receiver.
     """
     _check_common(coherence_s, max_blocks)
     _check_subbands(subbands)
@@ -562,6 +617,7 @@ def multicast_transfer(
     if not np.all(np.isfinite(snr)):
         raise ValueError("mean_snr must be finite")
     n = snr.size
+    _check_interference(interference, n, fading, coherence_s)
 
     def stream_rate(rates: np.ndarray) -> np.ndarray:
         return worst_user_rate(rates, axis=0) if policy == "worst_user" else coverage_rate(rates, q, axis=0)
@@ -581,11 +637,12 @@ def multicast_transfer(
     remaining = np.array([bits_f])
     time = 0.0
     blocks = 0
-    mean_rate = np.array([float(stream_rate((bw * se(snr))[:, None])[0])])
+    mean_snr_seen = snr if interference is None else snr / (1.0 + interference.mean)
+    mean_rate = np.array([float(stream_rate((bw * se(mean_snr_seen))[:, None])[0])])
     drawn = min(max_blocks, exact_blocks or exact_blocks_for(n))
     while blocks < drawn:
         chunk = _chunk(remaining, np.maximum(mean_rate, 1e-300), coherence_s, n * subbands, drawn - blocks)
-        rates = bw * block_se(se, snr, rng, chunk, fading, k_factor, subbands)
+        rates = bw * block_se(se, snr, rng, chunk, fading, k_factor, subbands, interference)
         s = stream_rate(rates)  # (chunk,)
         sent = s * coherence_s
         finished, k, owed, total = _crossing(sent[None, :], remaining)

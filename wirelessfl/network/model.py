@@ -68,6 +68,8 @@ class NetworkModel:
         to LOS users only (``physical.k_factor``)."""
         self._ergodic_uplink: np.ndarray | None = None  # ``uplink_channel``'s mean rates, computed once
         self._block_use: tuple[np.ndarray, np.ndarray] | None = None  # ``nr`` over blocks: modal MCS, retransmissions per bit
+        self.signal_loss_db: tuple[np.ndarray, np.ndarray] | None = None
+        """With faded interference, each direction's loss without the interference's rise (the signal alone)."""
         if profile.physical is not None and profile.physical.topology is not None:
             # Interference enters as a rise of each direction's loss: the same SINR as S / (N + I).
             self.cell = drop_federation(profile.physical, profile.physical.topology, self.num_clients, rng)
@@ -82,6 +84,8 @@ class NetworkModel:
             # A phone below full power loses that much of its uplink SNR: it enters as extra loss.
             serving = self.cell.coupling_loss_db if self.cell is not None else self.path_loss_db
             self.uplink_loss_db = self.uplink_loss_db + (profile.physical.ue_power_dbm - profile.physical.uplink_power_dbm(serving))
+        if self.cell is not None and self.cell.dl_interference is not None:
+            self.signal_loss_db = (self.path_loss_db - self.cell.dl_rise_db, self.uplink_loss_db - self.cell.ul_rise_db)
 
     def time_round(self, plan: CommPlan, rng: np.random.Generator) -> RoundTiming:
         self._check_plan(plan)
@@ -131,9 +135,11 @@ class NetworkModel:
             upload = uplink_payload * profile.rho * profile.t_dl
         elif profile.physical.block_s is not None:
             bits_per_model = plan.model_params * profile.bits_per_parameter
+            faded = None if self.signal_loss_db is None else (self.cell.dl_interference, self.cell.ul_interference)
+            dl_loss, ul_loss = self.signal_loss_db or (self.path_loss_db, self.uplink_loss_db)
             stream_durations, upload, deliveries = phy.block_durations(
-                profile.physical, self.path_loss_db, self.uplink_loss_db, members, payloads * bits_per_model,
-                uplink_payload * bits_per_model, clients, rng, labels, self.los,
+                profile.physical, dl_loss, ul_loss, members, payloads * bits_per_model,
+                uplink_payload * bits_per_model, clients, rng, labels, self.los, faded,
             )
             if profile.physical.link == "nr":
                 if self._block_use is None:

@@ -104,6 +104,8 @@ class NrTables:
     snr_grid: tuple[float, float, float]
     cbs_grid: tuple[float, float, float]
     sionna_version: str
+    eesm_beta: np.ndarray | None = None
+    """EESM's beta per MCS (Sionna's default table; 0 where it has none)."""
 
     @property
     def snr_db(self) -> np.ndarray:
@@ -133,7 +135,8 @@ def load_tables(mcs_table: int = 1, re_per_prb: int = 156) -> NrTables:
         raise _unavailable("it is not installed")
     params = {"mcs_table": int(mcs_table), "re_per_prb": int(re_per_prb)}
     version = _sionna_version(Path(spec.origin))
-    key = hashlib.sha1(json.dumps({"sionna": version, **params}, sort_keys=True).encode()).hexdigest()[:16]
+    # The arrays' names are in the key: a wirelessfl that writes other arrays keeps its own file beside this one.
+    key = hashlib.sha1(json.dumps({"sionna": version, **params, "arrays": TABLE_ARRAYS}, sort_keys=True).encode()).hexdigest()[:16]
     path = cache_dir() / f"sionna-{version}-table{mcs_table}-{re_per_prb}re-{key}.npz"
     tables, problem = read_tables(path, version, params)
     if tables is not None:
@@ -195,7 +198,7 @@ def read_tables(path: Path, version: str, params: dict) -> tuple[NrTables | None
     return NrTables(
         bler=arrays["bler"], qm=arrays["qm"], rate=arrays["rate"], tbs=arrays["tbs"], cbs=arrays["cbs"], ncb=arrays["ncb"],
         snr_grid=tuple(float(v) for v in arrays["snr_grid"]), cbs_grid=tuple(float(v) for v in arrays["cbs_grid"]),
-        sionna_version=version,
+        sionna_version=version, eesm_beta=arrays["eesm_beta"],
     ), None
 
 
@@ -223,6 +226,9 @@ def _table_problem(arrays: dict[str, np.ndarray]) -> str | None:
     for name in ("tbs", "cbs", "ncb"):
         if (arrays[name][valid] <= 0).any():
             return f"{name} is 0 or negative for a valid MCS"
+    beta = arrays["eesm_beta"]
+    if beta.shape != (mcs,) or beta.dtype.kind != "f" or not np.isfinite(beta).all() or (beta < 0).any():
+        return f"eesm_beta has shape {list(beta.shape)} or values that are not finite and >= 0"
     return None
 
 
@@ -359,3 +365,89 @@ def make_link(
         bler_target=float(bler_target), harq_retransmissions=int(harq_retransmissions), harq_rtt_s=float(harq_rtt_s),
         mcs=mcs, first_tbler=first, transmissions=transmissions, lost=lost, goodput_bits=goodput, tables=tables,
     )
+
+
+EESM_CLAMP_DB = (-30.0, 30.0)
+"""Sionna's ``EESM`` clamps the effective SINR to [-30, 30] dB (its ``sinr_eff_min_db``, ``sinr_eff_max_db``)."""
+
+
+def eesm_sinr(sinr: np.ndarray, beta) -> np.ndarray:
+    """The exponential effective SINR over the last axis (subbands), Sionna's ``EESM``:
+    ``-beta·ln(mean_s exp(-SINR_s/beta))`` (linear SINRs, ``beta`` broadcast over the other axes), clamped to
+    ``EESM_CLAMP_DB``. Computed from the smallest SINR up, ``min - beta·ln(mean exp(-(SINR - min)/beta))``, so that
+    high SINRs do not underflow (Sionna's float32 ``exp`` reads them as the 30 dB clamp; both read the table's edge).
+    In float32 for float32 SINRs (as Sionna computes it, and ten times faster here), else in float64."""
+    sinr = np.asarray(sinr)
+    sinr = sinr if sinr.dtype == np.float32 else sinr.astype(float)
+    beta = np.asarray(beta, dtype=sinr.dtype)[..., None]
+    low = sinr.min(axis=-1, keepdims=True)
+    effective = (low - beta * np.log(np.mean(np.exp(-(sinr - low) / beta), axis=-1, keepdims=True)))[..., 0]
+    floor, ceiling = (sinr.dtype.type(10.0 ** (db / 10.0)) for db in EESM_CLAMP_DB)
+    return np.clip(effective, floor, ceiling)
+
+
+@dataclass(frozen=True)
+class EesmLink:
+    """An NR direction whose blocks of subbands carry one transport block at one MCS, mapped through EESM.
+
+    Sionna's ``InnerLoopLinkAdaptation`` over subcarriers: for every MCS m, the effective SINR with m's beta,
+    and the highest MCS whose TBLER at its own effective SINR meets the target; HARQ copies combine at j times
+    that effective SINR. Called on one SINR (a flat block) it is the ``NrLink`` itself.
+
+    The search is a fixed point that never passes the answer: start at m = the MCS the subbands' mean SINR
+    supports, then m <- the highest MCS that γ_eff(β_m) supports, until m stays. Since β grows with the MCS and
+    γ_eff with β (never above the mean), and TBLER falls with SINR (``tests/network/test_eesm.py`` checks all
+    three on Sionna's tables), no MCS above each step's m can meet the target at its own γ_eff, and the m that
+    stays meets it: it is the highest that does. It takes two or three passes where trying every MCS takes ~25.
+    """
+
+    link: NrLink
+    usable: np.ndarray
+    """``[mcs, grid]``: TBLER of MCS m at grid SINR s meets the BLER target."""
+    goodput_by_mcs: np.ndarray
+    """``[mcs, grid]``: expected goodput per slot (bits) of MCS m at grid SINR s, HARQ included."""
+    highest: np.ndarray
+    """Per grid SINR, the highest MCS that meets the target there (-1: none)."""
+
+    def __call__(self, snr) -> np.ndarray:
+        return self.link(snr)
+
+    def mcs_and_index(self, sinr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per block of subbands ``[..., subbands]``: the MCS chosen (-1: outage) and its effective SINR's grid index."""
+        sinr = np.asarray(sinr, dtype=np.float32)  # the precision of Sionna's EESM and of ``snr_index``
+        flat = sinr.reshape(-1, sinr.shape[-1])
+        tables = self.link.tables
+        index = snr_index(tables, flat.mean(axis=1, dtype=np.float64))
+        chosen = self.highest[index]
+        todo = np.flatnonzero(chosen >= 0)
+        while todo.size:
+            m = chosen[todo]
+            at = snr_index(tables, eesm_sinr(flat[todo], tables.eesm_beta[m]))
+            supported = self.highest[at]
+            chosen[todo], index[todo] = supported, at
+            todo = todo[(supported != m) & (supported >= 0)]
+        return chosen.reshape(sinr.shape[:-1]), index.reshape(sinr.shape[:-1])
+
+    def subbands_se(self, sinr: np.ndarray) -> np.ndarray:
+        """Spectral efficiency (bit/s/Hz of the carrier) of blocks of subbands ``[..., subbands]``."""
+        mcs, index = self.mcs_and_index(sinr)
+        goodput = np.where(mcs >= 0, self.goodput_by_mcs[np.maximum(mcs, 0), index], 0.0)
+        return goodput / (self.link.slot_s * self.link.bandwidth_hz)
+
+
+def eesm_link(link: NrLink) -> EesmLink:
+    """``link`` with EESM over subbands: its TBLER and HARQ goodput per MCS and grid SINR, computed once."""
+    tables = link.tables
+    if tables.eesm_beta is None:
+        raise ValueError("the NR tables have no EESM beta (built by an older wirelessfl); delete the cache file")
+    tbler = tbler_table(tables, link.category, link.prbs)
+    size = tbler.shape[1]
+    usable = (tbler <= link.bler_target) & (tables.eesm_beta[:, None] > 0)
+    goodput = np.zeros(tbler.shape)
+    tbs = tables.tbs[link.category, :, link.prbs - 1].astype(float)
+    for m in np.flatnonzero(usable.any(axis=1)).tolist():
+        fixed = np.where(usable[m], m, -1)
+        _, transmissions, lost = harq_statistics(tbler, fixed, link.harq_retransmissions, tables.snr_grid[2])
+        goodput[m] = np.where(usable[m], tbs[m] * (1.0 - lost) / transmissions, 0.0)
+    highest = np.where(usable.any(axis=0), usable.shape[0] - 1 - np.argmax(usable[::-1], axis=0), -1)
+    return EesmLink(link=link, usable=usable, goodput_by_mcs=goodput, highest=highest)

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import link, nr, pathloss
 from ..seam import StreamDelivery
+from .interference import FadedInterference
 from .profile import NrSettings, PhysicalChannel
 
 
@@ -98,6 +99,20 @@ def nr_link(settings: NrSettings, direction: str, bandwidth_hz: float) -> nr.NrL
         bler_target=settings.bler_target, harq_retransmissions=settings.harq_retransmissions,
         harq_rtt_s=settings.harq_rtt_ms / 1e3, re_per_prb=settings.data_re_per_prb,
     )
+
+
+def block_link(channel: PhysicalChannel, direction: str):
+    """The link abstraction a fading block of a direction is sent with: ``link_model``, or with ``subband_mapping:
+    eesm`` the direction's NR link mapping each block's subbands to one effective SINR (``nr.EesmLink``)."""
+    if channel.subband_mapping != "eesm":
+        return link_model(channel, direction)
+    bandwidth = channel.bandwidth_hz if direction == "dl" else channel.uplink_bandwidth_hz
+    return _eesm_link(channel.nr, direction, bandwidth)
+
+
+@lru_cache(maxsize=32)
+def _eesm_link(settings: NrSettings, direction: str, bandwidth_hz: float) -> nr.EesmLink:
+    return nr.eesm_link(nr_link(settings, direction, bandwidth_hz))
 
 
 def uplink_held_use(channel: PhysicalChannel, snr: np.ndarray, bits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -271,30 +286,33 @@ MAX_BLOCKS = 1_000_000
 
 
 def _stream_delivery(
-    channel: PhysicalChannel, label: str, bits: float, snr: np.ndarray, rng: np.random.Generator, k=None
+    channel: PhysicalChannel, label: str, bits: float, snr: np.ndarray, rng: np.random.Generator, k=None,
+    interference: FadedInterference | None = None,
 ) -> StreamDelivery:
     """A multicast over fading blocks, plus the unicast repairs of the receivers its rate left behind
     (``coverage``), sent one after another on the same carrier after it: the stream counts as received
-    when the last repair lands. ``k``: the receivers' K-factors (``k_factor``)."""
-    block, fading, dl = channel.block_s, channel.fading, link_model(channel, "dl")
+    when the last repair lands. ``k``: the receivers' K-factors (``k_factor``); ``interference``: theirs when it fades
+    (``snr`` is then the signal over the noise alone; the HARQ tail is taken at the mean SINR)."""
+    block, fading, dl = channel.block_s, channel.fading, block_link(channel, "dl")
     bandwidth = channel.bandwidth_hz * channel.time_share("dl")  # a fading block's bits come in its downlink slots
     sent = link.multicast_transfer(bits, bandwidth, snr, rng, block, fading, k, dl, channel.multicast, channel.coverage_q, MAX_BLOCKS,
-                                   subbands=channel.subbands)
-    served = link.coverage_rate(snr, channel.coverage_q) if channel.multicast == "coverage" else snr.min()
+                                   subbands=channel.subbands, interference=interference)
+    mean_sinr = snr if interference is None else snr / (1.0 + interference.mean)
+    served = link.coverage_rate(mean_sinr, channel.coverage_q) if channel.multicast == "coverage" else mean_sinr.min()
     tail = float(harq_tail_s(channel, "dl", np.array([served]))[0]) if bits > 0 else 0.0
     repair = np.asarray(sent.repair_bits, dtype=float)
     seconds, owed = float(sent.time_s) + tail, repair > 0
     if owed.any():
         repairs = link.transfer_time(repair[owed], bandwidth, snr[owed], rng, block, fading, link._users_k(k, np.flatnonzero(owed)), dl,
-                                     MAX_BLOCKS, subbands=channel.subbands)
-        seconds = float(sent.time_s + tail + np.sum(repairs.time_s + harq_tail_s(channel, "dl", snr[owed])))
+                                     MAX_BLOCKS, subbands=channel.subbands, interference=link._users_interference(interference, owed))
+        seconds = float(sent.time_s + tail + np.sum(repairs.time_s + harq_tail_s(channel, "dl", mean_sinr[owed])))
     return StreamDelivery(label, int(snr.size), float(bits), seconds, float(sent.rate_bps), float(repair.sum()), int(owed.sum()))
 
 
 def block_durations(
     channel: PhysicalChannel, loss_db: np.ndarray, ul_loss_db: np.ndarray, stream_members: tuple[np.ndarray, ...], stream_bits: np.ndarray,
     upload_bits: np.ndarray, clients: np.ndarray, rng: np.random.Generator, labels: tuple[str, ...] = (),
-    los: np.ndarray | None = None,
+    los: np.ndarray | None = None, interference: tuple[FadedInterference, FadedInterference] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, tuple[StreamDelivery, ...]]:
     """Stream and upload durations (s) over block fading of length ``channel.block_s``, and each stream's
     delivery (rate, repairs).
@@ -305,20 +323,27 @@ def block_durations(
     Downlink and uplink draws are independent (no TDD reciprocity across blocks).
     A transfer still unfinished after ``MAX_BLOCKS`` blocks is in outage and
     lasts ``inf``: it misses any deadline. ``los``: every user's LOS state (``k_factor``), None under log-distance.
+    ``interference``: every user's (downlink, uplink) faded interference (``topology.interference: faded``); the
+    losses are then the signal's alone, without the interference's rise.
     """
     block, fading = channel.block_s, channel.fading
     k = k_factor(channel, None if los is None else np.asarray(los)[clients])
     dl_snr = link_snr(channel, "dl", loss_db)[clients]
     ul_snr = link_snr(channel, "ul", ul_loss_db)[clients]
     labels = labels or tuple(str(s) for s in range(len(stream_members)))
+    dl_faded = ul_faded = None
+    if interference is not None:
+        dl_faded, ul_faded = (side.subset(clients) for side in interference)
     deliveries = tuple(
-        _stream_delivery(channel, label, float(bits), dl_snr[members], rng, link._users_k(k, members))
+        _stream_delivery(channel, label, float(bits), dl_snr[members], rng, link._users_k(k, members),
+                         link._users_interference(dl_faded, members))
         for label, bits, members in zip(labels, stream_bits.tolist(), stream_members)
     )
     streams = np.array([d.seconds for d in deliveries])
     uploads = link.transfer_time(
-        upload_bits, channel.uplink_bandwidth_hz * channel.time_share("ul"), ul_snr, rng, block, fading, k, link_model(channel, "ul"), MAX_BLOCKS,
-        subbands=channel.subbands,
+        upload_bits, channel.uplink_bandwidth_hz * channel.time_share("ul"), ul_snr, rng, block, fading, k, block_link(channel, "ul"), MAX_BLOCKS,
+        subbands=channel.subbands, interference=ul_faded,
     ).time_s
-    uploads = np.where(np.asarray(upload_bits) > 0, uploads + harq_tail_s(channel, "ul", ul_snr), uploads)
+    ul_sinr = ul_snr if ul_faded is None else ul_snr / (1.0 + ul_faded.mean)
+    uploads = np.where(np.asarray(upload_bits) > 0, uploads + harq_tail_s(channel, "ul", ul_sinr), uploads)
     return streams, np.asarray(uploads, dtype=float), deliveries

@@ -25,6 +25,7 @@ LINK_MODELS = ("shannon", "truncated_shannon", "nr")
 MULTICAST_POLICIES = ("worst_user", "coverage")
 UPLINK_ACCESS = ("orthogonal", "shared")
 DROPS = ("per_profile", "common")
+SUBBAND_MAPPINGS = ("mean", "eesm")
 NR_SPACINGS_KHZ = (15, 30, 60)
 
 
@@ -284,6 +285,7 @@ class PhysicalChannel:
     tdd_pattern: str | None = None
     tdd_special_symbols: tuple[int, int, int] = (10, 2, 2)
     subbands: int = 1
+    subband_mapping: str = "mean"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -331,8 +333,17 @@ class PhysicalChannel:
             raise ValueError("physical: give coherence_s or ue_speed_mps (which sets it from the Doppler shift), not both")
         if isinstance(self.subbands, bool) or not isinstance(self.subbands, int) or not 1 <= self.subbands <= 275:
             raise ValueError(f"physical.subbands must be a whole number in [1, 275] (1: flat fading over the carrier; at most its PRBs), got {self.subbands!r}")
+        if self.subband_mapping not in SUBBAND_MAPPINGS:
+            raise ValueError(
+                f"physical.subband_mapping must be one of {', '.join(repr(m) for m in SUBBAND_MAPPINGS)} "
+                f"(mean: each subband at its own efficiency; eesm: one MCS per transport block), got {self.subband_mapping!r}"
+            )
+        if self.subband_mapping == "eesm" and self.link != "nr":
+            raise ValueError(f"physical.subband_mapping 'eesm' needs link 'nr' (its beta is per NR MCS), got link {self.link!r}")
         if self.subbands > 1 and self.block_s is None:
             raise ValueError("physical.subbands > 1 needs block fading: set coherence_s or ue_speed_mps")
+        if self.topology is not None and self.topology.interference == "faded" and (self.block_s is None or self.fading == "none"):
+            raise ValueError("physical.topology.interference 'faded' needs block fading (set coherence_s or ue_speed_mps) and fading other than 'none'")
         if self.multicast == "coverage" and self.block_s is None:
             raise ValueError("physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps")
         if self.path_loss_model == "RMa" and self.carrier_ghz > 30.0:
@@ -391,6 +402,7 @@ class PhysicalChannel:
         else:
             speed = f" ({self.ue_speed_mps:g} m/s)" if self.coherence_s is None else ""
             held = f" in {1e3 * block:.3g} ms blocks{speed}" + (f" over {self.subbands} subbands" if self.subbands > 1 else "")
+            held += " (EESM)" if self.subbands > 1 and self.subband_mapping == "eesm" else ""
         link = {"shannon": "Shannon", "truncated_shannon": "TR 36.942 truncated Shannon"}.get(self.link)
         if self.link == "nr":
             nr = self.nr
@@ -406,7 +418,8 @@ class PhysicalChannel:
             t = self.topology
             cell = (
                 f"{t.num_sites} sites x {t.sectors} sector{'s' if t.sectors > 1 else ''} at {t.isd_m:g} m ISD"
-                f"{' with wraparound' if t.wraparound else ''}, neighbours at load {t.load:g}, users of "
+                f"{' with wraparound' if t.wraparound else ''}, neighbours at load {t.load:g}"
+                f"{' (interference faded per block)' if t.interference == 'faded' else ''}, users of "
                 + ("the centre site" if t.users == "center" else "every site")
             )
         return (
@@ -476,6 +489,8 @@ class PhysicalChannel:
         out["nr"] = None if self.nr is None else self.nr.to_dict()
         out["topology"] = None if self.topology is None else self.topology.to_dict()
         out["tdd_special_symbols"] = list(self.tdd_special_symbols)
+        if self.subband_mapping == "mean":  # the default is left out, so profiles written before it keep their fingerprint
+            del out["subband_mapping"]
         return out
 
 

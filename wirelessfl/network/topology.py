@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import pathloss
+from .interference import INTERFERENCE_MODELS, FadedInterference
 
 LAYOUTS = ("hexgrid",)
 TOPOLOGY_USERS = ("center", "all")
@@ -70,6 +71,7 @@ class Topology:
     load: float = 1.0
     users: str = "center"
     downtilt_deg: float = 12.0
+    interference: str = "mean"
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
@@ -82,6 +84,11 @@ class Topology:
             raise ValueError(f"physical.topology.wraparound must be true or false, got {self.wraparound!r}")
         if self.users not in TOPOLOGY_USERS:
             raise ValueError(f"physical.topology.users must be one of {', '.join(repr(x) for x in TOPOLOGY_USERS)}, got {self.users!r}")
+        if self.interference not in INTERFERENCE_MODELS:
+            raise ValueError(
+                f"physical.topology.interference must be one of {', '.join(repr(x) for x in INTERFERENCE_MODELS)} "
+                f"(mean: the neighbours' mean power; faded: drawn per fading block), got {self.interference!r}"
+            )
         for name in TOPOLOGY_RANGES:
             object.__setattr__(self, name, _number_in(name, getattr(self, name)))
 
@@ -98,7 +105,12 @@ class Topology:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Every field but ``interference`` at its default ``mean`` (left out, so a layout written before it existed
+        keeps its scenario's fingerprint and resumes)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.interference == "mean":
+            del out["interference"]
+        return out
 
     @property
     def num_sites(self) -> int:
@@ -235,6 +247,10 @@ class CellDrop:
     """``[users, sectors]``: path loss less antenna patterns (antenna gains and other losses not included)."""
     los: np.ndarray | None = None
     """Per user, the TR 38.901 LOS state of its link to its serving site (None under ``log_distance``)."""
+    dl_interference: FadedInterference | None = None
+    ul_interference: FadedInterference | None = None
+    """Per user, each direction's interference law when it fades (``interference.FadedInterference``, noise units):
+    its mean is the rise's, 10^(rise/10) - 1."""
 
 
 def geometry_sinr_db(coupling_loss_db: np.ndarray, tx_power_dbm: float, noise_dbm: float, load: float = 1.0,
@@ -286,6 +302,12 @@ def drop_federation(channel, topology: Topology, num_clients: int, rng: np.rando
     received_mw = 10.0 ** ((channel.radiated_dbm("ul") - backoff[:, None] - phone_cl) / 10.0)
     np.fill_diagonal(received_mw, 0.0)  # a sector's own phone is the user's turn, not interference
     ul_interference_mw = topology.load * received_mw.sum(axis=0)  # per receiving sector
+    dl_faded = ul_faded = None
+    if topology.interference == "faded":
+        heard = 10.0 ** ((dl_power - cl - dl_noise) / 10.0)  # [users, sectors], noise units
+        heard[np.arange(num_clients), serving] = 0.0
+        dl_faded = FadedInterference.from_powers(heard, topology.load)
+        ul_faded = FadedInterference.from_powers((received_mw / ul_noise_mw).T[serving], topology.load)
     return CellDrop(
         serving=serving,
         coupling_loss_db=own,
@@ -293,4 +315,6 @@ def drop_federation(channel, topology: Topology, num_clients: int, rng: np.rando
         ul_rise_db=10.0 * np.log10(1.0 + ul_interference_mw[serving] / ul_noise_mw),
         all_coupling_loss_db=cl,
         los=los,
+        dl_interference=dl_faded,
+        ul_interference=ul_faded,
     )

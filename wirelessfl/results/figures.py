@@ -373,6 +373,7 @@ def prepare_report(run_dir, target: float | None = None, last_rounds: int = 1) -
     if missing:
         notes.append(_static_note(directory, missing))
     from wirelessfl.results.energy import energy_summary_md
+    from wirelessfl.results.sampled import sample_section
     from wirelessfl.results.streams import previous_stream_section, read_diagnostics, stream_outputs
 
     html = None
@@ -383,7 +384,7 @@ def prepare_report(run_dir, target: float | None = None, last_rounds: int = 1) -
         if streams and KEPT_STREAMS_NOTE not in notes:
             notes.append(KEPT_STREAMS_NOTE)
     check_target(target)
-    sections = energy_summary_md(trace, target) + streams
+    sections = energy_summary_md(trace, target) + sample_section(trace) + streams
     summary = summary_markdown(
         trace, clients, str(trace["scenario"].iloc[0]), target, notes, sections, last_rounds,
         shares_draws(read_provenance(directory)),

@@ -33,3 +33,19 @@ def paired_difference(a: dict, b: dict, confidence: float = CONFIDENCE) -> tuple
     half-width of its Student-t interval (NaN under two shared seeds; the mean is NaN without any)."""
     diff = [a[s] - b[s] for s in a.keys() & b.keys() if not (math.isnan(a[s]) or math.isnan(b[s]))]
     return (float(np.mean(diff)) if diff else math.nan), interval_half_width(diff, confidence)
+
+
+def sample_mean_interval(values, population: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The ``confidence`` interval of a population's mean from a simple random sample of it drawn without
+    replacement (``values``, n of ``population`` N): ``mean -+ t(n-1) * sqrt((1 - n/N) * s^2 / n)``, with
+    ``s^2`` the sample variance (n - 1 in the denominator) and ``1 - n/N`` the finite-population correction
+    (Cochran, Sampling Techniques, 3rd ed., 1977, ch. 2: the unbiased
+    variance estimate v(mean) = (1 - f) s^2 / n of simple random sampling, f = n/N). ``n = N`` gives the exact mean with
+    zero width; NaN with fewer than two values."""
+    values = np.asarray(values, dtype=float)
+    n = len(values)
+    if n < 2 or n > population:
+        return math.nan, math.nan
+    mean = float(values.mean())
+    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * math.sqrt((1 - n / population) * np.var(values, ddof=1) / n))
+    return mean - half, mean + half

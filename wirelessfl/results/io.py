@@ -59,6 +59,11 @@ FIT_COLUMNS: tuple[str, ...] = ("fit_acc", "fit_loss")
 """Trace columns of a run with ``eval_train``: each client's model on its own training split (means over
 the training clients), the same measure for every method; NaN in rounds that were not evaluated."""
 
+SAMPLE_COLUMNS: tuple[str, ...] = ("avg_acc_lo", "avg_acc_hi", "evaluated_clients")
+"""Trace columns of a run with ``evaluation.clients`` (a sampled evaluation): the 95% interval of the mean
+client test accuracy that ``avg_acc`` estimates, and the training clients the round evaluated (all of them
+at the last round, where the interval has zero width); NaN in rounds that were not evaluated."""
+
 CLIENT_COLUMNS: tuple[str, ...] = (
     "scenario",
     "algorithm",

@@ -2,7 +2,7 @@
 
 A multicast under ``coverage: q`` runs at the rate the best ⌈q·n⌉ receivers decode and repairs
 the others by unicast; under ``worst_user`` it runs at the weakest receiver's rate and repairs
-nothing. ``streams_link.csv`` holds one row per stream of every round (``simulate.delivery_rows``);
+nothing. ``streams_link.csv`` holds one row per stream of every round (``run.rows.delivery_rows``);
 summary.md gets one line per physical profile.
 """
 

@@ -14,6 +14,7 @@ from typing import Any
 from wirelessfl.results.energy import energy_summary_md
 from wirelessfl.results.io import PROVENANCE_FILE, atomic_write_frame, atomic_write_json, shares_draws, write_trace
 from wirelessfl.results.links import outage_warnings, write_link_report
+from wirelessfl.results.sampled import sample_section
 from wirelessfl.results.streams import stream_report, stream_summary_md, write_stream_outputs
 from wirelessfl.results.tables import write_summary_md
 
@@ -78,7 +79,7 @@ def write_run_outputs(run_dir, scenario, result, elapsed: float, figures: str = 
 
         atomic_write_frame(run_dir / CLIENT_ROUNDS_FILE, rounds)
         notes.append(f"{CLIENT_ROUNDS_FILE}: per client and round, what the network did and what it cost (docs/results.md).")
-    sections = energy_summary_md(result.trace, scenario.target_accuracy) + sections
+    sections = energy_summary_md(result.trace, scenario.target_accuracy) + sample_section(result.trace) + sections
     figure_notes = [] if figures == "none" else write_figures(
         run_dir, result.trace, result.clients, image_format="png" if figures == "png" else None, client_rounds=rounds, target=scenario.target_accuracy
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from wirelessfl.algorithms.registry import SPECS
 from wirelessfl.results.intervals import CONFIDENCE, interval_half_width, paired_difference
 from wirelessfl.results.io import atomic_write_text, validate_clients, validate_trace
 
@@ -318,8 +319,9 @@ def fit_table(trace: pd.DataFrame, last_rounds: int = 1) -> pd.DataFrame:
     return stats[_KEYS + [c for name in columns + ["gap"] for c in (name, f"{name}_ci")]]
 
 
-REFERENCE_ALGORITHMS = frozenset({"oracle"})
-"""Algorithms that know the truth (the true groups): shown beside a contest, never its winner."""
+REFERENCE_ALGORITHMS = frozenset(name for name, spec in SPECS.items() if spec.knows_truth)
+"""Algorithms that know the truth (their declaration's ``knows_truth``: Oracle's true groups): shown beside a
+contest, never its winner."""
 
 
 def paired_ranking(trace: pd.DataFrame, last_rounds: int = 1, metric: str = "avg_acc") -> pd.DataFrame:

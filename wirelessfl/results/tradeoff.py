@@ -79,7 +79,10 @@ _PALETTE = qualitative.Plotly + qualitative.D3
 _LEARNING_PREFIXES = ("training.", "data.", "model.", "algorithms.")
 _LEARNING_FIELDS = ("seeds", "rounds", "eval_every", "target_accuracy")
 _STREAMS_AXIS = re.compile(r"^algorithms\.[^.]+\.streams$")
+STREAMS_COLUMN = "params.streams"
+"""The number of downlink streams k a curve sets (``sweep.csv``'s parameter columns)."""
 _STREAMS_VARIANT = re.compile(r"(?:^|\s)streams=(\S+)")
+"""k in a sweep table written before the parameter columns: read back from the ``variant`` text (the fallback)."""
 _AXIS_LABELS = {
     "rho": "ρ = T_ul / T_dl",
     "mu": "μ (compute-time rate, 1 / {unit})",
@@ -191,9 +194,13 @@ def _check(table: pd.DataFrame, axes: list[str], x, y, facet) -> tuple[str | Non
 
 
 def _k_value(row: pd.Series, k_axes: list[str]) -> str:
+    """The curve's stream count: a swept streams axis, else its ``params.streams`` column (a table written before
+    the parameter columns: the ``streams=`` of its variant text)."""
     for axis in k_axes:
         if row[axis] != _NA:
             return row[axis]
+    if STREAMS_COLUMN in row.index:
+        return _NA if pd.isna(row[STREAMS_COLUMN]) else _fmt_value(row[STREAMS_COLUMN])
     found = _STREAMS_VARIANT.search(str(row["variant"]) if not pd.isna(row["variant"]) else "")
     return found.group(1) if found else _NA
 
@@ -208,9 +215,12 @@ def _label(row: pd.Series, axes: list[str]) -> str:
     return label
 
 
-def _method(label: str) -> str:
-    """All fixed stream counts of one method are one method; ``streams=auto`` stays a method of its own."""
-    return " ".join(_STREAMS_VARIANT.sub(lambda m: m.group(0) if m.group(1) == "auto" else "", label).split())
+def _method(label: str, k: str) -> str:
+    """All fixed stream counts of one method are one method (its label without ``streams=<k>``, ``k`` the curve's
+    stream count); ``streams=auto`` stays a method of its own."""
+    if k in (_NA, "auto"):
+        return label
+    return " ".join(token for token in label.split() if token != f"streams={k}")
 
 
 def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
@@ -248,7 +258,7 @@ def seed_summary(table: pd.DataFrame, axes: list[str]) -> pd.DataFrame:
                 "base_profile": str(first["base_profile"]),
                 "profile": first["profile"],
                 "label": first["label"],
-                "method": _method(first["label"]),
+                "method": _method(first["label"], first["k"]),
                 "k": first["k"],
                 "time_unit": first["time_unit"],
                 "target": float(first["target"]),

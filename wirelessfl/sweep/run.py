@@ -184,7 +184,7 @@ def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
     run at once share the memory.
     """
     from wirelessfl.cost import check_run
-    from wirelessfl.simulate import build_units
+    from wirelessfl.run.build import build_units
 
     algorithm = [f"{a.key}={','.join(map(value_text, a.values))}" for a in plan.axes if a.kind == "algorithm"]
     todo = {task.key for task in pending(plan, sweep_dir)} if sweep_dir is not None else {u.key for u in plan.units}
@@ -383,6 +383,17 @@ def _point_columns(plan: SweepPlan, assignments: list[dict[str, Any]]) -> pd.Dat
     return pd.DataFrame({name: pd.Series(values).reset_index(drop=True) for name, values in columns.items()})
 
 
+PARAM_PREFIX = "params."
+"""Columns ``params.<key>``: the value of each parameter a curve's scenario sets (its params and its variant's),
+empty where it sets none: what reads a curve's parameters reads these, never the curve's name."""
+
+
+def _param_columns(params: list[dict[str, Any]]) -> pd.DataFrame:
+    """One typed ``params.<key>`` column per parameter any curve sets, in the order they first appear."""
+    keys = list(dict.fromkeys(key for given in params for key in given))
+    return pd.DataFrame({PARAM_PREFIX + key: _typed([given.get(key) for given in params]) for key in keys})
+
+
 def collect(
     plan: SweepPlan, sweep_dir: Path, outcomes: dict[str, Outcome], target: float | None = None
 ) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
@@ -393,13 +404,13 @@ def collect(
     from wirelessfl.results.io import read_trace
     from wirelessfl.results.tables import time_to_target
 
-    rows, assignments, traces, units = [], [], [], []
+    rows, assignments, params, traces, units = [], [], [], [], []
     for unit in plan.units:
         outcome = outcomes[unit.key]
         per_curve = plan.curve_axes(unit)
         sc = unit.scenario
         goal = float(sc.target_accuracy if target is None else target)
-        entries = [(a.name, v, c) for a in sc.algorithms for v, c, _ in a.expand()]
+        entries = [(a.name, v, c, p) for a in sc.algorithms for v, c, p in a.expand()]
         reached: dict[tuple[str, str, int], tuple[float, float]] = {}
         final: dict[tuple[str, str, int], dict[str, float]] = {}
         if outcome.status == "ok":
@@ -419,13 +430,14 @@ def collect(
                 }
             traces.append(_trace_with_axes(plan, unit, trace))
         for point in plan.profiles:
-            for algorithm, variant, curve in entries:
+            for algorithm, variant, curve, given in entries:
                 for seed in sc.seeds:
                     key = (point.name, curve, seed)
                     ok = outcome.status == "ok"
                     time, rounds = reached.get(key, (math.nan, math.nan))
                     metrics = final.get(key, {})
                     units.append(unit.key)
+                    params.append(given)
                     assignments.append(dict(point.assignment) | dict(unit.assignment) | dict(per_curve.get(curve, ())))
                     rows.append({
                         "base_profile": point.base, "profile": point.name, "curve": curve, "algorithm": algorithm,
@@ -434,7 +446,9 @@ def collect(
                         "time_unit": metrics.get("time_unit", point.time_unit), "rounds_to_target": float(rounds),
                         **{c: metrics.get(c, math.nan) for c in TABLE_COLUMNS[12:]},
                     })
-    table = pd.concat([_point_columns(plan, assignments), pd.DataFrame(rows, columns=list(TABLE_COLUMNS))], axis=1)
+    table = pd.concat(
+        [_point_columns(plan, assignments), pd.DataFrame(rows, columns=list(TABLE_COLUMNS)), _param_columns(params)], axis=1
+    )
     return table, (pd.concat(traces, ignore_index=True) if traces else pd.DataFrame()), units
 
 

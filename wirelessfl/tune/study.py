@@ -100,7 +100,7 @@ def check_tunable(scenario: Scenario) -> None:
             f"data.split: tuning scores trials on the validation split, which is empty here ({scenario.data.split}); "
             "give it a fraction, e.g. [0.6, 0.2, 0.2]"
         )
-    from wirelessfl.simulate import evaluated
+    from wirelessfl.run.evaluation import evaluated
 
     cfg = tune_config(scenario)
     rounds = cfg.rounds or scenario.rounds
@@ -403,7 +403,7 @@ def probe_seconds(scenario: Scenario) -> float:
     (training, validation, network), times the trial's rounds and seeds, plus one data and model build per trial."""
     import time
 
-    from wirelessfl.simulate import build_units
+    from wirelessfl.run.build import build_units
 
     run = all_curves_scenario(scenario)
     began = time.perf_counter()

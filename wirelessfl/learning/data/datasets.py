@@ -18,13 +18,13 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 
 import numpy as np
 import torch
 
+from wirelessfl.learning.data.catalog import DATASETS
 from wirelessfl.learning.data.data_files import (  # noqa: F401 (resolve_root and the constants are this module's API too)
     DEFAULT_ROOT,
     HOW_TO_GET,
@@ -89,22 +89,17 @@ class Pool:
         return x.to(torch.float32, copy=True).sub_(mean).div_(std)
 
 
-@dataclass(frozen=True)
-class DatasetInfo:
-    """A registered dataset: its loader, a one-line description and its options with defaults."""
-
-    name: str
-    description: str
-    options: Mapping[str, object]
-    loader: Callable[[Path, bool, dict], Pool] = field(repr=False)
+_LOADERS: dict[str, Callable[[Path, bool, dict], Pool]] = {}
+"""Each dataset's loader by name (its declaration: ``catalog.DATASETS``)."""
 
 
-DATASETS: dict[str, DatasetInfo] = {}
+def register_dataset(name: str):
+    """Decorator: ``loader`` loads the dataset ``catalog.DATASETS[name]`` declares."""
+    if name not in DATASETS:
+        raise ValueError(f"dataset {name!r} is not declared in wirelessfl.learning.data.catalog.DATASETS")
 
-
-def register_dataset(name: str, description: str, options: Mapping[str, object]):
     def decorate(loader: Callable[[Path, bool, dict], Pool]) -> Callable[[Path, bool, dict], Pool]:
-        DATASETS[name] = DatasetInfo(name, description, MappingProxyType(dict(options)), loader)
+        _LOADERS[name] = loader
         return loader
 
     return decorate
@@ -121,7 +116,7 @@ def load_pool(name: str, root: str | os.PathLike | None = None, download: bool =
         allowed = ", ".join(info.options) or "(none)"
         raise ValueError(f"data.options for dataset {name!r}: unknown option {unknown[0]!r}; allowed: {allowed}")
     resolved = {**info.options, **given}
-    return info.loader(resolve_root(root), bool(download), resolved)
+    return _LOADERS[name](resolve_root(root), bool(download), resolved)
 
 
 def channel_stats(x: torch.Tensor) -> tuple[tuple[float, ...], tuple[float, ...]]:
@@ -167,7 +162,7 @@ def _first_line(error: BaseException) -> str:
 # --- digits (embedded in scikit-learn) ---------------------------------------------------------
 
 
-@register_dataset("digits", "scikit-learn's embedded handwritten digits: 1,797 images, 8x8, 10 classes (offline default)", {})
+@register_dataset("digits")
 def _load_digits(root: Path, download: bool, options: dict) -> Pool:
     from sklearn.datasets import load_digits
 
@@ -208,7 +203,7 @@ def _idx_files(prefix: str = "") -> Callable[[str], list[str]]:
     return lambda split: idx_files(split, prefix)
 
 
-@register_dataset("mnist", "torchvision MNIST: 70,000 handwritten digits, 28x28, 10 classes", {"pool": ("train", "test")})
+@register_dataset("mnist")
 def _load_mnist(root: Path, download: bool, options: dict) -> Pool:
     from torchvision.datasets import MNIST
 
@@ -217,7 +212,7 @@ def _load_mnist(root: Path, download: bool, options: dict) -> Pool:
     return _pool(x, y, [c.split(" - ")[0] for c in classes])
 
 
-@register_dataset("fashion_mnist", "torchvision FashionMNIST: 70,000 clothing images, 28x28, 10 classes", {"pool": ("train", "test")})
+@register_dataset("fashion_mnist")
 def _load_fashion_mnist(root: Path, download: bool, options: dict) -> Pool:
     from torchvision.datasets import FashionMNIST
 
@@ -226,11 +221,7 @@ def _load_fashion_mnist(root: Path, download: bool, options: dict) -> Pool:
     return _pool(x, y, classes)
 
 
-@register_dataset(
-    "emnist",
-    "torchvision EMNIST (any split; offline only byclass 'test' exists: 116,323 images, 28x28, 62 classes); images made upright",
-    {"split": "byclass", "pool": ("train", "test")},
-)
+@register_dataset("emnist")
 def _load_emnist(root: Path, download: bool, options: dict) -> Pool:
     from torchvision.datasets import EMNIST
 
@@ -246,11 +237,7 @@ def _load_emnist(root: Path, download: bool, options: dict) -> Pool:
 # --- CIFAR-10 (original pickles or an ImageFolder copy) ------------------------------------------
 
 
-@register_dataset(
-    "cifar10",
-    "CIFAR-10: 60,000 colour images, 32x32, 10 classes; torchvision pickles at ROOT/cifar-10-batches-py or an ImageFolder copy at ROOT/cifar10-jpeg/{train,test}",
-    {"pool": ("train", "test")},
-)
+@register_dataset("cifar10")
 def _load_cifar10(root: Path, download: bool, options: dict) -> Pool:
     from torchvision.datasets import CIFAR10
 
@@ -279,11 +266,7 @@ def _load_cifar10(root: Path, download: bool, options: dict) -> Pool:
 # --- any ImageFolder ----------------------------------------------------------------------------
 
 
-@register_dataset(
-    "imagefolder",
-    "any torchvision ImageFolder tree (root/<class>/<image>); images resized to image_size, cached after the first decode",
-    {"path": ".", "pool": (".",), "image_size": 32, "channels": 3},
-)
+@register_dataset("imagefolder")
 def _load_imagefolder(root: Path, download: bool, options: dict) -> Pool:
     image_size, channels, path = options["image_size"], options["channels"], options["path"]
     if not isinstance(image_size, int) or isinstance(image_size, bool) or image_size < 1:
@@ -382,11 +365,7 @@ def _decode_images(paths: Sequence[str], image_size: int, channels: int, chunk: 
 # --- synthetic mixture (FedEM) -----------------------------------------------------------------
 
 
-@register_dataset(
-    "synthetic",
-    "FedEM's synthetic mixture: x ~ U[-1,1]^dim, y = round(sigmoid(<theta_m, x> + noise)) for a hidden component m; shape [N,1,1,dim], 2 classes",
-    {"num_samples": 100_000, "dim": 150, "components": 3, "noise": 0.1, "seed": 12345},
-)
+@register_dataset("synthetic")
 def _load_synthetic(root: Path, download: bool, options: dict) -> Pool:
     for key in ("num_samples", "dim", "components", "seed"):
         value = options[key]

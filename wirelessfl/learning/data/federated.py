@@ -16,16 +16,8 @@ import torch
 
 from wirelessfl.learning.data.datasets import Pool, load_pool
 from wirelessfl.learning.data.user_datasets import is_user_dataset, load_user_pool
-from wirelessfl.learning.data.partition import (
-    PartitionError,
-    SplitInput,
-    check_samples,
-    client_sizes,
-    combine_groups,
-    parse_steps,
-    run_shift,
-    run_splitter,
-)
+from wirelessfl.learning.data.catalog import PartitionError, check_samples, parse_steps
+from wirelessfl.learning.data.partition import SplitInput, client_sizes, combine_groups, run_shift, run_splitter
 
 SPLITS = ("train", "val", "test")
 

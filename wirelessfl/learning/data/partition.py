@@ -34,14 +34,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 import numpy as np
 import torch
 
+from wirelessfl.learning.data.catalog import PARTITIONERS, PartitionError, Step
 
-class PartitionError(ValueError):
-    """A partition cannot be built as asked; the message names the step, client or field."""
+
+
 
 
 @dataclass(frozen=True)
@@ -67,93 +67,23 @@ class GroupShift:
     defines_groups: bool = True
 
 
-@dataclass(frozen=True)
-class PartitionerInfo:
-    """A registered partitioner: ``kind`` is ``"splitter"`` or ``"shift"``.
-
-    A splitter's ``sizes`` says who decides the client sizes: ``"given"`` splitters are called as
-    ``function(step, pool, sizes, rng)`` and give client i exactly ``sizes[i]`` samples;
-    ``"outcome"`` splitters are called as ``function(step, pool, total, num_clients, rng)``, deal
-    ``total`` samples and let the split decide how many each client gets; ``"natural"`` splitters are
-    called as ``function(step, pool, num_clients)`` and give each client what the dataset says is its own.
-    """
-
-    name: str
-    kind: str
-    description: str
-    params: Mapping[str, object]
-    function: Callable = field(repr=False)
-    sizes: str = "given"
+_FUNCTIONS: dict[str, Callable] = {}
+"""Each partitioner's function by name (its declaration: ``catalog.PARTITIONERS``)."""
 
 
-PARTITIONERS: dict[str, PartitionerInfo] = {}
+def register_partitioner(name: str):
+    """Decorator: ``function`` carries out the partitioner ``catalog.PARTITIONERS[name]`` declares."""
+    if name not in PARTITIONERS:
+        raise ValueError(f"partitioner {name!r} is not declared in wirelessfl.learning.data.catalog.PARTITIONERS")
 
-
-def register_partitioner(name: str, kind: str, description: str, params: Mapping[str, object], sizes: str = "given"):
     def decorate(function: Callable) -> Callable:
-        PARTITIONERS[name] = PartitionerInfo(name, kind, description, MappingProxyType(dict(params)), function, sizes)
+        _FUNCTIONS[name] = function
         return function
 
     return decorate
 
 
-# --- steps ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Step:
-    """One validated partition step: its registry entry and its parameters with defaults filled in."""
-
-    index: int
-    info: PartitionerInfo
-    params: Mapping[str, object]
-
-    @property
-    def where(self) -> str:
-        return f"data.partition[{self.index}] ({self.info.name})"
-
-
-def parse_steps(steps: Sequence[Mapping]) -> tuple[Step, list[Step]]:
-    """Validate partition steps; return the splitter and the shifts (in the order given)."""
-    if isinstance(steps, Mapping) or not isinstance(steps, Sequence) or isinstance(steps, str):
-        raise PartitionError(f"data.partition must be a list of steps like {{'name': 'dirichlet', 'alpha': 0.4}}; got {steps!r}")
-    parsed: list[Step] = []
-    for index, step in enumerate(steps):
-        if not isinstance(step, Mapping) or "name" not in step:
-            raise PartitionError(f"data.partition[{index}] must be a mapping with a 'name'; got {step!r}")
-        name = step["name"]
-        if name not in PARTITIONERS:
-            raise PartitionError(f"data.partition[{index}].name must be one of: {', '.join(sorted(PARTITIONERS))}; got {name!r}")
-        info = PARTITIONERS[name]
-        unknown = sorted(set(step) - {"name"} - set(info.params))
-        if unknown:
-            allowed = ", ".join(info.params) or "(none)"
-            raise PartitionError(f"data.partition[{index}] ({name}): unknown parameter {unknown[0]!r}; allowed: {allowed}")
-        params = {**info.params, **{k: v for k, v in step.items() if k != "name"}}
-        parsed.append(Step(index, info, MappingProxyType(params)))
-    splitters = [s for s in parsed if s.info.kind == "splitter"]
-    if len(splitters) != 1:
-        names = ", ".join(n for n, i in sorted(PARTITIONERS.items()) if i.kind == "splitter")
-        found = ", ".join(s.info.name for s in splitters) or "none"
-        raise PartitionError(f"data.partition must contain exactly one sample splitter ({names}); got {len(splitters)}: {found}")
-    return splitters[0], [s for s in parsed if s.info.kind == "shift"]
-
-
 OUTCOME_DRAWS = 100
-
-
-def check_samples(splitter: Step, samples: Mapping) -> None:
-    """An ``outcome`` splitter decides the client sizes, so of ``data.samples`` only the total it deals means anything."""
-    if splitter.info.sizes == "natural" and dict(samples) != {"total": "all"}:
-        raise PartitionError(
-            f"{splitter.where}: every client gets all the samples of its client id, so data.samples must be "
-            f"{{total: all}} (the default); got {dict(samples)!r}"
-        )
-    if splitter.info.sizes == "outcome" and ("per_client" in samples or samples.get("distribution", "equal") != "equal"):
-        raise PartitionError(
-            f"{splitter.where}: client sizes are an outcome of this split, so data.samples must be {{total: N}} or "
-            f"{{total: all}} (how many pool samples it deals out); got {dict(samples)!r}"
-        )
 
 
 def run_splitter(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator, minimum: int = 1) -> list[np.ndarray]:
@@ -169,9 +99,9 @@ def run_splitter(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random
     if int(sizes.sum()) > len(pool.labels):
         raise PartitionError(f"data.samples asks for {int(sizes.sum())} samples in total but the dataset pool has only {len(pool.labels)}")
     if step.info.sizes == "given":
-        return step.info.function(step, pool, sizes, rng)
+        return _FUNCTIONS[step.info.name](step, pool, sizes, rng)
     if step.info.sizes == "natural":
-        clients = step.info.function(step, pool, len(sizes))
+        clients = _FUNCTIONS[step.info.name](step, pool, len(sizes))
         small = [client for client, taken in enumerate(clients) if len(taken) < minimum]
         if small:
             raise PartitionError(
@@ -181,7 +111,7 @@ def run_splitter(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random
         return clients
     best = 0
     for _ in range(OUTCOME_DRAWS):
-        clients = step.info.function(step, pool, int(sizes.sum()), len(sizes), rng)
+        clients = _FUNCTIONS[step.info.name](step, pool, int(sizes.sum()), len(sizes), rng)
         smallest = min(len(c) for c in clients)
         if smallest >= minimum:
             return clients
@@ -193,7 +123,7 @@ def run_splitter(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random
 
 
 def run_shift(step: Step, num_clients: int, input_shape: tuple[int, int, int], num_classes: int, rng: np.random.Generator) -> GroupShift:
-    return step.info.function(step, num_clients, input_shape, num_classes, rng)
+    return _FUNCTIONS[step.info.name](step, num_clients, input_shape, num_classes, rng)
 
 
 def combine_groups(shifts: Sequence[GroupShift], num_clients: int) -> np.ndarray:
@@ -289,25 +219,48 @@ def _is_int(value: object) -> bool:
 
 
 class ClassQueues:
-    """Shuffled pool indices per class; taking samples removes them, so no sample is given twice."""
+    """Shuffled pool indices per class; taking samples removes them, so no sample is given twice.
+
+    ``take`` only counts (clients take from the front of each queue in client order), and :meth:`dealt`
+    cuts every client's indices at once at the end: a per-client gather cost 100,000 clients seconds."""
 
     def __init__(self, labels: np.ndarray, num_classes: int, rng: np.random.Generator):
         order = rng.permutation(len(labels))
-        by_class = order[np.argsort(labels[order], kind="stable")]
-        bounds = np.searchsorted(labels[by_class], np.arange(num_classes + 1))
-        self.queues = [by_class[bounds[k] : bounds[k + 1]] for k in range(num_classes)]
+        self.by_class = order[np.argsort(labels[order], kind="stable")]
+        self.bounds = np.searchsorted(labels[self.by_class], np.arange(num_classes + 1))
+        self.lengths = np.diff(self.bounds)
         self.used = np.zeros(num_classes, dtype=np.int64)
+        self.takes: list[np.ndarray] = []
 
     @property
     def available(self) -> np.ndarray:
-        return np.array([len(q) for q in self.queues], dtype=np.int64) - self.used
+        return self.lengths - self.used
 
-    def take(self, counts: np.ndarray) -> np.ndarray:
-        parts = []
-        for k in np.flatnonzero(counts):
-            parts.append(self.queues[k][self.used[k] : self.used[k] + counts[k]])
-            self.used[k] += counts[k]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    def take(self, counts: np.ndarray) -> None:
+        """The next client takes ``counts[k]`` samples of each class k."""
+        counts = np.asarray(counts, dtype=np.int64)
+        self.used += counts
+        self.takes.append(counts)
+
+    def take_rows(self, counts: np.ndarray) -> None:
+        """Clients take the rows of ``counts`` ``[clients, classes]`` in turn (as many :meth:`take` calls)."""
+        counts = np.asarray(counts, dtype=np.int64)
+        self.used += counts.sum(axis=0)
+        self.takes.extend(counts)
+
+    def dealt(self) -> list[np.ndarray]:
+        """Each client's pool indices in the order taken: its classes ascending, each in queue order."""
+        if not self.takes:
+            return []
+        counts = np.stack(self.takes)  # [clients, classes]
+        clients, classes = counts.shape
+        per_class = counts.sum(axis=0)
+        starts = self.bounds[:-1]
+        # class k's first per_class[k] queue entries, owned by clients in turn (np.repeat over the client axis)
+        samples = np.concatenate([self.by_class[starts[k] : starts[k] + per_class[k]] for k in range(classes)])
+        owners = np.repeat(np.tile(np.arange(clients), classes), counts.T.ravel())
+        ordered = samples[np.argsort(owners, kind="stable")]
+        return np.split(ordered, np.cumsum(counts.sum(axis=1))[:-1])
 
 
 def _fill(wanted: np.ndarray, room: np.ndarray, allowed: np.ndarray, where: str, client: int) -> np.ndarray:
@@ -330,7 +283,7 @@ def _fill(wanted: np.ndarray, room: np.ndarray, allowed: np.ndarray, where: str,
     return take
 
 
-@register_partitioner("iid", "splitter", "uniform random split of the pool", {})
+@register_partitioner("iid")
 def _iid(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     order = rng.permutation(len(pool.labels))
     return np.split(order[: int(sizes.sum())], np.cumsum(sizes)[:-1])
@@ -356,12 +309,7 @@ def _group_by_owner(chosen: np.ndarray, owners: np.ndarray, num_clients: int) ->
     return np.split(chosen[order], np.cumsum(np.bincount(owners, minlength=num_clients))[:-1])
 
 
-@register_partitioner(
-    "dirichlet",
-    "splitter",
-    "label shift: client i's class proportions q_i ~ Dir(alpha); over: 'latent' splits synthetic's mixture components instead (FedEM)",
-    {"alpha": 0.4, "over": "label"},
-)
+@register_partitioner("dirichlet")
 def _dirichlet(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     alpha, over = _alpha(step), step.params["over"]
     if over == "label":
@@ -374,30 +322,74 @@ def _dirichlet(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.G
         raise PartitionError(f"{step.where}: over must be 'label' or 'latent'; got {over!r}")
     queues = ClassQueues(labels, num_classes, rng)
     proportions = rng.dirichlet(np.full(num_classes, float(alpha)), size=len(sizes))
-    clients = []
-    for client, size in enumerate(sizes):
+    client = 0
+    while client < len(sizes):
+        client += _draw_while_nothing_runs_out(queues, proportions[client:], sizes[client:], rng)
+        if client < len(sizes):
+            queues.take(_dirichlet_client(proportions[client], int(sizes[client]), queues.available, rng))
+            client += 1
+    return queues.dealt()
+
+
+#: Clients whose Dirichlet draws :func:`_draw_while_nothing_runs_out` makes in one call.
+DIRICHLET_BLOCK = 4096
+
+
+def _dirichlet_client(proportions: np.ndarray, size: int, room: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One client's class counts: multinomial draws with its proportions renormalised over the classes that
+    still have samples, until it has ``size`` (each pass either finishes or empties at least one class)."""
+    take = np.zeros(len(room), dtype=np.int64)
+    need = size
+    while need > 0:
+        has_room = room - take > 0
+        weights = proportions * has_room
+        if weights.sum() <= 0:  # q_i puts all its mass on emptied classes: fall back to what is left
+            weights = (room - take).astype(np.float64)
+        draw = np.minimum(rng.multinomial(need, weights / weights.sum()), room - take)
+        take += draw
+        need -= int(draw.sum())
+    return take
+
+
+def _draw_while_nothing_runs_out(queues: ClassQueues, proportions: np.ndarray, sizes: np.ndarray, rng: np.random.Generator) -> int:
+    """Deal the leading clients whose one multinomial draw fits the pool and leaves every class it may draw
+    from non-empty for the next client, in blocks of one vectorised draw; return how many were dealt.
+
+    Such a client's :func:`_dirichlet_client` is exactly one draw with the same weights, so the result and
+    the generator's state are those of the client-by-client loop: a block's draw is made from a copy of the
+    generator's state, and only the rows before the first client that does not fit are drawn again for real
+    (a multinomial row consumes the same random numbers alone or in a block)."""
+    dealt = 0
+    while dealt < len(sizes):
         room = queues.available
-        take = np.zeros(num_classes, dtype=np.int64)
-        need = int(size)
-        while need > 0:  # each pass either finishes or empties at least one class: at most num_classes passes
-            has_room = room - take > 0
-            weights = proportions[client] * has_room
-            if weights.sum() <= 0:  # q_i puts all its mass on emptied classes: fall back to what is left
-                weights = (room - take).astype(np.float64)
-            draw = np.minimum(rng.multinomial(need, weights / weights.sum()), room - take)
-            take += draw
-            need -= int(draw.sum())
-        clients.append(queues.take(take))
-    return clients
+        has_room = room > 0
+        rows = slice(dealt, min(len(sizes), dealt + DIRICHLET_BLOCK))
+        weights = proportions[rows] * has_room
+        totals = weights.sum(axis=1, keepdims=True)
+        usable = int(np.argmin(totals[:, 0] > 0)) if (totals[:, 0] <= 0).any() else len(totals)
+        if usable == 0:
+            return dealt
+        trial = np.random.Generator(type(rng.bit_generator)())
+        trial.bit_generator.state = rng.bit_generator.state
+        draws = trial.multinomial(sizes[rows][:usable], weights[:usable] / totals[:usable])
+        after = np.cumsum(draws, axis=0)
+        before = after - draws
+        fits = (after <= room).all(axis=1) & ((before < room) | ~has_room).all(axis=1)
+        count = int(np.argmin(fits)) if not fits.all() else usable
+        if count == usable and usable == rows.stop - rows.start:
+            rng.bit_generator.state = trial.bit_generator.state
+        elif count:
+            draws = rng.multinomial(sizes[rows][:count], weights[:count] / totals[:count])
+        if count == 0:
+            return dealt
+        queues.take_rows(draws[:count])
+        dealt += count
+        if count < rows.stop - rows.start:
+            return dealt
+    return dealt
 
 
-@register_partitioner(
-    "per_class_dirichlet",
-    "splitter",
-    "each class's samples divided among the clients by p_k ~ Dir(alpha) over the clients; client sizes are an outcome (FedEM)",
-    {"alpha": 0.4},
-    sizes="outcome",
-)
+@register_partitioner("per_class_dirichlet")
 def _per_class_dirichlet(step: Step, pool: SplitInput, total: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """FedEM's split (fedem-mixture-of-distributions.txt Sec. 5: "distributing samples with the same label
     across the clients according to a symmetric Dirichlet distribution with parameter 0.4, as in [65]").
@@ -443,7 +435,7 @@ def _even_counts(total: int, classes: np.ndarray, num_classes: int, rng: np.rand
     return counts
 
 
-@register_partitioner("shards", "splitter", "pathological split: each client holds exactly `classes` classes, in equal parts", {"classes": 2})
+@register_partitioner("shards")
 def _shards(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     classes, num_classes = step.params["classes"], pool.num_classes
     present, named = _present_classes(pool)
@@ -451,30 +443,33 @@ def _shards(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Gene
         raise PartitionError(f"{step.where}: classes must be an integer between 1 and {len(present)} ({named}); got {classes!r}")
     queues = ClassQueues(pool.labels, num_classes, rng)
     class_sets = _balanced_class_sets(len(sizes), present, classes, rng)
-    clients = []
-    for client, size in enumerate(sizes):
-        if size < classes:
-            raise PartitionError(f"{step.where}: client {client} has {size} samples, fewer than classes = {classes}")
+    # the only draws (the remainders' classes) do not depend on what the pool has left: draw them all first
+    wanted = np.stack([_even_counts(int(size), class_sets[client], num_classes, rng) for client, size in enumerate(sizes)])
+    start = min(_fitting_prefix(queues.available, wanted), int(np.argmax(sizes < classes)) if (sizes < classes).any() else len(sizes))
+    queues.take_rows(wanted[:start])
+    for client in range(start, len(sizes)):
+        if sizes[client] < classes:
+            raise PartitionError(f"{step.where}: client {client} has {sizes[client]} samples, fewer than classes = {classes}")
         allowed = np.zeros(num_classes, dtype=bool)
         allowed[class_sets[client]] = True
-        wanted = _even_counts(int(size), class_sets[client], num_classes, rng)
-        take = _fill(wanted, queues.available, allowed, step.where, client)
+        take = _fill(wanted[client], queues.available, allowed, step.where, client)
         if np.count_nonzero(take) != classes:
             raise PartitionError(
                 f"{step.where}: client {client} cannot get samples of all {classes} of its classes {sorted(class_sets[client].tolist())} "
                 f"(the pool has none left of some); ask for fewer samples in data.samples"
             )
-        clients.append(queues.take(take))
-    return clients
+        queues.take(take)
+    return queues.dealt()
 
 
-@register_partitioner(
-    "random_classes",
-    "splitter",
-    "each client holds `classes` randomly chosen classes; each class is dealt round-robin among its holders; client sizes are an outcome (PFLEGO)",
-    {"classes": 2},
-    sizes="outcome",
-)
+def _fitting_prefix(available: np.ndarray, wanted: np.ndarray) -> int:
+    """How many leading rows of ``wanted`` ``[clients, classes]`` the pool holds in full, taken in turn (those
+    clients' fills are their wanted counts, so they are dealt at once)."""
+    fits = (np.cumsum(wanted, axis=0) <= available).all(axis=1)
+    return len(fits) if fits.all() else int(np.argmin(fits))
+
+
+@register_partitioner("random_classes")
 def _random_classes(step: Step, pool: SplitInput, total: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
     """PFLEGO's degrees of personalization (pflego.txt Sec. 4.3): "each client has K randomly chosen classes"
     out of C, K = 2, C/2 or C.
@@ -509,12 +504,7 @@ def _random_classes(step: Step, pool: SplitInput, total: int, num_clients: int, 
     return _group_by_owner(chosen, owners, num_clients)
 
 
-@register_partitioner(
-    "majority",
-    "splitter",
-    "2 majority classes make exactly a fraction p of each client's data, the rest is sampled uniformly from the others (rest: even spreads it evenly)",
-    {"p": 0.8, "classes": 2, "rest": "sampled"},
-)
+@register_partitioner("majority")
 def _majority(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     """adaptive-expert-models.txt Sec. 4.2: "two majority classes ... make up a fraction p of the data samples
     of the client. The remainder fraction (1 - p) is sampled uniformly from the other 8 classes."
@@ -540,23 +530,31 @@ def _majority(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Ge
     class_sets = _balanced_class_sets(len(sizes), present, classes, rng)
     has_samples = np.zeros(num_classes, dtype=bool)
     has_samples[present] = True
-    clients = []
-    for client, size in enumerate(sizes):
+    majors, minors = [], []
+    for client, size in enumerate(sizes):  # every draw first, in the client-by-client order: none depends on the pool
         is_major = np.zeros(num_classes, dtype=bool)
         is_major[class_sets[client]] = True
-        is_minor = has_samples & ~is_major
-        minor_classes = np.flatnonzero(is_minor)
+        minor_classes = np.flatnonzero(has_samples & ~is_major)
         n_major = math.floor(p * int(size) + 0.5)
         n_minor = int(size) - n_major
-        major = _fill(_even_counts(n_major, class_sets[client], num_classes, rng), queues.available, is_major, step.where, client)
+        majors.append(_even_counts(n_major, class_sets[client], num_classes, rng))
         if rest == "even":
             wanted = _even_counts(n_minor, minor_classes, num_classes, rng)
         else:
             wanted = np.zeros(num_classes, dtype=np.int64)
             wanted[minor_classes] = rng.multinomial(n_minor, np.full(len(minor_classes), 1.0 / len(minor_classes)))
-        minor = _fill(wanted, queues.available - major, is_minor, step.where, client)
-        clients.append(queues.take(major + minor))
-    return clients
+        minors.append(wanted)
+    majors_wanted, minors_wanted = np.stack(majors), np.stack(minors)
+    start = _fitting_prefix(queues.available, majors_wanted + minors_wanted)
+    queues.take_rows(majors_wanted[:start] + minors_wanted[:start])
+    for client in range(start, len(sizes)):
+        is_major = np.zeros(num_classes, dtype=bool)
+        is_major[class_sets[client]] = True
+        is_minor = has_samples & ~is_major
+        major = _fill(majors_wanted[client], queues.available, is_major, step.where, client)
+        minor = _fill(minors_wanted[client], queues.available - major, is_minor, step.where, client)
+        queues.take(major + minor)
+    return queues.dealt()
 
 
 # --- shifts ------------------------------------------------------------------------------------
@@ -588,13 +586,7 @@ def rotate(x: torch.Tensor, angle: float) -> torch.Tensor:
     return tv_rotate(x, float(angle), interpolation=InterpolationMode.BILINEAR)
 
 
-@register_partitioner(
-    "natural",
-    "splitter",
-    "each client id of the dataset (a user loader's third array, e.g. FEMNIST's writer) is one client with all its samples",
-    {},
-    sizes="natural",
-)
+@register_partitioner("natural")
 def _natural(step: Step, pool: SplitInput, num_clients: int) -> list[np.ndarray]:
     if pool.client_ids is None:
         raise PartitionError(
@@ -608,12 +600,7 @@ def _natural(step: Step, pool: SplitInput, num_clients: int) -> list[np.ndarray]
     return np.split(order, np.cumsum(np.bincount(pool.client_ids, minlength=num_clients))[:-1])
 
 
-@register_partitioner(
-    "rotation",
-    "shift",
-    "covariate groups: clients of group g see images rotated by angles[g] (default 360*g/groups: 0/90/180/270 for 4)",
-    {"groups": 4, "angles": None, "assign": "blocks"},
-)
+@register_partitioner("rotation")
 def _rotation(step: Step, num_clients: int, input_shape: tuple[int, int, int], num_classes: int, rng: np.random.Generator) -> GroupShift:
     groups, assignment = _assign_groups(step, num_clients, rng)
     angles = step.params["angles"]
@@ -636,12 +623,7 @@ def _rotation(step: Step, num_clients: int, input_shape: tuple[int, int, int], n
     return GroupShift("rotation", assignment, groups, transform, f"rotation angles {angles}")
 
 
-@register_partitioner(
-    "label_permutation",
-    "shift",
-    "concept groups: clients of group g see labels mapped by a random permutation pi_g (group 0: identity)",
-    {"groups": 4, "assign": "blocks"},
-)
+@register_partitioner("label_permutation")
 def _label_permutation(step: Step, num_clients: int, input_shape: tuple[int, int, int], num_classes: int, rng: np.random.Generator) -> GroupShift:
     groups, assignment = _assign_groups(step, num_clients, rng)
     if groups > math.factorial(num_classes):
@@ -662,12 +644,7 @@ def _label_permutation(step: Step, num_clients: int, input_shape: tuple[int, int
     return GroupShift("label_permutation", assignment, groups, transform, detail)
 
 
-@register_partitioner(
-    "local_labels",
-    "shift",
-    "each client's labels re-indexed 0..K_i-1 in ascending class order (per-client label spaces, PFLEGO); no ground-truth groups",
-    {},
-)
+@register_partitioner("local_labels")
 def _local_labels(step: Step, num_clients: int, input_shape: tuple[int, int, int], num_classes: int, rng: np.random.Generator) -> GroupShift:
     """PFLEGO models client i's task with its own K_i outputs (pflego.txt §3.1: W_i is K_i x M): client i's
     k-th smallest class becomes label k. The model keeps ``num_classes`` outputs; a client uses its first K_i.

@@ -1,0 +1,159 @@
+"""Cost in proportion to participants: FedAvg with k = 100 LeNet-5 participants a round at N = 1,000 and 10,000.
+
+Every client holds 11 samples (EMNIST byclass when its files are there, else
+generated images of the same shape and classes), so the k participants' training
+is the same work at every N and only the population grows. Evaluation is
+sampled (``evaluation: {clients: 100}``), with the last round evaluating all N
+clients. Each N runs in its own child process (imports, the data, the run), which
+reports the round time (the unit's wall time over its trained rounds, their
+sampled evaluations and the last round's full one included), the whole run's
+phases, its CPU time, its peak RSS, and the cost
+preview's estimate of the run's time (``wirelessfl.cost.check_run``) beside the
+measured one. The parent prints them as ratios to N = 1,000.
+
+N = 100,000 needs 1.1 million samples (more than EMNIST's 116,323 offline
+images); the parent prints what the memory estimate says such a run needs
+instead of running it when that is over ``--limit-gb``.
+
+    PYTHONPATH=. python benchmarks/bench_population.py                    # N = 1,000 and 10,000
+    PYTHONPATH=. python benchmarks/bench_population.py --sizes 1000 10000 100000
+    PYTHONPATH=. python benchmarks/bench_population.py --child 10000      # one measurement, JSON out
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+PARTICIPANTS = 100
+SAMPLES_PER_CLIENT = 11
+ROUNDS = 3
+EMNIST_TEST = 116_323
+
+
+def generated(clients: int, seed: int = 0):
+    """A loader (``bench_population:generated``): uint8 28x28 images and 62 classes, EMNIST's shapes."""
+    rng = np.random.default_rng(seed)
+    n = clients * SAMPLES_PER_CLIENT
+    return rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8), rng.integers(0, 62, size=n)
+
+
+def scenario(clients: int, emnist: bool) -> dict:
+    data = (
+        {"dataset": "emnist", "options": {"split": "byclass", "pool": ["test"]}}
+        if emnist else {"dataset": "bench_population:generated", "options": {"clients": clients}}
+    )
+    return {
+        "name": f"population-{clients}",
+        "rounds": ROUNDS,
+        "device": "cpu",
+        "checkpoint_every": 1000,
+        "evaluation": {"clients": PARTICIPANTS},
+        "data": {**data, "clients": clients, "samples": {"per_client": SAMPLES_PER_CLIENT},
+                 "partition": [{"name": "dirichlet", "alpha": 0.4}]},
+        "model": {"name": "lenet5"},
+        "training": {"batch_size": 32, "lr": 0.05, "participation": PARTICIPANTS / clients},
+        "algorithms": [{"name": "fedavg"}],
+    }
+
+
+def emnist_fits(clients: int) -> bool:
+    """EMNIST byclass's offline test split is here and holds 11 samples for every client."""
+    from wirelessfl.learning.data.data_files import missing_dataset
+
+    enough = clients * SAMPLES_PER_CLIENT <= EMNIST_TEST
+    return enough and missing_dataset("emnist", None, False, {"split": "byclass", "pool": ["test"]}) is None
+
+
+def child(clients: int) -> dict:
+    """One run in this process (see the module docstring)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from wirelessfl.config import parse_scenario
+    from wirelessfl.cost import check_run
+    from wirelessfl.learning.data.federated import build_federated_data
+    from wirelessfl.simulate import simulate
+
+    emnist = emnist_fits(clients)
+    parsed = parse_scenario(scenario(clients, emnist))
+    cpu = time.process_time()
+    began = time.perf_counter()
+    data = build_federated_data(parsed.data_spec(), parsed.seeds[0])
+    build_s = time.perf_counter() - began
+    preview = check_run(parsed, data=data)
+    del data
+    result = simulate(parsed)
+    runtime = next(iter(result.runtime.values()))
+    phases = runtime["phases"]
+    return {
+        "clients": clients,
+        "data": "emnist" if emnist else "generated",
+        "build_s": build_s,
+        "round_s": runtime["wall_s"] / runtime["rounds"],
+        "run_s": sum(phases.values()),
+        "preview_s": preview.seconds,
+        "phases": phases,
+        "cpu_s": time.process_time() - cpu,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def needs(clients: int) -> float:
+    """GB the memory estimate gives a run at ``clients`` (data of the scenario's sizes, nothing allocated)."""
+    from wirelessfl.config import parse_scenario
+    from wirelessfl.cost import _workers
+    from wirelessfl.learning.data.federated import split_counts
+    from wirelessfl.learning.memory import SplitSizes, estimate_memory
+    from wirelessfl.learning.models import get_architecture
+    from wirelessfl.run.sampled_evaluation import CHUNK_CLIENTS
+
+    parsed = parse_scenario(scenario(1000, True))
+    train, val, test = split_counts(SAMPLES_PER_CLIENT, tuple(parsed.data.split))
+    sizes = SplitSizes(train=(train,) * clients, val=(val,) * clients, test=(test,) * clients)
+    t = parsed.training
+    arch = get_architecture("lenet5", (1, 28, 28), 62)
+    import torch
+
+    estimate = estimate_memory(arch, sizes, t.train_config(), [("fedavg", {})], participation=PARTICIPANTS / clients,
+                               rounds=ROUNDS, workers=_workers(torch.device("cpu")), eval_clients=CHUNK_CLIENTS)
+    pool = clients * SAMPLES_PER_CLIENT * (28 * 28 * 4 + 8)  # the loaded pool, normalised, beside the dealt copies
+    return (estimate.total + pool) / 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--limit-gb", type=float, default=3.0)
+    parser.add_argument("--child", type=int)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.child)))
+        return
+    runs = []
+    for clients in args.sizes:
+        need = needs(clients)
+        if need > args.limit_gb:
+            print(f"N = {clients:,}: not run; the memory estimate says about {need:.1f} GB (limit {args.limit_gb} GB)")
+            continue
+        out = subprocess.run([sys.executable, __file__, "--child", str(clients)], capture_output=True, text=True, check=True)
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        r = runs[-1]
+        print(f"N = {clients:,} ({r['data']}): round {r['round_s']:.2f} s, run {r['run_s']:.1f} s (preview {r['preview_s']:.1f} s, "
+              f"{r['preview_s'] / r['run_s']:.2f}x), data {r['build_s']:.1f} s, CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB, "
+              f"phases {', '.join(f'{k} {v:.1f}' for k, v in r['phases'].items())}", flush=True)
+    base = runs[0]
+    for r in runs[1:]:
+        print(f"N = {r['clients']:,} / N = {base['clients']:,}: round time x{r['round_s'] / base['round_s']:.2f}, "
+              f"run x{r['run_s'] / base['run_s']:.2f}, CPU x{r['cpu_s'] / base['cpu_s']:.2f}, peak RSS x{r['peak_rss_mb'] / base['peak_rss_mb']:.2f} "
+              f"(clients x{r['clients'] / base['clients']:.0f})")
+
+
+if __name__ == "__main__":
+    main()

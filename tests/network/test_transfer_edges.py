@@ -1,0 +1,122 @@
+"""Edges the mutation check found untested (issue 51, item 8): the multicast's extrapolated rest, a held-fading
+multicast in outage, a user without bandwidth, a round that ends exactly at its deadline, every NR carrier width."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from wirelessfl.network import NetworkModel, SystemProfile, link, nr
+from wirelessfl.seam import CommPlan, Stream
+
+
+def test_a_multicast_past_its_drawn_blocks_repairs_exactly_what_its_weak_receiver_missed():
+    """No fading, coverage q = 0.5 over receivers at SNR 3 and 15: every block goes at the strong one's rate
+    (B·log2(16) = 4 Mbit/s), so the weak one misses every bit. 10 blocks' worth of bits with 4 blocks drawn: the
+    rest is extrapolated, and the repair must still be the whole payload (bits / delivered · missed)."""
+    bits = 4e6 * 1e-3 * 10
+    sent = link.multicast_transfer(bits, 1e6, np.array([3.0, 15.0]), np.random.default_rng(0), 1e-3, fading="none",
+                                   policy="coverage", q=0.5, exact_blocks=4)
+    assert not sent.outage and sent.blocks == 10
+    assert sent.time_s == pytest.approx(bits / 4e6, rel=1e-12)
+    assert sent.repair_bits.tolist() == pytest.approx([bits, 0.0], rel=1e-12)
+
+
+def test_a_held_multicast_with_a_receiver_out_of_coverage_is_in_outage():
+    """One draw held for the stream, truncated Shannon: a receiver 20 dB below SINR_MIN has rate 0 at any
+    plausible gain, so the worst-user stream never ends."""
+    sent = link.multicast_transfer(1e6, 1e6, np.array([1e-3, 100.0]), np.random.default_rng(1), math.inf,
+                                   link="truncated_shannon", fading="none")
+    assert (sent.time_s, sent.blocks, sent.rate_bps, sent.outage) == (math.inf, 1, 0.0, True)
+    assert sent.repair_bits.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("coherence_s", [math.inf, 1e-3])
+def test_a_user_without_bandwidth_is_in_outage_and_one_without_bits_takes_no_time(coherence_s):
+    sent = link.transfer_time(np.array([1e5, 1e5, 0.0]), np.array([0.0, 1e6, 0.0]), np.array([10.0, 10.0, 10.0]),
+                              np.random.default_rng(2), coherence_s)
+    assert sent.time_s[0] == math.inf and sent.outage[0]
+    assert 0 < sent.time_s[1] < math.inf and not sent.outage[1]
+    assert sent.time_s[2] == 0.0 and not sent.outage[2]
+
+
+@pytest.mark.parametrize("schedule", ["phased", "pipelined"])
+@pytest.mark.parametrize("closed_form", [True, False])
+def test_computing_or_landing_exactly_at_the_deadline_counts_as_on_time(schedule, closed_form):
+    """One client, T_dl = 1, compute exactly 1 (mu = inf), an upload of rho = 1: it has the model at 1, has
+    computed at 2 and lands at 3. A deadline of 2 keeps it (its upload lands late); a deadline of 3 takes it."""
+    plan = CommPlan.broadcast([0], model_params=1)
+
+    def timing(deadline):
+        profile = SystemProfile.from_dict({"name": "edge", "rho": 1.0, "t_min": 1.0, "schedule": schedule, "deadline": deadline})
+        return NetworkModel(profile, 1, np.random.default_rng(0), closed_form=closed_form).time_round(plan, np.random.default_rng(0))
+
+    at_compute = timing(2.0)
+    assert at_compute.t_computed[0] == 2.0 and at_compute.t_uploaded[0] == 3.0 and at_compute.arrived == frozenset()
+    at_landing = timing(3.0)
+    assert at_landing.t_uploaded[0] == 3.0 and at_landing.arrived == frozenset({0}) and at_landing.t_end == 3.0
+
+
+TS38101_TABLE_5_3_2_1 = {
+    15: {5: 25, 10: 52, 15: 79, 20: 106, 25: 133, 30: 160, 40: 216, 50: 270},
+    30: {5: 11, 10: 24, 15: 38, 20: 51, 25: 65, 30: 78, 40: 106, 50: 133, 60: 162, 70: 189, 80: 217, 90: 245, 100: 273},
+    60: {10: 11, 15: 18, 20: 24, 25: 31, 30: 38, 40: 51, 50: 65, 60: 79, 70: 93, 80: 107, 90: 121, 100: 135},
+}
+"""TS 38.101-1 Table 5.3.2-1 (FR1 maximum transmission bandwidth N_RB), written out again here."""
+
+
+def test_every_nr_carrier_width_has_the_specs_prb_count():
+    assert sum(len(widths) for widths in TS38101_TABLE_5_3_2_1.values()) == 33
+    for spacing, widths in TS38101_TABLE_5_3_2_1.items():
+        for mhz, prbs in widths.items():
+            assert nr.prbs_for(mhz * 1e6, spacing) == prbs, (spacing, mhz)
+    assert nr.PRBS_PER_CARRIER == TS38101_TABLE_5_3_2_1
+
+
+@pytest.mark.parametrize("record_events", [True, False])
+def test_under_tdd_the_base_station_goes_ahead_of_an_upload_queued_before_its_stream(record_events):
+    """Pipelined TDD, three one-model streams a -> {0}, b -> {1}, c -> {2} (0-1, 1-2, 2-3), compute 0.5, rho = 1.
+    Client 0 has computed at 1.5 and waits for the medium during b; when b ends at 2 the base station takes it for
+    c (2-3) although the upload asked first, so uploads run 3-4, 4-5, 5-6 (SimPy and the closed form)."""
+    plan = CommPlan(streams=(Stream(1.0, {0}, "a"), Stream(1.0, {1}, "b"), Stream(1.0, {2}, "c")),
+                    uplink={0: 1.0, 1: 1.0, 2: 1.0}, work={0: 1.0, 1: 1.0, 2: 1.0})
+    profile = SystemProfile.from_dict({"name": "tdd", "rho": 1.0, "t_min": 0.5, "schedule": "pipelined", "duplex": "tdd"})
+    timing = NetworkModel(profile, 3, np.random.default_rng(0), record_events=record_events).time_round(plan, np.random.default_rng(0))
+    assert dict(timing.t_received) == {0: 1.0, 1: 2.0, 2: 3.0}
+    assert dict(timing.t_uploaded) == {0: 4.0, 1: 5.0, 2: 6.0} and timing.t_end == 6.0
+
+
+def test_one_block_is_a_valid_cap_and_zero_is_one_line():
+    """``max_blocks = 1``: a transfer that fits in its first block finishes, one that needs two is in outage."""
+    sent = link.transfer_time(np.array([1e3, 1e6]), 1e6, 10.0, np.random.default_rng(0), 1e-3, fading="none", max_blocks=1)
+    assert sent.time_s[0] == pytest.approx(1e3 / (1e6 * math.log2(11.0)), rel=1e-12) and sent.time_s[1] == math.inf
+    assert sent.outage.tolist() == [False, True]
+    with pytest.raises(ValueError) as error:
+        link.transfer_time(1e3, 1e6, 10.0, np.random.default_rng(0), 1e-3, max_blocks=0)
+    assert str(error.value) == "max_blocks must be an integer >= 1, got 0"
+
+
+def test_a_multicast_to_one_receiver_is_its_unicast_and_one_past_its_cap_is_in_outage():
+    """No fading: one receiver at SNR 15 takes bits / (B·log2(16)); twice the bits the 5-block cap allows end in
+    outage with no rate and the blocks it used."""
+    one = link.multicast_transfer(4e3, 1e6, np.array([15.0]), np.random.default_rng(0), 1e-3, fading="none")
+    assert (one.time_s, one.blocks, one.outage) == (pytest.approx(1e-3), 1, False) and one.rate_bps == pytest.approx(4e6)
+    capped = link.multicast_transfer(4e4, 1e6, np.array([15.0, 15.0]), np.random.default_rng(0), 1e-3, fading="none", max_blocks=5)
+    assert (capped.time_s, capped.blocks, capped.rate_bps, capped.outage) == (math.inf, 5, 0.0, True)
+
+
+def test_harq_where_no_mcs_meets_the_target_counts_every_copy_as_failed():
+    """At a grid SINR with no usable MCS every copy fails: 1 + R transmissions, the TB lost (what a multicast's
+    HARQ tail reads at a weakest receiver in outage)."""
+    tbler = np.full((2, 3), 0.5)
+    first, transmissions, lost = nr.harq_statistics(tbler, np.array([-1, 1, 1]), 3, 0.1)
+    assert (first[0], transmissions[0], lost[0]) == (1.0, 4.0, 1.0)
+    assert transmissions[1] == 1.0 + 0.5 + 0.25 + 0.125 and lost[1] == 0.5**4
+
+
+def test_eesm_keeps_float32_sinrs_in_float32():
+    """The link's search runs in float32, as Sionna's EESM does; float64 SINRs stay float64."""
+    assert nr.eesm_sinr(np.array([1.0, 10.0], dtype=np.float32), 4.71).dtype == np.float32
+    assert nr.eesm_sinr(np.array([1.0, 10.0]), 4.71).dtype == np.float64

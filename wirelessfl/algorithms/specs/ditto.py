@@ -1,0 +1,22 @@
+"""Ditto (Li et al., ICML 2021): FedAvg's global model plus personal models pulled towards it."""
+
+from pydantic import Field
+
+from wirelessfl.algorithms.search_space import COMMON_SEARCH_SPACE, Param
+from wirelessfl.algorithms.spec import AlgorithmSpec, Params, finite
+
+
+class DittoParams(Params):
+    lambda_: finite(0.0) = Field(0.1, alias="lambda")
+    """The proximal pull of a personal model towards the global one (eq. 2)."""
+
+
+SPEC = AlgorithmSpec(
+    name="ditto",
+    paper="Li et al., ICML 2021",
+    description="FedAvg global model + per-client personal models trained with a proximal pull lambda towards it",
+    params=DittoParams,
+    implementation="wirelessfl.algorithms.ditto:Ditto",
+    search_space={**COMMON_SEARCH_SPACE, "lambda": Param.of(0.01, 0.1, 1.0, 2.0)},  # the paper's grid (§5)
+    levers=frozenset({"server_optimizer"}),
+)

@@ -1,0 +1,45 @@
+"""Making a seed's units: its data, its model, one engine, and one ``Unit`` per curve (x profile where needed).
+
+Building is cheap next to training and raises every configuration error the
+schema cannot see (a missing dataset, a bad hyper-parameter), so the doors into
+a run build the first seed's units before anything is written.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from wirelessfl.config import Scenario
+from wirelessfl.learning.data.federated import build_federated_data
+from wirelessfl.learning.lockstep import LockstepEngine
+from wirelessfl.learning.models import get_architecture
+from wirelessfl.learning.plugins import from_environment
+from wirelessfl.run.curves import curves_of, has_budgets, profiles_can_change_training
+from wirelessfl.run.unit import Unit
+
+
+def resolve_device(requested: str) -> torch.device:
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device: cuda was requested but torch sees no CUDA device; use auto or cpu")
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(requested)
+
+
+def build_units(
+    scenario: Scenario, seed: int, device: torch.device | None = None, per_profile: bool | None = None
+) -> list[Unit]:
+    """Data, model and one ``Unit`` per curve (x profile when training per profile) for ``seed``."""
+    dev = device if device is not None else resolve_device(scenario.device)
+    profiles = scenario.profiles()
+    budgets = has_budgets(scenario)
+    if per_profile is None:
+        per_profile = profiles_can_change_training(profiles, budgets=budgets)
+    data = build_federated_data(scenario.data_spec(), seed).to(dev)
+    arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
+    engine = LockstepEngine(arch, dev, accelerators=from_environment())
+    return [
+        Unit(scenario, curve, seed, data, engine, profile)
+        for curve in curves_of(scenario)
+        for profile in (profiles if per_profile or profiles_can_change_training(profiles, curve, budgets) else [None])
+    ]
