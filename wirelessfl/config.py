@@ -300,8 +300,37 @@ class AggregationConfig(_Strict):
         return OverTheAir(self.truncation_db, self.receiver_noise) if self.mode == "over_the_air" else None
 
 
+class ServerOptimizerConfig(_Strict):
+    """``server_optimizer:``: the server's step on the pseudo-gradient x - mean(uploads) (Reddi et al., ICLR 2021;
+    docs/levers.md)."""
+
+    name: Literal["sgd", "momentum", "adam", "yogi", "adagrad"] = Field(
+        ..., description="sgd (lr 1: FedAvg) | momentum (FedAvgM) | adam | yogi | adagrad"
+    )
+    lr: float = Field(..., gt=0, description="the server's rate eta")
+    momentum: float | None = Field(None, ge=0, lt=1, description="momentum: its coefficient (default 0.9)")
+    betas: list[Annotated[float, Field(ge=0, lt=1)]] | None = Field(
+        None, min_length=2, max_length=2, description="adam, yogi: (beta1, beta2) (default [0.9, 0.99])"
+    )
+    tau: float | None = Field(None, gt=0, description="adam, yogi, adagrad: the adaptivity tau (default 1e-3)")
+
+    @model_validator(mode="after")
+    def _fields_of_the_rule(self) -> ServerOptimizerConfig:
+        takers = {"momentum": ("momentum",), "betas": ("adam", "yogi"), "tau": ("adam", "yogi", "adagrad")}
+        for key, names in takers.items():
+            if getattr(self, key) is not None and self.name not in names:
+                raise ValueError(f"{key}: taken by {', '.join(names)} only, not {self.name}")
+        return self
+
+    def spec(self):
+        from wirelessfl.algorithms.server_optimizer import ServerOptimizer
+
+        given = {"momentum": self.momentum, "betas": None if self.betas is None else tuple(self.betas), "tau": self.tau}
+        return ServerOptimizer(self.name, self.lr, **{k: v for k, v in given.items() if v is not None})
+
+
 #: ``training:`` fields an algorithm may also set for itself (``algorithms[i].training``), beside the tunable ones
-PER_ALGORITHM_LEVERS = ("scheduling", "compression", "aggregation")
+PER_ALGORITHM_LEVERS = ("scheduling", "compression", "aggregation", "server_optimizer")
 
 
 class TrainingConfig(_Strict):
@@ -335,6 +364,9 @@ class TrainingConfig(_Strict):
     )
     aggregation: AggregationConfig | None = Field(
         None, description="digital or over_the_air aggregation of the uploads (docs/levers.md); none: digital"
+    )
+    server_optimizer: ServerOptimizerConfig | None = Field(
+        None, description="the server's step on x - mean(uploads): sgd, momentum, adam, yogi, adagrad (docs/levers.md); none: the mean"
     )
 
     @model_validator(mode="after")
@@ -1036,7 +1068,7 @@ def canonical(scenario: Scenario) -> dict[str, Any]:
 #: Top-level fields ``canonical`` leaves out at these values (they came after the first fingerprinted runs).
 _LEFT_OUT_AT_DEFAULT = (("tune", None), ("tuned_from", None), ("eval_last", 0), ("eval_train", False))
 #: ``training:`` fields ``canonical`` leaves out when null, for the same reason.
-TRAINING_LEFT_OUT_WHEN_NULL = ("lr_schedule", "scheduling", "compression", "aggregation")
+TRAINING_LEFT_OUT_WHEN_NULL = ("lr_schedule", "scheduling", "compression", "aggregation", "server_optimizer")
 
 
 def resolved(scenario: Scenario) -> dict[str, Any]:

@@ -32,3 +32,13 @@ def mlp_logits(arch, flat: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         if k < layers - 1:
             h = torch.relu(h)
     return h
+
+
+def documented_defaults(name: str) -> dict[str, str]:
+    """The ``| `param` | `default` |`` rows of ``docs/algorithms.md``'s section on ``name``, as written there."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "algorithms.md").read_text(encoding="utf-8")
+    section = text.split(f"## `{name}`", 1)[1].split("\n## ", 1)[0]
+    return dict(re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", section, re.M))

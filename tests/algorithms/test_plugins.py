@@ -210,4 +210,4 @@ def test_the_baselines_are_listed():
     result = runner.invoke(app, ["list"])
     assert result.exit_code == 0, result.output
     listed = {line.split("│")[1].strip() for line in result.output.splitlines() if line.count("│") == 3}
-    assert {"ditto", "fedprox", "fedrep", "scaffold"} <= listed
+    assert {"apfl", "ditto", "fedprox", "fedrep", "pfedme", "scaffold"} <= listed

@@ -81,7 +81,7 @@ def test_the_tune_block_adds_replaces_and_removes_and_fixed_params_are_not_searc
          "tune.algorithms: fedavg.training.lr: unknown key(s) step; allowed: low, high, log, or choices alone"),
         ({"algorithms": {"fedavg": {"training.local_epochs": {"choices": []}}}},
          "tune.algorithms: fedavg.training.local_epochs.choices: must be a non-empty list, got []"),
-        ({"algorithms": {"fedavgg": {}}}, "tune.algorithms: fedavgg: unknown algorithm; allowed: cfl, ditto, fedavg"),
+        ({"algorithms": {"fedavgg": {}}}, "tune.algorithms: fedavgg: unknown algorithm; allowed: apfl, cfl, ditto"),
         ({"algorithms": {"ucfl": {}}}, "tune.algorithms.ucfl: not an algorithm of this scenario; present: fedavg"),
         ({"trials": 0}, "tune.trials: Input should be greater than or equal to 1"),
         ({"budget": 3}, "tune.budget: unknown key"),

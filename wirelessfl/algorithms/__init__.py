@@ -8,7 +8,8 @@ below are loaded on first use (PEP 562 ``__getattr__``): what a plugin may use
 they are built from and report (``Context``, ``StepInfo``), the round's plan
 (``CommPlan``, ``Stream``), the engine's ``GradientCorrection`` and per-client
 ``ClientOptimizerState``, the seeded generators (``derive_seed``,
-``torch_generator``, ``numpy_generator``), the declaration types
+``torch_generator``, ``numpy_generator``), the round's batches step by step
+(``shuffle_schedule``), the declaration types
 (``AlgorithmSpec``, ``Params``, ``ClientBound``, ``Footprint``, ...) and
 ``Param`` / ``COMMON_SEARCH_SPACE`` for a search space. ``ALGORITHMS`` imports
 every built-in implementation.
@@ -33,6 +34,7 @@ _FROM = {
     "COMMON_SEARCH_SPACE": "wirelessfl.algorithms.search_space",
     "Param": "wirelessfl.algorithms.search_space",
     "GradientCorrection": "wirelessfl.learning.lockstep",
+    "shuffle_schedule": "wirelessfl.learning.lockstep",
     "CommPlan": "wirelessfl.seam",
     "Stream": "wirelessfl.seam",
 }

@@ -36,6 +36,7 @@ from wirelessfl.algorithms import registry
 from wirelessfl.algorithms.compression import Compression, Compressor
 from wirelessfl.algorithms.over_the_air import OverTheAir, analog_aggregate
 from wirelessfl.algorithms.scheduling import Scheduler, Scheduling
+from wirelessfl.algorithms.server_optimizer import ServerOptimizer, ServerOptimizerState
 from wirelessfl.algorithms.search_space import COMMON_SEARCH_SPACE, Param
 from wirelessfl.algorithms.spec import AlgorithmSpec, ParamError, Params, spec_from_hparams
 from wirelessfl.learning import optim
@@ -78,6 +79,8 @@ class Context:
     #: round's scheduled clients (who passed the truncation, the receiver's noise), set by the simulation
     over_the_air: OverTheAir | None = None
     analog: Callable[[int, np.ndarray], AnalogAggregation] | None = None
+    #: ``training.server_optimizer`` (docs/levers.md): the server's step on the pseudo-gradient; None: the average
+    server_optimizer: ServerOptimizer | None = None
 
     def training_clients(self) -> np.ndarray:
         """The clients that may take part in training (all but the held-out ones and those out of energy), sorted."""
@@ -164,8 +167,8 @@ class Algorithm(ABC):
     trains_as: ClassVar[str | None] = None
     #: The parameters that change only how a ``trains_as`` algorithm evaluates.
     evaluation_params: ClassVar[frozenset[str]] = frozenset()
-    #: The wireless levers this algorithm composes with ("scheduling", "compression"; docs/levers.md);
-    #: a scenario that sets another for it is refused in one line.
+    #: The levers this algorithm composes with ("scheduling", "compression", "aggregation", "server_optimizer";
+    #: docs/levers.md); a scenario that sets another for it is refused in one line.
     levers: ClassVar[frozenset[str]] = frozenset()
     params: Params
 
@@ -195,7 +198,11 @@ class Algorithm(ABC):
             raise ParamError(f"{self.name}: {key} {why}", self.name, key)
         self.params = self.spec.parse(hparams)
         self.optimizer_state = ClientOptimizerState(ctx)
-        for lever, given in (("scheduling", ctx.scheduling), ("compression", ctx.compression), ("aggregation", ctx.over_the_air)):
+        levers = (
+            ("scheduling", ctx.scheduling), ("compression", ctx.compression), ("aggregation", ctx.over_the_air),
+            ("server_optimizer", ctx.server_optimizer),
+        )
+        for lever, given in levers:
             if given is not None and lever not in self.levers:
                 takers = ", ".join(sorted(n for n, s in registry.SPECS.items() if lever in s.levers))
                 raise ParamError(f"{self.name}: training.{lever} does not apply to {self.name}; it applies to {takers}", self.name)
@@ -207,6 +214,7 @@ class Algorithm(ABC):
         self.compressor = (
             Compressor(ctx.compression, ctx.num_clients, ctx.arch.param_count) if ctx.compression is not None else None
         )
+        self.server_optimizer: ServerOptimizerState | None = None  # a MixingAlgorithm's, over its models
 
     @classmethod
     def uses_channel(cls, params: Mapping[str, Any]) -> bool:
@@ -318,6 +326,8 @@ class Algorithm(ABC):
             state["scheduler"] = self.scheduler.state_dict()
         if self.compressor is not None:
             state["compressor"] = self.compressor.state_dict()
+        if self.server_optimizer is not None:
+            state["server_optimizer"] = self.server_optimizer.state_dict()
         return state
 
     def load_lever_state(self, state: Mapping[str, Any]) -> None:
@@ -325,6 +335,8 @@ class Algorithm(ABC):
             self.scheduler.load_state_dict(state["scheduler"])
         if self.compressor is not None and "compressor" in state:
             self.compressor.load_state_dict(state["compressor"], self.ctx.device)
+        if self.server_optimizer is not None and "server_optimizer" in state:
+            self.server_optimizer.load_state_dict(state["server_optimizer"])
 
     def follow(self, trainer: Algorithm, round: int) -> None:
         """Take the state ``trainer`` (an instance of ``trains_as``) has after ``round``, in place of training."""
@@ -392,6 +404,8 @@ class MixingAlgorithm(Algorithm):
         self.models = init.clone()
         self.assignment = np.zeros(ctx.num_clients, dtype=np.int64)
         self.mixing = torch.as_tensor(ctx.sizes() / ctx.sizes().sum(), dtype=torch.float64)[None, :]
+        if ctx.server_optimizer is not None:
+            self.server_optimizer = ServerOptimizerState(ctx.server_optimizer, self.models)
 
     # -- plan ------------------------------------------------------------------
     def plan(self, round: int) -> CommPlan:
@@ -424,7 +438,8 @@ class MixingAlgorithm(Algorithm):
         if self.compressor is not None:
             trained = self.compressor.apply(members, received, trained, torch_generator(self.ctx.seed, round, "compression"))
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
-        start = self.models[0]
+        previous = self.models
+        start = previous[0]
         self.models = self.aggregate(uploads)
         extra: dict[str, Any] = {}
         if self.ctx.analog is not None:  # over the air: one stream (fedavg), its digital aggregate plus the receiver's noise
@@ -433,8 +448,16 @@ class MixingAlgorithm(Algorithm):
             noisy = analog_aggregate(self.models[0], start, uploads, weights, analog, torch_generator(self.ctx.seed, round, "over-the-air"))
             self.models = noisy[None, :]
             extra = {"truncated": len(analog.truncated), "noise_var": analog.noise_var}
+        self.models = self.server_update(previous, self.models, bool(uploads))
         self.record_uploads(round, members, received, uploads)
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra=extra)
+
+    def server_update(self, previous: torch.Tensor, averaged: torch.Tensor, arrived: bool) -> torch.Tensor:
+        """The new models: the average, or the ``training.server_optimizer`` step from ``previous`` on the
+        pseudo-gradient ``previous - averaged`` (no step when nothing ``arrived``)."""
+        if self.server_optimizer is None or not arrived:
+            return averaged
+        return self.server_optimizer.update(previous, averaged)
 
     def local_training(self, round: int, members: np.ndarray) -> tuple[torch.Tensor, float]:
         """Each member trains the stream it receives."""

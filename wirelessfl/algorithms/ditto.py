@@ -68,7 +68,7 @@ class Ditto(MixingAlgorithm):
         personal, loss = self.train_clients(round, members, self.personal[index], pull, self.personal_optimizer)
         self.personal[index] = personal
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
-        self.models = self.aggregate(uploads)
+        self.models = self.server_update(self.models, self.aggregate(uploads), bool(uploads))
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra={"global_train_loss": global_loss})
 
     def client_params(self) -> torch.Tensor:

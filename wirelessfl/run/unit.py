@@ -77,6 +77,7 @@ class Unit:
             uplink_channel=self.round_uplink_channel if self.network is not None and curve.schedules_by_channel else None,
             over_the_air=t.aggregation.spec() if t.aggregation is not None else None,
             analog=self.round_analog if self.network is not None and curve.over_the_air else None,
+            server_optimizer=t.server_optimizer.spec() if t.server_optimizer is not None else None,
         )
         kind = get_algorithm(curve.algorithm)
         with user_errors(kind, "__init__"):

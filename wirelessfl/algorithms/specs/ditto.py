@@ -18,4 +18,5 @@ SPEC = AlgorithmSpec(
     params=DittoParams,
     implementation="wirelessfl.algorithms.ditto:Ditto",
     search_space={**COMMON_SEARCH_SPACE, "lambda": Param.of(0.01, 0.1, 1.0, 2.0)},  # the paper's grid (§5)
+    levers=frozenset({"server_optimizer"}),
 )

@@ -21,5 +21,5 @@ SPEC = AlgorithmSpec(
     params=FedAvgParams,
     implementation="wirelessfl.algorithms.fedavg:FedAvg",
     footprint=footprint,
-    levers=frozenset({"scheduling", "compression", "aggregation"}),
+    levers=frozenset({"scheduling", "compression", "aggregation", "server_optimizer"}),
 )

@@ -27,5 +27,5 @@ SPEC = AlgorithmSpec(
     footprint=footprint,
     trains_as="fedavg",
     evaluation_params=frozenset({"finetune_epochs", "finetune_lr"}),
-    levers=frozenset({"scheduling", "compression", "aggregation"}),
+    levers=frozenset({"scheduling", "compression", "aggregation", "server_optimizer"}),
 )

@@ -16,5 +16,5 @@ SPEC = AlgorithmSpec(
     params=FedProxParams,
     implementation="wirelessfl.algorithms.fedprox:FedProx",
     search_space={**COMMON_SEARCH_SPACE, "mu": Param.of(0.001, 0.01, 0.1, 1.0)},  # the paper's grid (§5.3)
-    levers=frozenset({"scheduling", "compression"}),  # scheduled and compressed as FedAvg's uploads are (docs/levers.md)
+    levers=frozenset({"scheduling", "compression", "server_optimizer"}),  # FedAvg's uploads and server step (docs/levers.md)
 )

@@ -1,0 +1,131 @@
+"""APFL: each client mixes a personal model v_i with the global model w by a weight alpha_i.
+
+Deng, Kamani, Mahdavi, "Adaptive Personalized Federated Learning", arXiv:2003.13461,
+2020, Algorithm 1 (local descent APFL). Client i keeps v_i and alpha_i; its
+personalized model is
+
+    v_bar_i = alpha_i v_i + (1 - alpha_i) w.
+
+At every local step t, on the step's batch xi_t, a participant takes
+
+    w_i^t = w_i^{t-1} - eta grad f_i(w_i^{t-1}; xi_t)                      (FedAvg's local step)
+    v_i^t = v_i^{t-1} - eta alpha_i grad f_i(v_bar_i^{t-1}; xi_t)          (the chain rule through v_bar)
+
+and, with ``adaptive_alpha`` (§3.3, the alpha step),
+
+    alpha_i <- alpha_i - eta_alpha <v_i^{t-1} - w_i^{t-1}, grad f_i(v_bar_i^{t-1}; xi_t)>,
+
+clipped to [0, 1] (ours: v_bar stays a convex combination). The server
+averages the uploaded w_i as FedAvg does. Client i is evaluated with v_bar_i
+built on the current global model; a held-out client with the global model.
+
+How it is computed: the w_i are trained by the one lockstep call FedAvg makes
+(``train_clients``), so the global model is FedAvg's for every alpha, and
+alpha = 0 (v_bar = w) is FedAvg's trace exactly (tested through ``simulate``).
+The personal step needs w_i^{t-1} at every step, which one lockstep call does
+not expose, so a second pass retraces w_i step by step on the same batches
+(one-step engine calls with the same optimizer and state) beside v_i; the two
+w trajectories agree up to float rounding (the order of a batch's samples in
+the sum). Departures: v_i takes the paper's plain SGD step at the round's
+client rate whatever the scenario's optimizer, and the gradient at v_bar is
+taken in evaluation mode (no dropout).
+
+CommPlan: FedAvg's payload (w down, w up). Work 2: each local step is a
+training pass at w_i and another at v_bar_i (the alpha step is a dot product);
+the retracing pass is the simulator's, not the device's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, mean_finite, register, torch_generator
+from wirelessfl.algorithms.specs.apfl import SPEC
+from wirelessfl.learning.lockstep import shuffle_schedule
+from wirelessfl.seam import CommPlan
+
+
+@register
+class APFL(MixingAlgorithm):
+    """FedAvg's global model ``models``, personal models ``personal`` ``[m, P]`` and weights ``alpha`` ``[m]``."""
+
+    spec = SPEC
+
+    def __init__(self, ctx: Context, **hparams: Any) -> None:
+        super().__init__(ctx, **hparams)
+        self.personal = self.models.expand(ctx.num_clients, -1).clone()
+        self.alpha = torch.full((ctx.num_clients,), float(self.params.alpha), dtype=torch.float64)
+
+    def plan(self, round: int) -> CommPlan:
+        members = self.participants(round)
+        return CommPlan(
+            streams=self.streams_for(members),
+            uplink={int(i): 1.0 for i in members},
+            work={int(i): 2.0 for i in members},
+            model_params=self.ctx.arch.param_count,
+            label=self.name,
+        )
+
+    def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
+        members = self.participants(round)
+        start = self.received(members)
+        kept_state = self.optimizer_state.take(members)
+        trained, loss = self.train_clients(round, members, start)
+        grad_norm = self.personalize(round, members, start, kept_state)
+        uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
+        self.models = self.server_update(self.models, self.aggregate(uploads), bool(uploads))
+        extra = {"personal_grad_norm": grad_norm, "mean_alpha": float(self.alpha[self.ctx.training_clients()].mean())}
+        return StepInfo(train_loss=loss, aggregated=len(uploads), extra=extra)
+
+    def personalize(self, round: int, members: np.ndarray, start: torch.Tensor, kept_state: tuple | None) -> float:
+        """Retrace each member's w step by step on the round's batches and take the v (and alpha) steps beside it;
+        returns the mean norm of the gradients at v_bar."""
+        cfg, data = self.ctx.train, self.ctx.data
+        sizes = [len(data.clients[int(i)].y_train) for i in members]
+        batches = shuffle_schedule(sizes, cfg.batch_size, [float(cfg.epochs)] * len(members), torch_generator(self.ctx.seed, round, "train"))
+        index = torch.as_tensor(members, device=self.personal.device)
+        w, v, alpha = start.clone(), self.personal[index].clone(), self.alpha[members].clone()
+        one_step = replace(cfg, epochs=1)
+        state, norms = kept_state, []
+        for t in range(max((len(b) for b in batches), default=0)):
+            active = [r for r in range(len(members)) if t < len(batches[r])]
+            sets = []
+            for r, i in enumerate(members):
+                x, y = data.clients[int(i)].x_train, data.clients[int(i)].y_train
+                chosen = batches[r][t] if t < len(batches[r]) else torch.zeros(0, dtype=torch.long)  # done: no step
+                sets.append((x[chosen], y[chosen]))
+            rows = torch.as_tensor(active, device=w.device)
+            a = alpha[active].to(w.dtype)[:, None].to(w.device)
+            mixed = a * v[rows] + (1 - a) * w[rows]
+            grad = self.ctx.engine.full_gradient(mixed, [sets[r] for r in active])
+            norms.append(grad.norm(dim=1))
+            if self.params.adaptive_alpha:
+                slope = ((v[rows] - w[rows]) * grad).sum(1).double().cpu()
+                alpha[active] = (alpha[active] - float(self.params.alpha_lr) * slope).clamp(0.0, 1.0)
+            v[rows] = v[rows] - cfg.lr * a * grad
+            result = self.ctx.engine.train(w, sets, one_step, torch_generator(self.ctx.seed, round, "apfl-retrace", t), opt_state=state)
+            w, state = result.params, result.opt_state
+        self.personal[index] = v
+        self.alpha[members] = alpha
+        return mean_finite(torch.cat(norms)) if norms else float("nan")
+
+    def client_params(self) -> torch.Tensor:
+        alpha = self.alpha.to(self.models.dtype).to(self.models.device)[:, None]
+        params = alpha * self.personal + (1 - alpha) * self.models[0]
+        held_out = torch.as_tensor(np.asarray(self.ctx.held_out, dtype=np.int64), device=params.device)
+        if len(held_out):
+            params[held_out] = self.models[0]
+        return params
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "personal": self.personal.detach().cpu().clone(), "alpha": self.alpha.clone()}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self.personal = state["personal"].to(self.ctx.device).clone()
+        self.alpha = state["alpha"].to(torch.float64).clone()
