@@ -353,7 +353,7 @@ def test_validate_and_list(tmp_path):
     assert result.exit_code == 0
     ok = "ok e2e: digits, 4 clients, 2 rounds, 2 curves (fedavg, local), profiles: slow-ul-unreliable, wired, seeds [0]"
     assert result.output.strip().splitlines() == [
-        ok, "schema and dataset files checked; --build also builds the data, model and algorithms once",
+        ok, "schema, dataset files and data size checked; --build also builds the data, model and algorithms once",
     ]
     built = runner.invoke(app, ["validate", str(path), "--build"])
     assert built.exit_code == 0

@@ -12,7 +12,7 @@ A second family aims at sizes: every field a scenario sizes something with
 sizes, epochs, the cell's radius and powers, per-client counts) set at and
 beyond its range, to huge numbers, to wrong types. These run in a worker process
 under an address-space limit (``RLIMIT_AS``), with the available memory fixed
-(``cost.available_ram``), one example at a time with a time limit: an example
+(``learning.data.guard.available_ram``), one example at a time with a time limit: an example
 that allocates what the guards should have refused fails with a MemoryError
 instead of OOM-killing the machine, and one that does not answer in time fails
 as a hang. Examples are derandomized (the same ones every run); ``-m slow``
@@ -213,8 +213,8 @@ EXAMPLE_TIMEOUT_S = 240
 WORKER = f"""
 import json, os, resource, sys, tempfile
 resource.setrlimit(resource.RLIMIT_AS, ({ADDRESS_SPACE}, {ADDRESS_SPACE}))
-import wirelessfl.cost
-wirelessfl.cost.available_ram = lambda: {AVAILABLE}
+import wirelessfl.learning.data.guard
+wirelessfl.learning.data.guard.available_ram = lambda: {AVAILABLE}
 from typer.testing import CliRunner
 from wirelessfl.cli import app
 

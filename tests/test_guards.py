@@ -1,7 +1,7 @@
 """Every size a scenario controls is refused before it is allocated, in every command; nonsense is said in one line.
 
 The allocation cases run the command line in a child process under an address-space limit
-(``RLIMIT_AS``) and with the available memory fixed at 16 GB (``cost.available_ram``), so a regression
+(``RLIMIT_AS``) and with the available memory fixed at 16 GB (``learning.data.guard.available_ram``), so a regression
 fails with a MemoryError instead of driving the machine into its OOM killer, and the estimate's verdict
 does not depend on the machine's memory.
 """
@@ -23,6 +23,7 @@ import yaml
 from typer.testing import CliRunner
 
 import wirelessfl.cost as cost
+from wirelessfl.learning.data import guard as data_guard
 from wirelessfl import cli
 from wirelessfl.cli import app
 from wirelessfl.config import MAX_ROUNDS, parse_scenario
@@ -53,8 +54,8 @@ OK = {
 CHILD = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
-import wirelessfl.cost
-wirelessfl.cost.available_ram = lambda: {available}
+import wirelessfl.learning.data.guard
+wirelessfl.learning.data.guard.available_ram = lambda: {available}
 {body}
 """
 CLI_BODY = """
@@ -160,10 +161,10 @@ def test_check_data_refuses_before_anything_is_drawn(data, peak, pool, monkeypat
 def test_data_that_fits_is_built(monkeypatch):
     """The default synthetic pool (100,000 x 150) needs 16 x 1.5e7 + ... = 244 MB: it fits in 16 GB and is checked."""
     scenario = parse_scenario({**OK, "data": {"dataset": "synthetic", "clients": 3, "samples": {"per_client": 20}}})
-    size = cost.check_data(scenario, available=AVAILABLE)
+    size = data_guard.check_data(scenario, available=AVAILABLE)
     assert size.loading == 8 * 3 * 150 + 16 * 100_000 * 150 + 40 * 100_000
     with pytest.raises(ValueError, match=r"^memory: building the data needs about 244 MB at its peak .* but 300 MB is available"):
-        cost.check_data(scenario, available=300_000_000)
+        data_guard.check_data(scenario, available=300_000_000)
 
 
 # --------------------------------------------------------------------------- every door, under an address-space limit

@@ -14,7 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 import wirelessfl
-import wirelessfl.cost as cost
+from wirelessfl.learning.data import guard as data_guard
 from wirelessfl.cli import app
 
 runner = CliRunner()
@@ -46,7 +46,7 @@ def _cli_error(args) -> str:
 
 
 def test_the_memory_guard_refuses_through_the_python_api_as_through_the_cli(tmp_path, monkeypatch):
-    monkeypatch.setattr(cost, "available_ram", lambda: 1_000)  # not even the data (460 kB) fits
+    monkeypatch.setattr(data_guard, "available_ram", lambda: 1_000)  # not even the data (460 kB) fits
     path = _write(tmp_path)
     with pytest.raises(ValueError) as refused:
         wirelessfl.simulate(str(path), out=tmp_path / "api")

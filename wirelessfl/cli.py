@@ -121,7 +121,7 @@ def validate(
     if build:
         run_cost = _guard(_preflight, sc, scenario)
     else:
-        _guard(_check_dataset_files, sc, scenario)
+        _guard(_check_data, sc, scenario)
     curves = [curve for algo in sc.algorithms for _, curve, _ in algo.expand()]
     profiles = [p.name for p in sc.profiles()]
     console.print(
@@ -137,7 +137,7 @@ def validate(
         for line in run_cost.notes:
             _note(line)
     else:
-        console.print("schema and dataset files checked; --build also builds the data, model and algorithms once", highlight=False, soft_wrap=True)
+        console.print("schema, dataset files and data size checked; --build also builds the data, model and algorithms once", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -228,13 +228,19 @@ def _preflight(sc, source: Path):
     return check_new_run(sc, str(source))
 
 
-def _check_dataset_files(sc, source: Path) -> None:
-    """The dataset's files are where the scenario says (before torch is imported: the answer in a second)."""
+def _check_data(sc, source: Path) -> None:
+    """The dataset's files are where the scenario says, and the data alone fits in memory (both from the spec,
+    before torch is imported: the answer in a second)."""
     from wirelessfl.learning.data.data_files import missing_dataset
+    from wirelessfl.learning.data.guard import check_data
 
     missing = missing_dataset(sc.data.dataset, sc.data.root, sc.data.download, sc.data.options)
     if missing is not None:
         raise UserError(f"{source}: {missing}")
+    try:
+        check_data(sc)
+    except ValueError as err:
+        raise UserError(f"{source}: {err}") from None
 
 
 def _progress() -> Progress:

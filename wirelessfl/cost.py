@@ -1,7 +1,7 @@
 """What a run will cost on this machine, said (and refused when it cannot fit) before anything big is allocated.
 
 ``check_run(scenario)`` first refuses a scenario whose data alone would not
-fit (``check_data``: the loader's and the dealing's peak from the spec's sizes,
+fit (``learning.data.guard.check_data``, torch-free: the loader's and the dealing's peak from the spec's sizes,
 ``learning/data/sizes.py``, before a sample is loaded or drawn), then builds the
 first seed's data (sizes, input shape, classes), estimates the peak memory with
 :func:`wirelessfl.learning.memory.estimate_memory`, compares it with the memory
@@ -31,11 +31,12 @@ import torch
 from wirelessfl.algorithms.base import FORWARD_COST
 from wirelessfl.config import Scenario
 from wirelessfl.learning.data.federated import FederatedData, build_federated_data
-from wirelessfl.learning.data.sizes import DataSize, data_size
+from wirelessfl.learning.data import guard
+from wirelessfl.learning.data.guard import MEMORY_FRACTION, format_bytes
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.schedule import batch_width
 from wirelessfl.learning.workers import balanced_group, group_samples
-from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint, format_bytes
+from wirelessfl.learning.memory import MemoryEstimate, SplitSizes, estimate_memory, footprint
 from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.models import Architecture, get_architecture
 from wirelessfl.run.build import resolve_device
@@ -44,8 +45,6 @@ from wirelessfl.run.followers import following_curves
 from wirelessfl.run.keys import unit_keys
 from wirelessfl.run.sampled_evaluation import CHUNK_CLIENTS
 
-#: A run may use this fraction of the available memory; the rest is the safety margin.
-MEMORY_FRACTION = 0.8
 #: One-sample clients of the probe that times what a client costs an evaluation (runs of at least that many clients).
 EVAL_CLIENT_PROBE = 256
 
@@ -99,22 +98,7 @@ def available_memory(device: torch.device) -> int:
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
-    return available_ram()
-
-
-def available_ram() -> int:
-    """Available RAM, capped by a cgroup v2 limit (where the data is built, whatever the run's device)."""
-    import psutil
-
-    available = int(psutil.virtual_memory().available)
-    limit, current = Path("/sys/fs/cgroup/memory.max"), Path("/sys/fs/cgroup/memory.current")
-    try:
-        text = limit.read_text().strip()
-        if text != "max":
-            available = min(available, int(text) - int(current.read_text().strip()))
-    except (OSError, ValueError):
-        pass
-    return max(available, 0)
+    return guard.available_ram()  # looked up on the module: tests fix the memory there
 
 
 def _workers(device: torch.device) -> int:
@@ -161,23 +145,6 @@ def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.dev
         eval_clients=None if scenario.evaluation.clients == "all" else CHUNK_CLIENTS,
     )
     return estimate, arch
-
-
-def check_data(scenario: Scenario, available: int | None = None) -> DataSize | None:
-    """Refuse, in one ``ValueError`` line, a scenario whose data alone would not fit in ``MEMORY_FRACTION`` of the
-    available RAM (``available`` overrides it), from the spec's sizes, before any of the data is loaded or drawn.
-    None where the spec leaves the sizes to the loader (see :func:`wirelessfl.learning.data.sizes.data_size`)."""
-    d = scenario.data
-    size = data_size(d.dataset, d.root, d.options, d.clients, d.samples)
-    if size is None:
-        return None
-    free = available_ram() if available is None else int(available)
-    if size.peak > MEMORY_FRACTION * free:
-        raise ValueError(
-            f"memory: building the data needs about {format_bytes(size.peak)} at its peak ({size.describe()}) "
-            f"but {format_bytes(free)} is available and a run may use {MEMORY_FRACTION:.0%} of it; use {size.advice}"
-        )
-    return size
 
 
 def refusal(estimate: MemoryEstimate, available: int) -> str:
@@ -337,7 +304,7 @@ def check_run(
     """
     dev = resolve_device(device or scenario.device)
     if data is None:
-        check_data(scenario, available)
+        guard.check_data(scenario, available)
         data = build_federated_data(scenario.data_spec(), scenario.seeds[0])
     estimate, arch = estimate_scenario(scenario, data, dev)
     free = available_memory(dev) if available is None else int(available)
@@ -374,4 +341,4 @@ def compute_floor_notes(scenario: Scenario, num_clients: int, model_params: int)
     return tuple(line for line in lines if line is not None)
 
 
-__all__ = ["MEMORY_FRACTION", "RunCost", "Throughput", "available_memory", "available_ram", "check_data", "check_run", "compute_floor_notes", "estimate_seconds", "format_duration", "measure_throughput", "refusal"]
+__all__ = ["MEMORY_FRACTION", "RunCost", "Throughput", "available_memory", "check_run", "compute_floor_notes", "estimate_seconds", "format_duration", "measure_throughput", "refusal"]

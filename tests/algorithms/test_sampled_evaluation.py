@@ -11,7 +11,7 @@ from scipy import stats
 
 from wirelessfl.algorithms import get_algorithm
 from wirelessfl.algorithms.base import derive_seed
-from wirelessfl.config import ScenarioError, dump_scenario, parse_scenario, scenario_fingerprint
+from wirelessfl.config import ScenarioError, canonical, parse_scenario, scenario_fingerprint
 from wirelessfl.learning.lockstep import TrainConfig
 from wirelessfl.results.intervals import sample_mean_interval
 from wirelessfl.results.sampled import sample_section
@@ -40,7 +40,7 @@ def runs():
 def test_all_clients_is_todays_trace_and_fingerprint(runs):
     full, every, _ = runs
     pd.testing.assert_frame_equal(full, every)
-    assert "evaluation" not in dump_scenario(parse_scenario({**BASE, "evaluation": {"clients": "all"}}))
+    assert "evaluation" not in canonical(parse_scenario({**BASE, "evaluation": {"clients": "all"}}))
     assert scenario_fingerprint(parse_scenario(BASE)) == scenario_fingerprint(parse_scenario({**BASE, "evaluation": {}}))
 
 

@@ -12,12 +12,12 @@ import pytest
 from wirelessfl.algorithms.specs import BUILT_INS
 from wirelessfl.algorithms.specs.ucfl import sigma_groups
 from wirelessfl.algorithms.ucfl import UserCentricFL
+from wirelessfl.learning.data.guard import format_bytes
 from wirelessfl.learning.lockstep import TrainConfig
 from wirelessfl.learning.memory import (
     SplitSizes,
     activations,
     estimate_memory,
-    format_bytes,
     optimizer_rows,
 )
 from wirelessfl.learning.models import get_architecture

@@ -213,7 +213,8 @@ def test_the_memory_guard_leaves_a_user_loader_to_the_run_estimate(loaders):
     """Its size cannot be known before the loader runs: check_data says nothing (no crash), and check_run builds the
     data and measures it, so a run that does not fit is still refused before training."""
     from wirelessfl.config import parse_scenario
-    from wirelessfl.cost import check_data, check_run
+    from wirelessfl.cost import check_run
+    from wirelessfl.learning.data.guard import check_data
 
     scenario = parse_scenario({"name": "w", "rounds": 1, "device": "cpu", "model": {"name": "mlp"},
                                "data": {"dataset": f"{loaders}:load", "clients": 6, "partition": [{"name": "natural"}]},

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field, replace
 
 from wirelessfl.algorithms.registry import spec_of
 from wirelessfl.algorithms.spec import FLOAT, Footprint, FootprintInputs
+from wirelessfl.learning.data.guard import format_bytes
 from wirelessfl.learning.lockstep import EVAL_CHUNK, GROUP_MULTIPLE, TrainConfig
 from wirelessfl.learning.schedule import batch_width
 from wirelessfl.learning.workers import balanced_group
@@ -92,15 +93,6 @@ class MemoryEstimate:
         """``activations 18.1 GB, parameters 12.0 GB, ...``: the parts of at least ``min_share`` of the total, largest first."""
         shown = sorted(((v, k) for k, v in self.parts.items() if v > 0 and v >= min_share * self.total), reverse=True)
         return ", ".join(f"{name} {format_bytes(value)}" for value, name in shown)
-
-
-def format_bytes(value: float) -> str:
-    """``1.2 GB`` / ``340 MB`` / ``12 kB`` (decimal units)."""
-    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if value >= size:
-            number = value / size
-            return f"{number:.1f} {unit}" if number < 100 else f"{number:,.0f} {unit}"
-    return f"{int(value)} B"
 
 
 # --------------------------------------------------------------------------- the model's activations

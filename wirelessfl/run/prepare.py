@@ -23,7 +23,7 @@ from wirelessfl.learning.data.data_files import missing_dataset
 from wirelessfl.results.io import atomic_write_text, new_run_dir
 from wirelessfl.run.extend import extend_run
 from wirelessfl.run.folder import check_checkpoints, import_run_model
-from wirelessfl.run.preflight import preflight
+from wirelessfl.run.preflight import check_links, preflight
 
 
 class RunRefused(ValueError):
@@ -50,6 +50,7 @@ def check_new_run(scenario: Scenario, source: str | None = None, probe: bool = T
     missing = missing_dataset(scenario.data.dataset, scenario.data.root, scenario.data.download, scenario.data.options)
     if missing is not None:  # before torch is imported: the answer in a second, not after the whole stack loads
         raise RunRefused(f"{where}: {missing}")
+    check_links(scenario, where)  # before the cost preview, whose compute-floor note times a round on these links
     run_cost = check_cost(scenario, source, probe=probe)
     preflight(scenario, where)
     return run_cost
