@@ -47,7 +47,6 @@ import torch
 from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, mean_finite, register, torch_generator
 from wirelessfl.algorithms.specs.apfl import SPEC
 from wirelessfl.learning.lockstep import shuffle_schedule
-from wirelessfl.seam import CommPlan
 
 
 @register
@@ -61,15 +60,9 @@ class APFL(MixingAlgorithm):
         self.personal = self.models.expand(ctx.num_clients, -1).clone()
         self.alpha = torch.full((ctx.num_clients,), float(self.params.alpha), dtype=torch.float64)
 
-    def plan(self, round: int) -> CommPlan:
-        members = self.participants(round)
-        return CommPlan(
-            streams=self.streams_for(members),
-            uplink={int(i): 1.0 for i in members},
-            work={int(i): 2.0 for i in members},
-            model_params=self.ctx.arch.param_count,
-            label=self.name,
-        )
+    def client_work(self) -> float:
+        """Two passes a local step: one at w, one at the mixed model (the retracing pass is the simulator's, not the device's)."""
+        return 2.0
 
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)

@@ -413,10 +413,14 @@ class MixingAlgorithm(Algorithm):
         return CommPlan(
             streams=self.streams_for(members),
             uplink={int(i): self.upload_payload() for i in members},
-            work={int(i): 1.0 for i in members},
+            work={int(i): self.client_work() for i in members},
             model_params=self.ctx.arch.param_count,
             label=self.name,
         )
+
+    def client_work(self) -> float:
+        """One participant's local work in a round, relative to one training pass (the compute clock's factor)."""
+        return 1.0
 
     def upload_payload(self) -> float:
         """One client's upload in model units: 1.0, or its compressed size."""

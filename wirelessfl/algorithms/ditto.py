@@ -35,7 +35,6 @@ import torch
 from wirelessfl.algorithms.base import ClientOptimizerState, Context, MixingAlgorithm, StepInfo, register
 from wirelessfl.algorithms.specs.ditto import SPEC
 from wirelessfl.learning.lockstep import GradientCorrection
-from wirelessfl.seam import CommPlan
 
 
 @register
@@ -49,15 +48,9 @@ class Ditto(MixingAlgorithm):
         self.personal = self.models.expand(ctx.num_clients, -1).clone()
         self.personal_optimizer = ClientOptimizerState(ctx)
 
-    def plan(self, round: int) -> CommPlan:
-        members = self.participants(round)
-        return CommPlan(
-            streams=self.streams_for(members),
-            uplink={int(i): 1.0 for i in members},
-            work={int(i): 2.0 for i in members},
-            model_params=self.ctx.arch.param_count,
-            label=self.name,
-        )
+    def client_work(self) -> float:
+        """Two trainings a round: the global model's and the personal one's."""
+        return 2.0
 
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)

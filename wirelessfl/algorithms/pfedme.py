@@ -45,7 +45,6 @@ import torch
 from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, mean_finite, register, torch_generator
 from wirelessfl.algorithms.specs.pfedme import SPEC
 from wirelessfl.learning.lockstep import GradientCorrection, shuffle_schedule
-from wirelessfl.seam import CommPlan
 
 
 @register
@@ -58,16 +57,9 @@ class PFedMe(MixingAlgorithm):
         super().__init__(ctx, **hparams)
         self.personal = self.models.expand(ctx.num_clients, -1).clone()
 
-    def plan(self, round: int) -> CommPlan:
-        members = self.participants(round)
-        work = float(self.params.inner_steps)
-        return CommPlan(
-            streams=self.streams_for(members),
-            uplink={int(i): 1.0 for i in members},
-            work={int(i): work for i in members},
-            model_params=self.ctx.arch.param_count,
-            label=self.name,
-        )
+    def client_work(self) -> float:
+        """K inner steps per batch."""
+        return float(self.params.inner_steps)
 
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)
