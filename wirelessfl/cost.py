@@ -184,8 +184,8 @@ def measure_throughput(
     (call overhead). With ``eval_clients``, one more (warmed-up) call evaluates
     that many one-sample clients: its time per client is what a client costs an
     evaluation beside its samples. At 10,000 clients of a few samples that cost,
-    not the forward passes, is the evaluation, and leaving it out is why the
-    preview once said 39 s for a 190 s round (issue 54).
+    not the forward passes, is the evaluation, and leaving it out made the
+    preview say 39 s for a 10,000-client round that took 190 s.
     """
     began = time.perf_counter()
     generator = torch.Generator().manual_seed(0)

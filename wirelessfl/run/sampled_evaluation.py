@@ -2,7 +2,7 @@
 
 Evaluating every client's own model on its own splits each round costs in
 proportion to the population, not to the round's participants: at 1,000 EMNIST
-clients it was 97% of a FedAvg run with 10 participants a round (issue 54). A
+clients, 10 participants a round, a 3-round FedAvg run spent 112 s evaluating and 3 s training. A
 sample of n clients estimates the mean client accuracy with a 95% interval
 (``results.intervals.sample_mean_interval``, with the finite-population
 correction); the last round is evaluated in full, so the final accuracies, the
