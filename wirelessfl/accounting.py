@@ -109,6 +109,8 @@ def account(
         flat = join(parts) if parts else flat
     else:
         arrivals = [timing.arrived for _, timing in priced]
+        if any(timing.t_next is not None for _, timing in priced):
+            arrivals = job_arrivals([timing for _, timing in priced])
     energy = flat.energy_j
     spent = np.zeros(n)
     cumulative = 0.0
@@ -159,6 +161,21 @@ def _round_columns(activity: RoundActivity) -> dict[str, float]:
         "energy_rx_j": float(activity.rx_j.sum()),
         "energy_idle_j": float(activity.idle_j.sum()),
     }
+
+
+def job_arrivals(timings: list[RoundTiming]) -> list[frozenset[int]]:
+    """Per round, its participants whose upload the server took, in that round or a later one (buffered
+    asynchronous aggregation: ``arrived`` names the uploads a round's aggregation takes, which may have been sent
+    in earlier rounds; a client is dispatched again only after its upload was taken). An upload still in flight
+    when the run ends is not taken."""
+    later: set[int] = set()
+    out: list[frozenset[int]] = []
+    for timing in reversed(timings):
+        later |= timing.arrived
+        sent = set(timing.t_computed)
+        out.append(frozenset(sent & later))
+        later -= sent
+    return out[::-1]
 
 
 CLIENT_ROUND_COLUMNS = (

@@ -271,14 +271,25 @@ class CompressionConfig(_Strict):
 
 
 class AggregationConfig(_Strict):
-    """``aggregation:``: how the uploads reach the server: ``digital`` (each its own upload) or ``over_the_air``
-    (all at once in analog, summed by the channel; docs/levers.md)."""
+    """``aggregation:``: how the uploads reach the server: ``digital`` (each its own upload), ``over_the_air``
+    (all at once in analog, summed by the channel) or ``async`` (buffered asynchronous aggregation; docs/levers.md)."""
 
-    mode: Literal["digital", "over_the_air"] = Field(..., description="digital | over_the_air (analog sum on a physical uplink)")
+    mode: Literal["digital", "over_the_air", "async"] = Field(
+        ..., description="digital | over_the_air (analog sum on a physical uplink) | async (aggregate every buffer uploads)"
+    )
     truncation_db: float | None = Field(
         None, description="over_the_air: devices whose instantaneous uplink SNR at full power is below this (dB) sit the round out; none: no truncation"
     )
     receiver_noise: bool = Field(True, description="over_the_air: the receiver adds its noise (false: a noiseless receiver, infinite SNR)")
+    buffer: int | None = Field(
+        None, description="async: the server aggregates once this many uploads have landed (1 to the clients of a round)"
+    )
+    staleness: Literal["constant", "polynomial", "hinge"] | None = Field(
+        None, description="async: weight of an update that missed sigma aggregations: constant 1 | polynomial (sigma+1)^-a | hinge (default constant)"
+    )
+    a: float | None = Field(None, description="async, polynomial and hinge: the decay a > 0")
+    b: int | None = Field(None, description="async, hinge: the aggregations an update may miss at full weight, b >= 0")
+    alpha: float | None = Field(None, description="async: the server's mixing rate in (0, 1] (default 1)")
 
     @field_validator("truncation_db")
     @classmethod
@@ -287,17 +298,69 @@ class AggregationConfig(_Strict):
             raise ValueError(f"must be a finite number of dB (leave it out for no truncation), got {value}")
         return value
 
+    @field_validator("buffer")
+    @classmethod
+    def _positive_buffer(cls, value: int | None) -> int | None:
+        if value is not None and value < 1:
+            raise ValueError(f"must be at least 1 upload, got {value}")
+        return value
+
+    @field_validator("a")
+    @classmethod
+    def _positive_decay(cls, value: float | None) -> float | None:
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"must be a finite decay > 0, got {value}")
+        return value
+
+    @field_validator("b")
+    @classmethod
+    def _non_negative_hinge(cls, value: int | None) -> int | None:
+        if value is not None and value < 0:
+            raise ValueError(f"must be a number of aggregations >= 0, got {value}")
+        return value
+
+    @field_validator("alpha")
+    @classmethod
+    def _mixing_rate(cls, value: float | None) -> float | None:
+        if value is not None and not 0 < value <= 1:
+            raise ValueError(f"must be in (0, 1] (the server's mixing rate), got {value}")
+        return value
+
     @model_validator(mode="after")
     def _fields_of_the_mode(self) -> AggregationConfig:
-        if self.mode == "digital" and (self.truncation_db is not None or not self.receiver_noise):
+        if self.mode != "over_the_air" and (self.truncation_db is not None or not self.receiver_noise):
             raise ValueError("truncation_db and receiver_noise: only mode: over_the_air takes them")
+        given = [k for k in ("buffer", "staleness", "a", "b", "alpha") if getattr(self, k) is not None]
+        if self.mode != "async":
+            if given:
+                raise ValueError(f"{', '.join(given)}: only mode: async takes {'it' if len(given) == 1 else 'them'}")
+            return self
+        if self.buffer is None:
+            raise ValueError("async needs buffer: (how many uploads the server waits for, at least 1)")
+        rule = self.staleness or "constant"
+        if rule in ("polynomial", "hinge") and self.a is None:
+            raise ValueError(f"staleness {rule} needs a: (the decay, > 0)")
+        if rule != "hinge" and self.b is not None:
+            raise ValueError(f"b: only staleness: hinge takes b, not {rule}")
+        if rule == "hinge" and self.b is None:
+            raise ValueError("staleness hinge needs b: (the aggregations an update may miss at full weight, >= 0)")
+        if rule == "constant" and self.a is not None:
+            raise ValueError("a: only staleness polynomial and hinge take a, not constant")
         return self
 
     def spec(self):
-        """The learning side's ``OverTheAir``; None for digital aggregation (today's)."""
+        """The learning side's ``OverTheAir``; None for digital and async aggregation."""
         from wirelessfl.algorithms.over_the_air import OverTheAir
 
         return OverTheAir(self.truncation_db, self.receiver_noise) if self.mode == "over_the_air" else None
+
+    def async_spec(self):
+        """The learning side's ``Asynchronous``; None unless ``mode: async``."""
+        from wirelessfl.algorithms.asynchronous import Asynchronous
+
+        if self.mode != "async":
+            return None
+        return Asynchronous(self.buffer, self.staleness or "constant", self.a, self.b, 1.0 if self.alpha is None else self.alpha)
 
 
 class ServerOptimizerConfig(_Strict):
@@ -712,6 +775,7 @@ class Scenario(_Strict):
             _levers_apply(index, algo, self.training_for(algo.training))
         for where, training in places:
             _over_the_air_fits(where, training, self.profiles())
+            _async_fits(where, training, self)
             scheduling = training.scheduling
             if scheduling is None:
                 continue
@@ -1038,6 +1102,41 @@ def _over_the_air_fits(where: str, training: TrainingConfig, profiles: list) -> 
             )
         if profile.deadline is not None:
             raise ValueError(f"{field_}: over_the_air transmits every update together; {named} sets a deadline, which it does not model")
+
+
+def _async_fits(where: str, training: TrainingConfig, scenario: Scenario) -> None:
+    """Buffered asynchronous aggregation waits for ``buffer`` uploads of the clients in flight (the round's
+    participants), keeps every idle client busy and makes its own server step, so it takes no scheduling,
+    compression, server optimizer, deadline or battery budget (none of them is modelled with it)."""
+    aggregation = training.aggregation
+    if aggregation is None or aggregation.mode != "async":
+        return
+    m = scenario.data.clients
+    if aggregation.buffer > m:
+        raise ValueError(f"{where}.aggregation.buffer: {aggregation.buffer} is more than the clients (data.clients = {m}); at most {m}")
+    held_out = min(m - 1, int(math.floor(training.unseen_fraction * m + 0.5))) if training.unseen_fraction > 0 else 0
+    pool = m - held_out
+    in_flight = pool if training.participation >= 1 else max(1, int(math.floor(training.participation * pool + 0.5)))
+    if aggregation.buffer > in_flight:
+        raise ValueError(
+            f"{where}.aggregation.buffer: {aggregation.buffer} is more than the clients of a round ({in_flight}: participation "
+            f"{training.participation:g} of {pool} training clients); at most {in_flight}"
+        )
+    field_ = f"{where}.aggregation.mode"
+    for lever, why in (
+        ("scheduling", "dispatches every idle client as soon as its update is taken"),
+        ("compression", "sends each update uncompressed (compression with async is not built)"),
+        ("server_optimizer", "makes its own server step (alpha)"),
+    ):
+        if getattr(training, lever) is not None:
+            raise ValueError(f"{field_}: async {why}; remove {where}.{lever}")
+    energies = scenario.energy_profiles()
+    for index, profile in enumerate(scenario.profiles()):
+        named = f"networks[{index}] ({profile.name!r})"
+        if profile.deadline is not None:
+            raise ValueError(f"{field_}: async has no round deadline (the buffer ends a round); {named} sets a deadline")
+        if energies[profile.name].has_budget:
+            raise ValueError(f"{field_}: async with battery budgets is not modelled; {named} sets a budget")
 
 
 def canonical(scenario: Scenario) -> dict[str, Any]:

@@ -174,6 +174,11 @@ class RoundTiming:
     * ``airtime``: how long its upload held the air, retransmissions included;
     * ``retransmissions`` and ``mcs``: per client, filled by link models that
       have them (empty otherwise).
+
+    ``t_next``: when the next round starts, if before ``t_end``. Under buffered asynchronous aggregation
+    the server aggregates once ``buffer`` uploads have landed, so the next round can start while
+    some of this round's uploads are still on their way. ``arrived`` is then the set of uploads that
+    aggregation takes, including some dispatched in earlier rounds. None: the next round starts at ``t_end``.
     """
 
     t_received: Mapping[int, float]
@@ -190,9 +195,12 @@ class RoundTiming:
     airtime: Mapping[int, float] = field(default_factory=dict)
     retransmissions: Mapping[int, int] = field(default_factory=dict)
     mcs: Mapping[int, int] = field(default_factory=dict)
+    t_next: float | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        if self.t_next is not None:
+            set_(self, "t_next", float(self.t_next))
         set_(self, "deliveries", tuple(self.deliveries))
         for name in ("t_received", "t_computed", "t_uploaded", "t_compute_start", "t_upload_start", "airtime"):
             set_(self, name, _frozen_mapping(getattr(self, name)))
@@ -206,11 +214,16 @@ class RoundTiming:
         """True when the per-client activity fields were filled (energy and the timeline need them)."""
         return bool(self.t_compute_start) or not self.t_computed
 
+    @property
+    def duration(self) -> float:
+        """How long the round lasts on the run's clock: until the next round starts (``t_next``, else ``t_end``)."""
+        return self.t_end if self.t_next is None else self.t_next
+
     def __reduce__(self):
         fields = (dict(self.t_received), dict(self.t_computed), dict(self.t_uploaded), self.arrived, self.t_end)
         activities = (
             dict(self.receptions), dict(self.t_compute_start), dict(self.t_upload_start), dict(self.airtime),
-            dict(self.retransmissions), dict(self.mcs),
+            dict(self.retransmissions), dict(self.mcs), self.t_next,
         )
         return (RoundTiming, (*fields, self.events, self.time_unit, self.deliveries, *activities))
 

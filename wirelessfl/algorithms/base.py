@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from wirelessfl.algorithms import registry
+from wirelessfl.algorithms.asynchronous import AsyncBuffer, Asynchronous
 from wirelessfl.algorithms.compression import Compression, Compressor
 from wirelessfl.algorithms.over_the_air import OverTheAir, analog_aggregate
 from wirelessfl.algorithms.scheduling import Scheduler, Scheduling
@@ -81,6 +82,9 @@ class Context:
     analog: Callable[[int, np.ndarray], AnalogAggregation] | None = None
     #: ``training.server_optimizer`` (docs/levers.md): the server's step on the pseudo-gradient; None: the average
     server_optimizer: ServerOptimizer | None = None
+    #: ``training.aggregation`` with ``mode: async`` (docs/levers.md): the server aggregates once ``buffer`` uploads
+    #: have landed (the simulation's timing says which), clients train on the version they last received
+    asynchronous: Asynchronous | None = None
 
     def training_clients(self) -> np.ndarray:
         """The clients that may take part in training (all but the held-out ones and those out of energy), sorted."""
@@ -199,7 +203,8 @@ class Algorithm(ABC):
         self.params = self.spec.parse(hparams)
         self.optimizer_state = ClientOptimizerState(ctx)
         levers = (
-            ("scheduling", ctx.scheduling), ("compression", ctx.compression), ("aggregation", ctx.over_the_air),
+            ("scheduling", ctx.scheduling), ("compression", ctx.compression),
+            ("aggregation", ctx.over_the_air if ctx.over_the_air is not None else ctx.asynchronous),
             ("server_optimizer", ctx.server_optimizer),
         )
         for lever, given in levers:
@@ -215,6 +220,7 @@ class Algorithm(ABC):
             Compressor(ctx.compression, ctx.num_clients, ctx.arch.param_count) if ctx.compression is not None else None
         )
         self.server_optimizer: ServerOptimizerState | None = None  # a MixingAlgorithm's, over its models
+        self.buffered = AsyncBuffer(ctx.asynchronous) if ctx.asynchronous is not None else None
 
     @classmethod
     def uses_channel(cls, params: Mapping[str, Any]) -> bool:
@@ -238,6 +244,11 @@ class Algorithm(ABC):
     def participants(self, round: int) -> np.ndarray:
         """Clients taking part in ``round``: the available ones (:meth:`available_clients`), or the ones the
         scenario's ``scheduling`` policy picks among them."""
+        if self.buffered is not None:  # async: the idle clients, up to the synchronous round's count
+            pool = self.ctx.training_clients()
+            fraction = self.ctx.participation
+            capacity = len(pool) if fraction >= 1.0 else max(1, int(round_half_up(fraction * len(pool))))
+            return self.buffered.dispatch(round, pool, capacity, self.available_clients, self.sample_clients)
         available = self.available_clients(round)
         if self.scheduler is None:
             return available
@@ -328,6 +339,8 @@ class Algorithm(ABC):
             state["compressor"] = self.compressor.state_dict()
         if self.server_optimizer is not None:
             state["server_optimizer"] = self.server_optimizer.state_dict()
+        if self.buffered is not None:
+            state["async_buffer"] = self.buffered.state_dict()
         return state
 
     def load_lever_state(self, state: Mapping[str, Any]) -> None:
@@ -337,6 +350,8 @@ class Algorithm(ABC):
             self.compressor.load_state_dict(state["compressor"], self.ctx.device)
         if self.server_optimizer is not None and "server_optimizer" in state:
             self.server_optimizer.load_state_dict(state["server_optimizer"])
+        if self.buffered is not None and "async_buffer" in state:
+            self.buffered.load_state_dict(state["async_buffer"], self.ctx.device)
 
     def follow(self, trainer: Algorithm, round: int) -> None:
         """Take the state ``trainer`` (an instance of ``trains_as``) has after ``round``, in place of training."""
@@ -436,6 +451,8 @@ class MixingAlgorithm(Algorithm):
 
     # -- step ------------------------------------------------------------------
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
+        if self.buffered is not None:
+            return self.buffered_step(round, arrived)
         members = self.participants(round)
         received = self.models[torch.as_tensor(self.assignment[members], device=self.models.device)]
         trained, loss = self.local_training(round, members)
@@ -455,6 +472,22 @@ class MixingAlgorithm(Algorithm):
         self.models = self.server_update(previous, self.models, bool(uploads))
         self.record_uploads(round, members, received, uploads)
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra=extra)
+
+    def buffered_step(self, round: int, arrived: frozenset[int]) -> StepInfo:
+        """Asynchronous round (``training.aggregation`` ``mode: async``): the clients dispatched this round train
+        on the current model and join the updates in flight; the server takes the ``arrived`` ones (those the
+        network landed by the buffer's filling, from this round or earlier) in one staleness-weighted step."""
+        members = self.participants(round)
+        received = self.received(members)
+        trained, loss = self.local_training(round, members)
+        self.buffered.add(round, members, trained, received)
+        clients, thetas, bases, sigma = self.buffered.take(round, arrived)
+        extra: dict[str, Any] = {"staleness": sigma}
+        if clients:
+            models, alpha_t = self.buffered.server_step(self.models, self.mixing, clients, thetas, bases, sigma)
+            self.models = models
+            extra["alpha_t"] = alpha_t
+        return StepInfo(train_loss=loss, aggregated=len(clients), extra=extra)
 
     def server_update(self, previous: torch.Tensor, averaged: torch.Tensor, arrived: bool) -> torch.Tensor:
         """The new models: the average, or the ``training.server_optimizer`` step from ``previous`` on the

@@ -25,7 +25,7 @@ class Clock:
 
     def tick(self, timing: RoundTiming) -> None:
         """One more round, timed ``timing``."""
-        self.now += timing.t_end
+        self.now += timing.duration
         self.timings.append(timing)
 
     def follow(self, other: Clock) -> None:

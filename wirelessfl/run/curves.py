@@ -28,6 +28,9 @@ class Curve:
     schedules_by_channel: bool = False
     #: its ``aggregation`` is over the air (docs/levers.md): the channel decides who is aggregated, it trains per profile
     over_the_air: bool = False
+    #: its ``aggregation`` is asynchronous (docs/levers.md): the network's landings decide what each aggregation takes,
+    #: so it trains per profile, physical or not
+    asynchronous: bool = False
 
 
 def curves_of(scenario: Scenario) -> list[Curve]:
@@ -39,8 +42,12 @@ def curves_of(scenario: Scenario) -> list[Curve]:
         aggregation = scenario.training_for(training).aggregation
         return aggregation is not None and aggregation.mode == "over_the_air"
 
+    def buffered(training: dict[str, Any] | None) -> bool:
+        aggregation = scenario.training_for(training).aggregation
+        return aggregation is not None and aggregation.mode == "async"
+
     return [
-        Curve(a.name, v, c, p, dict(a.training or {}), by_channel(a.training), analog(a.training))
+        Curve(a.name, v, c, p, dict(a.training or {}), by_channel(a.training), analog(a.training), buffered(a.training))
         for a in scenario.algorithms for v, c, p in a.expand()
     ]
 
@@ -48,8 +55,11 @@ def curves_of(scenario: Scenario) -> list[Curve]:
 def profiles_can_change_training(profiles: list[SystemProfile], curve: Curve | None = None, budgets: bool = False) -> bool:
     """A deadline or a battery budget (``budgets``) lets the network decide who is aggregated; and ``curve``,
     when its algorithm reads the channel (``uses_channel``, e.g. channel-aware ucfl streams), trains
-    differently under each physical cell, and so does one whose scheduling policy reads the uplink channel."""
+    differently under each physical cell, and so does one whose scheduling policy reads the uplink channel; an
+    asynchronous curve trains per profile under any network (when its buffer fills is the network's timing)."""
     if budgets or any(p.deadline is not None for p in profiles):
+        return True
+    if curve is not None and curve.asynchronous:
         return True
     return (
         curve is not None

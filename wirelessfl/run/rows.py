@@ -66,7 +66,7 @@ def rows_for(
             dl_bits = ul_bits = 0.0
         else:
             timing = timings[index - 1]
-            round_time = timing.t_end
+            round_time = timing.duration
             dl, ul = rec.plan.downlink_payload, rec.plan.uplink_payload
             dl_bits, ul_bits = network.bits(rec.plan)
         time += round_time

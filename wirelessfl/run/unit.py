@@ -29,6 +29,7 @@ from wirelessfl.config import Scenario
 from wirelessfl.learning.data.federated import FederatedData
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.network import NetworkModel, SystemProfile
+from wirelessfl.network.buffered import buffered_timing
 from wirelessfl.run.clock import Clock
 from wirelessfl.run.curves import Curve
 from wirelessfl.run.evaluation import RoundRecord, evaluate_for, evaluated
@@ -76,6 +77,7 @@ class Unit:
             compression=t.compression.spec() if t.compression is not None else None,
             uplink_channel=self.round_uplink_channel if self.network is not None and curve.schedules_by_channel else None,
             over_the_air=t.aggregation.spec() if t.aggregation is not None else None,
+            asynchronous=t.aggregation.async_spec() if t.aggregation is not None else None,
             analog=self.round_analog if self.network is not None and curve.over_the_air else None,
             server_optimizer=t.server_optimizer.spec() if t.server_optimizer is not None else None,
         )
@@ -92,6 +94,8 @@ class Unit:
         self.phases: dict[str, float] = {}
         #: the key of the unit whose training this one followed (``Unit.run`` followers), else None
         self.follows: str | None = None
+        #: asynchronous aggregation: the uploads still on their way, client -> landing time from the next round's start
+        self.in_flight: dict[int, float] = {}
 
     @property
     def key(self) -> str:
@@ -157,6 +161,8 @@ class Unit:
                         )
                     else:
                         timing = self.clock.network.time_round(plan, network_rng(self.seed, self.clock.profile.name, r))
+                    if self.algorithm.ctx.asynchronous is not None:  # the round ends when the server's buffer fills
+                        timing, self.in_flight = buffered_timing(timing, self.in_flight, self.algorithm.ctx.asynchronous.buffer)
                 self.clock.tick(timing)
                 if self.network is not None:
                     arrived = timing.arrived
@@ -210,6 +216,8 @@ class Unit:
             "phases": dict(self.phases),
             "follows": self.follows,
         }
+        if self.in_flight:
+            state["in_flight"] = {str(c): t for c, t in self.in_flight.items()}
         if models:
             with user_errors(type(self.algorithm), "state_dict()"):
                 state["algorithm"] = self.algorithm.state_dict()
@@ -228,6 +236,7 @@ class Unit:
         self.wall_s = state.get("wall_s", math.nan)
         self.phases = dict(state.get("phases", {}))
         self.follows = state.get("follows")
+        self.in_flight = {int(c): float(t) for c, t in state.get("in_flight", {}).items()}
 
     def runtime(self) -> dict[str, Any]:
         """Wall seconds of training (summed over resumptions), nominal local-training samples per second, and phases.
