@@ -130,7 +130,8 @@ LAYERS = (
     # torch-free declarations, and the levers' leaf modules that config validates against and algorithms run
     ("declarations", (
         "wirelessfl.tune.space", "wirelessfl.algorithms.scheduling", "wirelessfl.algorithms.compression",
-        "wirelessfl.algorithms.over_the_air", "wirelessfl.algorithms.server_optimizer", "wirelessfl.accounting",
+        "wirelessfl.algorithms.over_the_air", "wirelessfl.algorithms.server_optimizer", "wirelessfl.algorithms.asynchronous",
+        "wirelessfl.accounting",
         "wirelessfl.checkpoint",
     )),
     ("results", ("wirelessfl.results",)),  # reads a run's tables, never the code that made them
