@@ -95,10 +95,14 @@ def account(
     n = len(ledger.device.budget_j)
     rounds = [(rec, timings[index - 1]) for index, rec in enumerate(records) if rec.round > 0]
     priced = [(rec, timing) for rec, timing in rounds if timing.has_activities]
+    jobs = None
+    if any(timing.t_next is not None for _, timing in priced):  # buffered async: each job until the aggregation taking it
+        jobs = buffered_jobs([timing for _, timing in priced])
     flat, counts = rounds_activity(
         [timing for _, timing in priced],
         [samples_processed(rec.plan, ledger.train_sizes, ledger.local_epochs) for rec, _ in priced],
         ledger.device,
+        None if jobs is None else jobs[1],
     )
     parts = split(flat, counts)
     if np.isfinite(ledger.device.budget_j).any():
@@ -108,9 +112,7 @@ def account(
             arrivals.append(arrived)
         flat = join(parts) if parts else flat
     else:
-        arrivals = [timing.arrived for _, timing in priced]
-        if any(timing.t_next is not None for _, timing in priced):
-            arrivals = job_arrivals([timing for _, timing in priced])
+        arrivals = [timing.arrived for _, timing in priced] if jobs is None else jobs[0]
     energy = flat.energy_j
     spent = np.zeros(n)
     cumulative = 0.0
@@ -163,19 +165,32 @@ def _round_columns(activity: RoundActivity) -> dict[str, float]:
     }
 
 
-def job_arrivals(timings: list[RoundTiming]) -> list[frozenset[int]]:
-    """Per round, its participants whose upload the server took, in that round or a later one (buffered
-    asynchronous aggregation: ``arrived`` names the uploads a round's aggregation takes, which may have been sent
-    in earlier rounds; a client is dispatched again only after its upload was taken). An upload still in flight
-    when the run ends is not taken."""
-    later: set[int] = set()
-    out: list[frozenset[int]] = []
-    for timing in reversed(timings):
-        later |= timing.arrived
-        sent = set(timing.t_computed)
-        out.append(frozenset(sent & later))
-        later -= sent
-    return out[::-1]
+def buffered_jobs(timings: list[RoundTiming]) -> tuple[list[frozenset[int]], list[dict[int, float]]]:
+    """Under buffered asynchronous aggregation, per round: its participants whose upload the server took (in that
+    round or a later one: ``arrived`` names the uploads a round's aggregation takes, which may have been sent in
+    earlier rounds), and each participant's job end, measured from the round's start: the aggregation that took
+    its upload, after which it is dispatched again; for an upload still in flight when the run ends, its landing.
+    So each client's jobs tile its time once: idle time after a landing is charged until the aggregation."""
+    durations = [timing.duration for timing in timings]
+    taken_at: dict[int, int] = {}  # client -> the round whose aggregation takes its latest job seen so far
+    arrivals: list[frozenset[int]] = []
+    ends: list[dict[int, float]] = []
+    for index in range(len(timings) - 1, -1, -1):
+        timing = timings[index]
+        for client in timing.arrived:
+            taken_at[client] = index
+        own: dict[int, float] = {}
+        taken: set[int] = set()
+        for client in timing.t_computed:
+            later = taken_at.pop(client, None)
+            if later is None:
+                own[client] = float(timing.t_uploaded[client])
+            else:
+                own[client] = float(sum(durations[index:later + 1]))  # this round's duration itself when taken in it
+                taken.add(client)
+        arrivals.append(frozenset(taken))
+        ends.append(own)
+    return arrivals[::-1], ends[::-1]
 
 
 CLIENT_ROUND_COLUMNS = (

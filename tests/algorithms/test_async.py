@@ -14,7 +14,7 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from wirelessfl.accounting import job_arrivals
+from wirelessfl.accounting import buffered_jobs
 from wirelessfl.algorithms.asynchronous import Asynchronous, AsyncBuffer
 from wirelessfl.checkpoint import load_checkpoint
 from wirelessfl.cli import app
@@ -155,6 +155,12 @@ def test_the_timeline_through_simulate_times_the_aggregations_and_charges_each_j
         (1, 0): 3.0, (1, 1): 4.5, (1, 2): 6.0, (2, 0): 3.0, (2, 1): 4.5, (3, 0): 3.0, (3, 2): 6.0, (4, 0): 3.0, (4, 1): 4.5,
     }
     assert (jobs["upload_time"] == 1.0).all()
+    # each job runs from its dispatch to the aggregation that takes it (idle in between), so a client's jobs tile
+    # the run: client 0 is taken in every round, 0.0 to 13.5; client 2 at 7.5 and 13.5
+    span = jobs[["receive_time", "compute_time", "wait_time", "upload_time", "idle_time"]].sum(axis=1)
+    assert span.to_dict() == pytest.approx({
+        (1, 0): 4.5, (1, 1): 4.5, (1, 2): 7.5, (2, 0): 3.0, (2, 1): 6.0, (3, 0): 3.0, (3, 2): 6.0, (4, 0): 3.0, (4, 1): 4.5,
+    }, rel=1e-12)
     # taken in its round or a later one; client 1's last upload is still in flight when the run ends
     assert jobs["arrived"].to_dict() == {
         (1, 0): True, (1, 1): True, (1, 2): True, (2, 0): True, (2, 1): True, (3, 0): True, (3, 2): True,
@@ -162,13 +168,17 @@ def test_the_timeline_through_simulate_times_the_aggregations_and_charges_each_j
     }
 
 
-def test_job_arrivals_follow_each_upload_to_the_aggregation_that_takes_it():
+def test_each_job_is_followed_to_the_aggregation_that_takes_it():
     rounds = [
-        RoundTiming({}, {0: 1.0, 1: 1.0, 2: 1.0}, {}, frozenset({0, 1}), 1.0, t_next=1.0),
-        RoundTiming({}, {0: 1.0, 1: 1.0}, {}, frozenset({0, 2}), 1.0, t_next=1.0),
-        RoundTiming({}, {0: 1.0, 2: 1.0}, {}, frozenset({0}), 1.0, t_next=1.0),
+        RoundTiming({}, {0: 1.0, 1: 1.0, 2: 1.0}, {0: 0.5, 1: 1.0, 2: 3.0}, frozenset({0, 1}), 3.0, t_next=1.0),
+        RoundTiming({}, {0: 1.0, 1: 1.0}, {0: 0.5, 1: 2.5}, frozenset({0, 2}), 2.5, t_next=2.0),
+        RoundTiming({}, {0: 1.0, 2: 1.0}, {0: 0.25, 2: 4.0}, frozenset({0}), 4.0, t_next=0.25),
     ]
-    assert job_arrivals(rounds) == [frozenset({0, 1, 2}), frozenset({0}), frozenset({0})]
+    arrivals, ends = buffered_jobs(rounds)
+    assert arrivals == [frozenset({0, 1, 2}), frozenset({0}), frozenset({0})]
+    # client 2's first job runs to the aggregation of round 2 (1.0 + 2.0); client 1's last and client 2's last
+    # are in flight at the end: to their landings
+    assert ends == [{0: 1.0, 1: 1.0, 2: 3.0}, {0: 2.0, 1: 2.5}, {0: 0.25, 2: 4.0}]
 
 
 def test_a_buffer_of_every_participant_gives_fedavgs_trace_exactly():

@@ -242,10 +242,14 @@ def round_activity(timing: RoundTiming, samples: Mapping[int, float], device: De
 
 
 def rounds_activity(
-    timings: Sequence[RoundTiming], samples: Sequence[Mapping[int, float]], device: DeviceEnergy
+    timings: Sequence[RoundTiming], samples: Sequence[Mapping[int, float]], device: DeviceEnergy,
+    horizons: Sequence[Mapping[int, float]] | None = None,
 ) -> tuple[RoundActivity, np.ndarray]:
     """``round_activity`` of many rounds at once: one flat ``RoundActivity``, round after round, and each round's
-    number of participants (a run's rounds in a few array operations instead of a few dozen per round)."""
+    number of participants (a run's rounds in a few array operations instead of a few dozen per round).
+
+    ``horizons``, per round, gives each participant its own end in place of the round's ``t_end``: under
+    buffered asynchronous aggregation a job runs from its dispatch until the aggregation that takes it."""
     ids: list[int] = []
     start: list[float] = []
     computed: list[float] = []
@@ -254,7 +258,7 @@ def rounds_activity(
     receptions: list[tuple] = []
     work: list[float] = []
     counts: list[int] = []
-    horizons: list[float] = []
+    ends: list[float] = []
     for timing, sample in zip(timings, samples, strict=True):
         if not timing.has_activities:
             raise ValueError("this round's timing has no per-client activities (written by an older wirelessfl); "
@@ -268,9 +272,15 @@ def rounds_activity(
         receptions += values_of(timing.receptions, id_list)
         work += values_of(sample, id_list, missing=0.0)
         counts.append(len(id_list))
-        horizons.append(float(timing.t_end))
+        ends.append(float(timing.t_end))
     count = np.array(counts, dtype=np.int64)
-    horizon = np.repeat(np.array(horizons), count)
+    horizon = np.repeat(np.array(ends), count)
+    if horizons is not None:
+        horizon = np.fromiter(
+            chain.from_iterable(
+                values_of(own, list(timing.t_computed), missing=float(timing.t_end)) for own, timing in zip(horizons, timings, strict=True)
+            ), dtype=float, count=len(ids),
+        )
     start_, computed_, upload_start_ = np.array(start, dtype=float), np.array(computed, dtype=float), np.array(upload_start, dtype=float)
     airtime_, work_ = np.array(airtime, dtype=float), np.array(work, dtype=float)
     clients = np.array(ids, dtype=np.int64)
