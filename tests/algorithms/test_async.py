@@ -66,6 +66,15 @@ def test_the_staleness_rules_by_hand(rule, a, b, weights):
     assert [spec.weight(sigma) for sigma in range(4)] == pytest.approx(weights, rel=1e-15)
 
 
+def test_the_learning_side_refuses_a_rule_without_its_fields():
+    with pytest.raises(ValueError, match="aggregation.a: staleness polynomial needs a finite decay a > 0, got None"):
+        Asynchronous(buffer=1, staleness="polynomial")
+    with pytest.raises(ValueError, match="aggregation.b: staleness hinge needs b >= 0, got -1"):
+        Asynchronous(buffer=1, staleness="hinge", a=1.0, b=-1)
+    with pytest.raises(ValueError, match="aggregation.staleness must be one of constant, polynomial, hinge, got 'linear'"):
+        Asynchronous(buffer=1, staleness="linear")
+
+
 def test_the_server_step_by_hand():
     # x_{t-1} = (1, 1); client 0 trained fresh on it, client 2 two versions ago on (0, 0); sizes 1 : 2 : 3
     spec = Asynchronous(buffer=2, staleness="polynomial", a=1.0, alpha=0.5)

@@ -33,6 +33,7 @@ s_k is 1 under any rule, alpha_t is alpha, and at alpha = 1 the step is FedAvg's
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,10 @@ class Asynchronous:
             raise ValueError(f"aggregation.staleness must be one of {', '.join(STALENESS_RULES)}, got {self.staleness!r}")
         if not 0 < self.alpha <= 1:
             raise ValueError(f"aggregation.alpha must be in (0, 1], got {self.alpha}")
+        if self.staleness != "constant" and not (self.a is not None and math.isfinite(self.a) and self.a > 0):
+            raise ValueError(f"aggregation.a: staleness {self.staleness} needs a finite decay a > 0, got {self.a}")
+        if self.staleness == "hinge" and not (self.b is not None and self.b >= 0):
+            raise ValueError(f"aggregation.b: staleness hinge needs b >= 0, got {self.b}")
 
     def weight(self, sigma: int) -> float:
         """s(sigma): the weight of an update that missed ``sigma`` aggregations (module docstring)."""
