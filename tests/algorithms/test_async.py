@@ -26,6 +26,8 @@ from wirelessfl.run.curves import curves_of
 from wirelessfl.run.keys import unit_fingerprint, unit_key
 from wirelessfl.seam import RoundTiming
 from wirelessfl.simulate import simulate
+from wirelessfl.sweep import plan_sweep
+from wirelessfl.sweep.grid import SweepError
 
 from levers_cell import curve_frame, lever_scenario
 
@@ -275,4 +277,22 @@ def test_async_refuses_a_deadline_in_one_line():
     assert str(err.value) == (
         "scenario: training.aggregation.mode: async has no round deadline (the buffer ends a round); "
         "networks[0] ('wired') sets a deadline"
+    )
+
+
+def test_the_buffer_is_a_sweep_axis_that_keeps_the_rule_and_refuses_too_large_a_buffer():
+    doc = {**WIRED, "algorithms": [
+        {"name": "fedavg"}, {"name": "fedavg", "label": "fedbuff", "training": _buffered(buffer=6, staleness="polynomial", a=0.5)},
+    ]}
+    plan = plan_sweep(parse_scenario(doc), {"algorithms.fedbuff.training.aggregation.buffer": [1, 3]})
+    assert [u.scenario.algorithms[1].training["aggregation"] for u in plan.units] == [
+        {"mode": "async", "buffer": 1, "staleness": "polynomial", "a": 0.5},
+        {"mode": "async", "buffer": 3, "staleness": "polynomial", "a": 0.5},
+    ]
+    assert plan.units[0].scenario.algorithms[0].training is None
+    with pytest.raises(SweepError) as err:
+        plan_sweep(parse_scenario(doc), {"algorithms.fedbuff.training.aggregation.buffer": [7]})
+    assert str(err.value) == (
+        "--grid algorithms.fedbuff.training.aggregation.buffer=7: algorithms[1].training.aggregation.buffer: "
+        "7 is more than the clients (data.clients = 6); at most 6"
     )
