@@ -117,6 +117,18 @@ def _curves(scenario: Scenario) -> list[tuple[str, dict]]:
     return [(a.name, params) for a in scenario.algorithms for _, _, params in a.expand()]
 
 
+def _clients_trained(scenario: Scenario, participants: int) -> list[int]:
+    """Per curve, the clients it trains over the run: ``participants`` a round, or under asynchronous aggregation
+    ``participants`` in round 1 and then as many as each aggregation took (``buffer``)."""
+    out = []
+    for a in scenario.algorithms:
+        aggregation = scenario.training_for(a.training).aggregation
+        buffered = aggregation is not None and aggregation.mode == "async"
+        count = participants + (scenario.rounds - 1) * aggregation.buffer if buffered else scenario.rounds * participants
+        out += [count] * len(a.expand())
+    return out
+
+
 def _units_per_curve(scenario: Scenario) -> int:
     """Trainings of one curve a seed holds at once: one per profile when a deadline decides who arrives."""
     profiles = scenario.profiles()
@@ -266,9 +278,10 @@ def estimate_seconds(
     total = 0.0
     followers = following_curves(scenario)  # _curves, curves_of and unit_keys list the curves in the same order
     left = units_left(scenario, done)
+    trained = _clients_trained(scenario, participants)
     for i, (name, params) in enumerate(_curves(scenario)):
         fp = footprint(name, params, arch, sizes, participants, cfg, data.num_groups)
-        train = 0.0 if i in followers else scenario.rounds * participants * per_client * t.local_epochs * fp.work / rate
+        train = 0.0 if i in followers else trained[i] * per_client * t.local_epochs * fp.work / rate
         splits = (sizes.val, sizes.test, sizes.train) if scenario.eval_train else (sizes.val, sizes.test)
         tuning = sum(sizes.train) * fp.eval_work / rate  # every client's training at each evaluation (FedAvg+)
 

@@ -296,3 +296,21 @@ def test_the_buffer_is_a_sweep_axis_that_keeps_the_rule_and_refuses_too_large_a_
         "--grid algorithms.fedbuff.training.aggregation.buffer=7: algorithms[1].training.aggregation.buffer: "
         "7 is more than the clients (data.clients = 6); at most 6"
     )
+
+
+def test_the_cost_preview_charges_an_async_curve_the_clients_it_dispatches():
+    """By hand, 3 rounds of 6 clients: FedAvg trains 3 x 6 = 18 clients' samples; with a buffer of 2, 6 in round 1
+    and 2 in each of the others, 10. Evaluation is charged alike."""
+    from wirelessfl import cost
+    from wirelessfl.learning.data.federated import build_federated_data
+    from wirelessfl.learning.models import get_architecture
+
+    def estimate(training: dict | None) -> tuple[float, float]:
+        scenario = parse_scenario({**WIRED, "rounds": 3, "algorithms": [{"name": "fedavg", "training": training}]})
+        data = build_federated_data(scenario.data_spec(), 0)
+        arch = get_architecture("mlp", (1, 8, 8), 10)
+        seconds = cost.estimate_seconds(scenario, data, arch, cost.Throughput(samples_per_s=1000.0, eval_call_s=0.0))
+        return seconds, float(data.train_sizes.mean())
+
+    (full, per_client), (buffered, _) = estimate(None), estimate(_buffered(buffer=2))
+    assert full - buffered == pytest.approx((18 - 10) * per_client / 1000.0, rel=1e-12)
