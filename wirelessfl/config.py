@@ -1154,6 +1154,12 @@ def canonical(scenario: Scenario) -> dict[str, Any]:
     for key in TRAINING_LEFT_OUT_WHEN_NULL:
         if content["training"][key] is None:
             del content["training"][key]
+    aggregation = content["training"].get("aggregation")
+    if aggregation is not None:  # the async fields came later: left out when unset, so over-the-air stamps stay
+        # (a digital or over-the-air block has them all unset)
+        for key in AGGREGATION_LEFT_OUT_WHEN_NULL:
+            if aggregation[key] is None:
+                del aggregation[key]
     for algo in content["algorithms"]:
         if algo["training"] is None:
             del algo["training"]
@@ -1168,6 +1174,8 @@ def canonical(scenario: Scenario) -> dict[str, Any]:
 _LEFT_OUT_AT_DEFAULT = (("tune", None), ("tuned_from", None), ("eval_last", 0), ("eval_train", False))
 #: ``training:`` fields ``canonical`` leaves out when null, for the same reason.
 TRAINING_LEFT_OUT_WHEN_NULL = ("lr_schedule", "scheduling", "compression", "aggregation", "server_optimizer")
+#: ``training.aggregation`` fields ``canonical`` leaves out when null (they came after over-the-air runs were stamped).
+AGGREGATION_LEFT_OUT_WHEN_NULL = ("buffer", "staleness", "a", "b", "alpha")
 
 
 def resolved(scenario: Scenario) -> dict[str, Any]:
@@ -1178,6 +1186,10 @@ def resolved(scenario: Scenario) -> dict[str, Any]:
     dumped = scenario.model_dump(mode="json")
     out = {key: complete.get(key, dumped[key]) for key in dumped}
     out["training"] = dumped["training"]
+    aggregation = out["training"]["aggregation"]
+    if aggregation is not None and aggregation["mode"] != "async":  # as written before async existed
+        for key in AGGREGATION_LEFT_OUT_WHEN_NULL:
+            del aggregation[key]
     for written, algo in zip(out["algorithms"], dumped["algorithms"]):
         written.setdefault("training", algo["training"])
     return out

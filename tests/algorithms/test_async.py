@@ -314,3 +314,23 @@ def test_the_cost_preview_charges_an_async_curve_the_clients_it_dispatches():
 
     (full, per_client), (buffered, _) = estimate(None), estimate(_buffered(buffer=2))
     assert full - buffered == pytest.approx((18 - 10) * per_client / 1000.0, rel=1e-12)
+
+
+def test_an_over_the_air_scenario_keeps_its_stamp_and_its_written_form():
+    """The async fields are left out of a digital or over-the-air block's fingerprint and scenario.yaml, so run
+    folders, sweeps and tunings written before they existed still hold the same scenario; an async block
+    writes every field."""
+    from wirelessfl.config import dump_scenario, scenario_fingerprint
+
+    ota = parse_scenario({**SCENARIO, "training": {"aggregation": {"mode": "over_the_air", "truncation_db": 0}},
+                          "algorithms": [{"name": "fedavg"}]})
+    # computed by the code before async aggregation existed
+    assert scenario_fingerprint(ota) == "3ae62c796ba1f35eaf1019b8d027b0dd7b083f8035a95c9f13f18fd38c45a003"
+    assert yaml.safe_load(dump_scenario(ota))["training"]["aggregation"] == {
+        "mode": "over_the_air", "truncation_db": 0.0, "receiver_noise": True,
+    }
+    buffered = parse_scenario({**SCENARIO, "training": _buffered(buffer=2), "algorithms": [{"name": "fedavg"}]})
+    assert yaml.safe_load(dump_scenario(buffered))["training"]["aggregation"] == {
+        "mode": "async", "truncation_db": None, "receiver_noise": True, "buffer": 2, "staleness": None, "a": None, "b": None,
+        "alpha": None,
+    }
