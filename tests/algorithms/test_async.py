@@ -334,3 +334,22 @@ def test_an_over_the_air_scenario_keeps_its_stamp_and_its_written_form():
         "mode": "async", "truncation_db": None, "receiver_noise": True, "buffer": 2, "staleness": None, "a": None, "b": None,
         "alpha": None,
     }
+
+
+def test_a_run_extended_to_more_rounds_continues_its_updates_in_flight(tmp_path):
+    from wirelessfl.config import dump_scenario
+    from wirelessfl.results.io import atomic_write_text
+    from wirelessfl.run.extend import extend_run
+
+    whole = simulate(parse_scenario(TIMELINE))
+    shorter = parse_scenario({**TIMELINE, "rounds": 2})
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    atomic_write_text(run_dir / "scenario.yaml", dump_scenario(shorter))
+    simulate(shorter, run_dir, keep_models=True)
+    longer = extend_run(run_dir, 4)
+    extended = simulate(longer, run_dir, keep_models=True)
+    pd.testing.assert_frame_equal(extended.trace.drop(columns="scenario"), whole.trace.drop(columns="scenario"), check_exact=True)
+    pd.testing.assert_frame_equal(
+        extended.client_rounds.drop(columns="scenario"), whole.client_rounds.drop(columns="scenario"), check_exact=True
+    )
