@@ -353,3 +353,25 @@ def test_a_run_extended_to_more_rounds_continues_its_updates_in_flight(tmp_path)
     pd.testing.assert_frame_equal(
         extended.client_rounds.drop(columns="scenario"), whole.client_rounds.drop(columns="scenario"), check_exact=True
     )
+
+
+def test_partial_participation_keeps_the_rounds_count_in_flight_topped_up_from_the_idle_clients():
+    """participation 0.5 of 6: 3 clients in flight; a buffer of 1 takes one update a round, and the round after
+    dispatches one client drawn from the 4 idle ones by the seeded participation stream."""
+    from wirelessfl.algorithms.base import numpy_generator
+
+    doc = {**SCENARIO, "rounds": 4, "networks": [{"preset": "wired"}], "training": {**SCENARIO["training"], "participation": 0.5,
+           **_buffered(buffer=1)}, "algorithms": [{"name": "fedavg"}]}
+    (unit,) = build_units(parse_scenario(doc), 0)
+    algorithm = unit.algorithm
+    assert algorithm.participants(1).tolist() == algorithm.available_clients(1).tolist()
+    unit.run(1, 1)
+    for r in range(2, 5):
+        flying = np.array(sorted(algorithm.buffered.pending))
+        assert len(flying) == 2 and set(flying) == set(unit.in_flight)
+        idle = np.setdiff1d(np.arange(6), flying)
+        drawn = np.sort(idle[numpy_generator(algorithm.ctx.seed, r, "participation").choice(4, size=1, replace=False)])
+        assert algorithm.participants(r).tolist() == drawn.tolist()
+        unit.run(r, 1)
+        assert len(unit.timings[-1].arrived) == 1
+    assert [rec.participants for rec in unit.records] == [0, 3, 1, 1, 1]
