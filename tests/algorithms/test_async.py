@@ -107,7 +107,7 @@ TIMELINE = {
 # By hand. Round 1 (from 0): {0, 1, 2} dispatched, 0 and 1 land at 3 and 4.5: taken at 4.5, 2 is 1.5 away.
 # Round 2 (from 4.5): {0, 1} dispatched; 2 lands at 1.5, 0 at 3: taken at 7.5; 1 is 1.5 away.
 # Round 3 (from 7.5): {0, 2} dispatched; 1 lands at 1.5, 0 at 3: taken at 10.5; 2 is 3 away.
-# Round 4 (from 10.5): {0, 1} dispatched; 0 and 2 both land at 3 (0 is taken first: lower id), 1 is 4.5 away.
+# Round 4 (from 10.5): {0, 1} dispatched; 0 and 2 both land at 3 and fill the buffer together; 1 is 4.5 away.
 HAND = [  # (time, dispatched, taken, staleness of the taken in client order, in flight after)
     (4.5, [0, 1, 2], [0, 1], [0, 0], {2: 1}),
     (7.5, [0, 1], [0, 2], [0, 1], {1: 2}),
