@@ -71,7 +71,8 @@ class PrbLink:
         """Transmit power (dBm) with x PRBs (x > 0; broadcast against the uploaders)."""
         x = np.asarray(x, dtype=float)
         if self.p0_dbm is None:
-            return np.broadcast_to(np.float64(self.p_max_dbm), np.broadcast_shapes(x.shape, self.snr_full.shape)).copy()
+            users = self.snr_full.shape if x.ndim < 2 else (self.snr_full.size, 1)
+            return np.full(np.broadcast_shapes(x.shape, users), float(self.p_max_dbm))
         loss = self.path_loss_db if x.ndim < 2 else self.path_loss_db[:, None]
         return open_loop_power_dbm(loss, x / self.prbs * self.carrier_over_prb, self.p0_dbm, self.alpha, self.p_max_dbm)
 
