@@ -248,3 +248,29 @@ def test_the_default_leaves_the_profile_dict_as_before_and_the_field_round_trips
     assert "ul_scheduler" not in PhysicalChannel(uplink="shared").to_dict()
     channel = PhysicalChannel(uplink="shared", ul_scheduler="equal_prb")
     assert PhysicalChannel.from_dict(channel.to_dict()) == channel
+
+
+def test_client_rounds_report_the_prbs_power_and_sinr_only_for_a_prb_split():
+    """``client_rounds.parquet``'s table: the PRB split's three columns carry the timing's values (NaN for a client
+    that sent nothing); a time-share profile's table has no such columns, so its bytes stay as they were."""
+    from types import SimpleNamespace
+
+    from wirelessfl.accounting import PRB_COLUMNS, Ledger, account
+
+    plan = CommPlan(streams=(), uplink={0: 1.0, 1: 1.0, 2: 1.0}, work={0: 1.0, 1: 1.0, 2: 1.0, 3: 1.0}, model_params=61_706)
+    records = [SimpleNamespace(round=0, plan=plan), SimpleNamespace(round=1, plan=plan)]
+    tables = {}
+    for scheduler in ("time_share", "equal_prb"):
+        network = NetworkModel(_profile(scheduler), 6, np.random.default_rng(0))
+        timing = network.time_round(plan, np.random.default_rng(1))
+        ledger = Ledger(EnergyProfile(), 6, np.full(6, 10.0), 1)
+        tables[scheduler] = (account(records, [timing], ledger, network).client_rounds, timing)
+    share, _ = tables["time_share"]
+    assert not set(PRB_COLUMNS) & set(share)
+    split, timing = tables["equal_prb"]
+    clients = split["client"].tolist()
+    assert clients == [0, 1, 2, 3]
+    for name in PRB_COLUMNS:
+        np.testing.assert_array_equal(split[name][:3], [getattr(timing, name)[c] for c in (0, 1, 2)])
+        assert math.isnan(split[name][3])
+    np.testing.assert_array_equal(split["airtime"][:3], [timing.airtime[c] for c in (0, 1, 2)])
