@@ -8,6 +8,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -148,20 +149,21 @@ CELLS = {
 }
 
 
+@pytest.mark.parametrize("scheduler", ["equal_prb", "proportional_fair"])
 @pytest.mark.parametrize("cell", list(CELLS))
-def test_one_uploader_lands_exactly_as_in_the_time_share(cell):
+def test_one_uploader_lands_exactly_as_in_the_time_share(cell, scheduler):
     if "nr" in cell and nr.find_sionna() is None:
         pytest.skip("sionna-no-rt is not installed")
     plan = CommPlan(streams=(), uplink={7: 1.0}, work={7: 1.0}, model_params=61_706)
     times, networks = {}, {}
-    for scheduler in ("time_share", "equal_prb"):
-        networks[scheduler] = NetworkModel(_profile(scheduler, **CELLS[cell]), 20, np.random.default_rng(0))
-        times[scheduler] = networks[scheduler].time_round(plan, np.random.default_rng(1))
-    share, split = times["time_share"], times["equal_prb"]
+    for name in ("time_share", scheduler):
+        networks[name] = NetworkModel(_profile(name, **CELLS[cell]), 20, np.random.default_rng(0))
+        times[name] = networks[name].time_round(plan, np.random.default_rng(1))
+    share, split = times["time_share"], times[scheduler]
     assert split.t_uploaded[7] == share.t_uploaded[7]
     assert split.airtime[7] == pytest.approx(share.airtime[7], rel=1e-12)
     assert split.ul_prbs[7] == pytest.approx(nr.prbs_for(20e6, 30) if "nr" in cell else 111, rel=1e-12)
-    network = networks["equal_prb"]
+    network = networks[scheduler]
     assert split.ul_power_dbm[7] == pytest.approx(float(network.profile.physical.uplink_power_dbm(network.path_loss_db[7])), abs=1e-9)
     assert not share.ul_prbs
 
@@ -207,13 +209,14 @@ def _random_inputs(rng: np.random.Generator, m: int, prbs: int) -> RoundInputs:
                        compute=rng.exponential(1.0, m), upload=upload, ul_share=table)
 
 
-def test_the_closed_form_equals_simpy_on_random_rounds():
+@pytest.mark.parametrize("scheduler", ["equal_prb", "proportional_fair"])
+def test_the_closed_form_equals_simpy_on_random_rounds(scheduler):
     """Phased and pipelined (FDD, TDD) rounds, with and without a deadline, with fewer and more uploaders than
     PRBs: the same landings and airtimes as SimPy's PRB carrier to 1e-9."""
     rng = np.random.default_rng(5)
     for trial in range(24):
         m, prbs = int(rng.integers(1, 12)), int(rng.integers(1, 6))
-        inputs = _random_inputs(rng, m, prbs)
+        inputs = replace(_random_inputs(rng, m, prbs), ul_scheduler=scheduler)
         deadline = float(rng.uniform(1, 6)) if trial % 3 == 0 else None
         for schedule, duplex in (("phased", "fdd"), ("pipelined", "fdd"), ("pipelined", "tdd")):
             if schedule == "phased":
@@ -236,8 +239,9 @@ def test_a_phones_share_table_does_not_depend_on_who_else_is_in_the_call():
 
 
 def test_bad_schedulers_are_one_line_naming_the_field():
-    with pytest.raises(ValueError, match=r"^physical.ul_scheduler must be one of 'time_share', 'equal_prb' \(time_share: each uploader has the whole "
-                                         r"carrier in turn; equal_prb: each holds an equal share of its PRBs\), got 'pf'$"):
+    with pytest.raises(ValueError, match=r"^physical.ul_scheduler must be one of 'time_share', 'equal_prb', 'proportional_fair' \(time_share: each "
+                                         r"uploader has the whole carrier in turn; equal_prb: each holds an equal share of its PRBs; proportional_fair: "
+                                         r"PRBs by Sionna's PF metric\), got 'pf'$"):
         PhysicalChannel(uplink="shared", ul_scheduler="pf")
     with pytest.raises(ValueError, match=r"^physical.ul_scheduler 'equal_prb' needs physical.uplink 'shared' \(one carrier whose PRBs the "
                                          r"uploaders share\), got 'orthogonal'$"):
@@ -274,3 +278,82 @@ def test_client_rounds_report_the_prbs_power_and_sinr_only_for_a_prb_split():
         np.testing.assert_array_equal(split[name][:3], [getattr(timing, name)[c] for c in (0, 1, 2)])
         assert math.isnan(split[name][3])
     np.testing.assert_array_equal(split["airtime"][:3], [timing.airtime[c] for c in (0, 1, 2)])
+
+
+SIONNA_PF = """
+import json, sys
+import torch
+from sionna.sys import PFSchedulerSUMIMO
+out = []
+for table in json.loads(sys.stdin.read()):
+    table = torch.tensor(table, dtype=torch.float64)
+    users, prbs = table.shape[0], table.shape[1] - 1
+    held = [1] * users
+    for _ in range(prbs - users):
+        have = torch.tensor([float(table[u, held[u]]) for u in range(users)], dtype=torch.float64)
+        more = torch.tensor([float(table[u, held[u] + 1] - table[u, held[u]]) for u in range(users)], dtype=torch.float64)
+        scheduler = PFSchedulerSUMIMO(users, 1, 1, batch_size=1, beta=0.5, precision="double")
+        # its discounted past throughput becomes 0.5 * 1 + 0.5 * rate_last_slot = what the user already sends
+        chosen = scheduler((2.0 * have - 1.0)[None, :], more[None, None, None, :])
+        held[int(torch.nonzero(chosen[0, 0, 0, :, 0])[0, 0])] += 1
+    out.append(held)
+print(json.dumps(out))
+"""
+"""Sionna SYS's ``PFSchedulerSUMIMO`` handing out PRBs one at a time: each to the user whose PF metric, the rate
+the PRB would add over the throughput it already has, is highest."""
+
+PF_CASES = [
+    (8, [20.0, 0.5, 3.0], [92.0, 140.0, 135.0], [4, 2, 2]),
+    (12, [50.0, 0.2, 5.0, 1.0], [85.0, 145.0, 120.0, 138.0], [4, 2, 4, 2]),
+]
+"""(PRBs, whole-carrier SINRs, losses, the PRBs ``SIONNA_PF`` gives each phone): P0 −80 dBm, α 0.8, Shannon; recorded
+with sionna-no-rt 2.x (``test_pf_shares_equal_sionnas_scheduler`` runs it again under ``-m slow``)."""
+
+
+def _pf_tables() -> list[np.ndarray]:
+    tables = []
+    for prbs, snr, loss, _ in PF_CASES:
+        channel = PhysicalChannel(bandwidth_hz=prbs * 180e3, ul_p0_dbm=-80.0, ul_alpha=0.8)
+        tables.append(prb.share_table(_link(channel, snr, loss), "shannon"))
+    return tables
+
+
+def test_pf_shares_match_sionnas_scheduler_on_small_cases():
+    """Three phones on 8 PRBs (one below its maximum, two capped) and four on 12: the proportional-fair split
+    gives the PRBs Sionna's PF scheduler hands out one by one (recorded), not the equal split."""
+    for table, (_, _, _, sionna) in zip(_pf_tables(), PF_CASES):
+        np.testing.assert_array_equal(prb.pf_shares(table), sionna)
+        assert not np.allclose(prb.pf_speed(table), prb.equal_speed(table, table.shape[0]))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(nr.find_sionna() is None, reason="sionna-no-rt is not installed")
+def test_pf_shares_equal_sionnas_scheduler():
+    tables = _pf_tables()
+    done = subprocess.run([sys.executable, "-c", SIONNA_PF], input=json.dumps([t.tolist() for t in tables]), capture_output=True,
+                          text=True, check=True)
+    for table, held in zip(tables, json.loads(done.stdout)):
+        np.testing.assert_array_equal(prb.pf_shares(table), held)
+
+
+def test_pf_by_hand_gives_the_capped_phone_fewer_prbs():
+    """M = 4. A (uncapped, k/4) and B (capped: 0.6, 0.8, 0.9, 1). After one PRB each, the metrics of a second PRB are
+    A (0.5 − 0.25)/0.25 = 1 and B (0.8 − 0.6)/0.6 = 1/3; then A's third, (0.75 − 0.5)/0.5 = 1/2, still beats B's: A
+    holds 3 PRBs (speed 0.75), B 1 (0.6). Services 1 and 2 s: A lands at 4/3 s, B has 2 − 0.8 = 1.2 s left and lands
+    at 2.5333 s (equal split: 2 and 2.4 s). PF's sum of log-rates, log 0.75 + log 0.6, beats the equal split's."""
+    table = np.array([[0, 0.25, 0.5, 0.75, 1.0], [0, 0.6, 0.8, 0.9, 1.0]])
+    np.testing.assert_array_equal(prb.pf_shares(table), [3, 1])
+    landed, airtime, prb_s = prb.prb_landings(0.0, np.array([1.0, 2.0]), table, "proportional_fair")
+    np.testing.assert_allclose(landed, [4 / 3, 4 / 3 + 1.2], rtol=1e-12)
+    np.testing.assert_allclose(prb_s, [4.0, 4 / 3 + 1.2 * 4], rtol=1e-12)
+    np.testing.assert_allclose(prb.prb_landings(0.0, np.array([1.0, 2.0]), table)[0], [2.0, 2.4], rtol=1e-12)
+    assert math.log(0.75) + math.log(0.6) > math.log(0.5) + math.log(0.8)
+
+
+def test_pf_splits_equally_when_no_phone_is_capped():
+    """Rates k/M for everyone: every phone's metric for its next PRB is the same, so PF gives M/m each."""
+    k = np.arange(8) / 7
+    for m in (1, 2, 3, 5, 7):
+        table = np.tile(k, (m, 1))
+        np.testing.assert_allclose(prb.pf_shares(table), np.full(m, 7 / m), rtol=1e-12)
+        np.testing.assert_allclose(prb.pf_speed(table), prb.equal_speed(table, m), rtol=1e-12)

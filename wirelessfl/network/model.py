@@ -167,7 +167,7 @@ class NetworkModel:
                 profile.physical, dl_loss, ul_loss, members, payloads * bits_per_model,
                 uplink_payload * bits_per_model, clients, rng, labels, self.los, faded,
             )
-            if profile.physical.ul_scheduler == "equal_prb":
+            if profile.physical.ul_scheduler != "time_share":
                 ul_share, ul_prb = self._block_prb_share()[clients], self.prb_link(clients)
             if profile.physical.link == "nr":
                 if self._block_use is None:
@@ -184,7 +184,7 @@ class NetworkModel:
             weakest = np.array([dl_rate[m].min() for m in members])
             stream_durations = _duration(payloads * bits_per_model, weakest) if streams else np.zeros(0)
             upload = _duration(uplink_payload * bits_per_model, ul_rate)
-            if channel.ul_scheduler == "equal_prb":
+            if channel.ul_scheduler != "time_share":
                 ul_prb = self.prb_link(clients, ul_gain[clients])
                 ul_share = prb.share_table(ul_prb, phy.link_model(channel, "ul"))
             if channel.link == "nr":
@@ -212,6 +212,7 @@ class NetworkModel:
             retransmissions=retransmissions,
             ul_share=ul_share,
             ul_prb=ul_prb,
+            ul_scheduler=profile.physical.ul_scheduler if profile.physical is not None else "time_share",
         )
 
     def uplink_channel(self, rng: np.random.Generator) -> UplinkChannel:

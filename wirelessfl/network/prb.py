@@ -25,7 +25,7 @@ import numpy as np
 from . import link, nr
 from .profile import PhysicalChannel
 
-SCHEDULERS = ("time_share", "equal_prb")
+SCHEDULERS = ("time_share", "equal_prb", "proportional_fair")
 """``physical.ul_scheduler``: how concurrent uploaders share one uplink carrier (``uplink: shared``)."""
 
 PRB_HZ = 180e3
@@ -147,11 +147,56 @@ def equal_speed(table: np.ndarray, m: int) -> np.ndarray:
     return (1.0 - f) * table[:, k] + f * table[:, k + 1]
 
 
-def prb_landings(ready, service: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Landing times, airtimes and PRB-seconds of uploads sharing a carrier's PRBs equally.
+def pf_shares(table: np.ndarray) -> np.ndarray:
+    """Each row's PRBs under proportional fairness with m = rows ≤ M uploads in progress.
+
+    Every uploader first gets one PRB; each of the other M − m goes to the uploader with the highest proportional-
+    fair metric, the rate the next PRB adds over the rate it already has, (R(k + 1) − R(k)) / R(k) (Sionna SYS's
+    ``PFSchedulerSUMIMO`` metric, achievable rate over achieved throughput, for one more PRB). With each row's
+    metrics made non-increasing in k (a running minimum: a rate that is concave in its PRBs, as Shannon's, is
+    unchanged) this is a water level: the metrics above it are granted, and the PRBs left at the level are shared
+    by the rows that reach it in proportion to their metrics there, so equal rows get equal shares (M/m each
+    when no phone is capped: the equal split)."""
+    m, m_total = table.shape[0], table.shape[1] - 1
+    extra = m_total - m
+    shares = np.ones(m)
+    if extra <= 0:
+        return shares
+    have = table[:, 1:-1]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = np.where(have > 0, (table[:, 2:] - have) / np.where(have > 0, have, 1.0), np.inf)
+    gain = np.minimum.accumulate(gain, axis=1)
+    level = np.sort(gain, axis=None)[-extra]
+    tolerance = 1e-12 * max(abs(level), 1e-300) if math.isfinite(level) else 0.0
+    above = gain > level + tolerance
+    at = ~above & (gain >= level - tolerance)
+    granted = above.sum(axis=1)
+    left = extra - int(granted.sum())
+    ties = at.sum(axis=1)
+    return shares + granted + (left * ties / ties.sum() if left > 0 else 0.0)
+
+
+def pf_speed(table: np.ndarray) -> np.ndarray:
+    """Each row's speed under ``pf_shares``: its rate at x PRBs, a rotation of ⌊x⌋ and ⌈x⌉ as in ``equal_speed``."""
+    x = pf_shares(table)
+    k = np.minimum(np.floor(x).astype(int), table.shape[1] - 2)
+    f = x - k
+    rows = np.arange(table.shape[0])
+    return (1.0 - f) * table[rows, k] + f * table[rows, k + 1]
+
+
+def light_speed(table: np.ndarray, m: int, scheduler: str) -> np.ndarray:
+    """Speeds of the m ≤ M uploads in progress (rows of ``table``) under ``scheduler``."""
+    return pf_speed(table) if scheduler == "proportional_fair" else equal_speed(table, m)
+
+
+def prb_landings(ready, service: np.ndarray, table: np.ndarray, scheduler: str = "equal_prb") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Landing times, airtimes and PRB-seconds of uploads sharing a carrier's PRBs (equally, or proportional-fair).
 
     Upload j is ready at ``ready[j]`` (a number: all at once), needs ``service[j]`` seconds of the whole carrier
-    and advances at ``equal_speed(table, m)[j]`` while m are in progress. With m ≤ M (PRBs) everyone holds PRBs
+    and advances at ``light_speed(table, m, scheduler)[j]`` while m ≤ M are in progress (proportional fairness gives
+    the same equal turns on one PRB as ``equal_prb`` when m > M: every phone's rate on one PRB a share M/m of the
+    slots is proportional to M/m, so no other split raises the sum of log-rates). With m ≤ M (PRBs) everyone holds PRBs
     in every slot (airtime = time in progress); with m > M each holds one PRB a share M/m of the slots and
     advances at table[j, 1]·M/m, so in the virtual time U (dU/dt = M/m) every upload advances at its own constant
     rate: landings come from a heap in O(n log n), and airtime and PRB-seconds both grow as U. An upload in outage
@@ -212,14 +257,14 @@ def prb_landings(ready, service: np.ndarray, table: np.ndarray) -> tuple[np.ndar
         if active:
             m = len(active)
             index = np.array(active)
-            speed = equal_speed(table[index], m)
+            speed = light_speed(table[index], m, scheduler)
             remaining = np.array([left[j] for j in active])
             times = remaining / speed
             first = int(np.argmin(times))
             departure = now + float(times[first])
             step = min(departure, arrival) - now
             airtime[index] += step
-            prb_s[index] += step * m_total / m
+            prb_s[index] += step * (m_total / m if scheduler != "proportional_fair" else pf_shares(table[index]))
             if departure <= arrival:
                 now = departure
                 done = [j for j, t in zip(active, times.tolist()) if t <= times[first] * (1 + 1e-12)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
-from .prb import equal_speed, prb_landings
+from .prb import light_speed, pf_shares, prb_landings
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class RoundInputs:
     all M (``prb.share_table``); None for the time share."""
     ul_prb: object | None = None
     """The participants' ``prb.PrbLink`` (power and SINR per PRB count) with ``ul_share``."""
+    ul_scheduler: str = "equal_prb"
+    """How ``ul_share``'s PRBs are split (``prb.SCHEDULERS``)."""
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,7 @@ def simulate(
     note = log.append if record else None
     phased = schedule == "phased"
     prb_share = inputs.ul_share if uplink == "shared" else None
-    carrier = (_PrbCarrier(env, prb_share, m) if prb_share is not None else _SharedCarrier(env)) if uplink == "shared" else None
+    carrier = (_PrbCarrier(env, prb_share, m, inputs.ul_scheduler) if prb_share is not None else _SharedCarrier(env)) if uplink == "shared" else None
     uplink_open = env.event()
     uplink = simpy.Resource(env, capacity=channels)
     medium = (
@@ -252,8 +254,9 @@ class _PrbCarrier(_SharedCarrier):
     upload j advances at ``prb.equal_speed(share, m)[j]`` (one PRB a share M/m of the slots when m > M), and its
     airtime and PRB-seconds grow as min(1, M/m) and M/m per second."""
 
-    def __init__(self, env: simpy.Environment, share: np.ndarray, participants: int) -> None:
+    def __init__(self, env: simpy.Environment, share: np.ndarray, participants: int, scheduler: str = "equal_prb") -> None:
         self.share = share
+        self.scheduler = scheduler
         self.prbs = share.shape[1] - 1
         self.airtime = np.zeros(participants)
         self.prb_seconds = np.zeros(participants)
@@ -263,17 +266,25 @@ class _PrbCarrier(_SharedCarrier):
         keys = list(self.left)
         rows = [self.who[k] for k in keys]
         m = len(keys)
-        speed = equal_speed(self.share[rows], m) if m <= self.prbs else self.share[rows, 1] * self.prbs / m
+        speed = light_speed(self.share[rows], m, self.scheduler) if m <= self.prbs else self.share[rows, 1] * self.prbs / m
         return dict(zip(keys, speed.tolist()))
+
+    def _holding(self) -> dict[int, float]:
+        keys = list(self.left)
+        m = len(keys)
+        if m <= self.prbs and self.scheduler == "proportional_fair":
+            return dict(zip(keys, pf_shares(self.share[[self.who[k] for k in keys]]).tolist()))
+        return dict.fromkeys(keys, self.prbs / m)
 
     def _charge(self) -> None:
         elapsed, self.last = self.env.now - self.last, self.env.now
         if self.left and elapsed > 0:
             m = len(self.left)
+            holding = self._holding()
             for key, speed in self._speeds().items():
                 self.left[key][0] -= elapsed * speed
                 self.airtime[self.who[key]] += elapsed * min(1.0, self.prbs / m)
-                self.prb_seconds[self.who[key]] += elapsed * self.prbs / m
+                self.prb_seconds[self.who[key]] += elapsed * holding[key]
 
     def _serve(self):
         while True:
@@ -298,7 +309,7 @@ def _shared(ready, inputs: RoundInputs, order: np.ndarray, m: int):
     PRB-seconds."""
     if inputs.ul_share is None:
         return shared_landings(ready, inputs.upload[order]), None, None
-    landed, air, prb_s = prb_landings(ready, inputs.upload[order], inputs.ul_share[order])
+    landed, air, prb_s = prb_landings(ready, inputs.upload[order], inputs.ul_share[order], inputs.ul_scheduler)
     airtime, prb_seconds = np.zeros(m), np.zeros(m)
     airtime[order], prb_seconds[order] = air, prb_s
     return landed, airtime, prb_seconds
