@@ -69,7 +69,7 @@ class NetworkModel:
         to LOS users only (``physical.k_factor``)."""
         self._ergodic_uplink: np.ndarray | None = None  # ``uplink_channel``'s mean rates, computed once
         self._block_use: tuple[np.ndarray, np.ndarray] | None = None  # ``nr`` over blocks: modal MCS, retransmissions per bit
-        self._prb_share: np.ndarray | None = None  # ``equal_prb`` over fading blocks: every user's ``prb.share_table``, computed once
+        self._prb_share: np.ndarray | None = None  # a PRB split over fading blocks: every user's ``prb.share_table``, computed once
         self.signal_loss_db: tuple[np.ndarray, np.ndarray] | None = None
         """With faded interference, each direction's loss without the interference's rise (the signal alone)."""
         if profile.physical is not None and profile.physical.topology is not None:

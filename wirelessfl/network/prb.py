@@ -6,11 +6,12 @@ with ``equal_prb`` each of m uploaders holds M/m of the carrier's M PRBs, and it
 §7.1.1's open loop for the PRBs it holds (``open_loop_power_dbm``, Sionna SYS's
 ``open_loop_uplink_power_control``), capped at its maximum. A phone below its cap scales its power with its
 PRBs (same SINR, rate proportional to the PRBs: the time share's rate); a capped phone puts the same power into
-fewer PRBs, so its SINR rises by M/k and it sends faster than its time share.
+fewer PRBs, so its SINR rises by M/k and it sends faster than its time share. ``proportional_fair`` hands the
+PRBs out by Sionna SYS's ``PFSchedulerSUMIMO`` metric instead (``pf_shares``).
 
 The model is a fluid one, per phone: an upload needs ``service`` seconds of the whole carrier (its
 ``transfer_time`` alone, drawn as for the time share), and while m uploads are in progress it advances at
-``speed = R(m PRB share) / R(M)`` of that, its rate on its share over its rate on the whole carrier
+``speed = R(its PRB share) / R(M)`` of that, its rate on its share over its rate on the whole carrier
 (``share_table``). More uploaders than PRBs (m > M) hold one PRB each a share M/m of the slots. Pure numpy.
 """
 
