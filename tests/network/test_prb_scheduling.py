@@ -90,15 +90,43 @@ def test_a_capped_phone_gains_m_over_k_of_sinr_and_a_phone_below_its_maximum_kee
 
 
 def test_share_table_by_hand():
-    """Shannon, 4 PRBs: an uncapped phone's rate is k/M of its full-carrier rate; a capped phone at SINR 1 on the
-    whole carrier has SINR 4/k on k PRBs, so its rate ratio is k·log2(1 + 4/k) / (4·log2 2)."""
+    """Shannon, 4 PRBs: an uncapped phone's rate is k/M of its full-carrier rate; a capped phone at SINR γ on the
+    whole carrier has SINR 4γ/k on k PRBs, so its rate ratio is k·log2(1 + 4γ/k) / (4·log2(1 + γ)) (γ = 1, and
+    γ = 0.5, below 1 bit/s/Hz)."""
     channel = PhysicalChannel(bandwidth_hz=720e3, ul_p0_dbm=-100.0, ul_alpha=1.0)
-    link = _link(channel, [3.0, 1.0], [80.0, 160.0])
+    link = _link(channel, [3.0, 1.0, 0.5], [80.0, 160.0, 160.0])
     assert link.prbs == 4
     table = prb.share_table(link, "shannon")
     np.testing.assert_allclose(table[0], [0, 0.25, 0.5, 0.75, 1.0], rtol=1e-12)
     k = np.arange(1, 5)
     np.testing.assert_allclose(table[1, 1:], k * np.log2(1 + 4 / k) / 4.0, rtol=1e-12)
+    np.testing.assert_allclose(table[2, 1:], k * np.log2(1 + 2 / k) / (4.0 * np.log2(1.5)), rtol=1e-12)
+
+
+def test_power_control_measures_the_loss_less_the_antenna_gains_as_the_time_share_does():
+    """With an 8 dBi gNB antenna a coupling loss of 100 dB is a measured 92 dB: P0 −80 dBm, α 0.8, 20 MHz gives
+    −80 + 10·log10(20e6/180e3) + 73.6 dBm on the whole carrier, the time share's power, and 1/111 of it on one PRB."""
+    channel = PhysicalChannel(bandwidth_hz=20e6, bs_antenna_gain_dbi=8.0, ul_p0_dbm=-80.0, ul_alpha=0.8)
+    link = _link(channel, [1.0], [100.0])
+    expected = -80.0 + 10 * math.log10(20e6 / 180e3) + 0.8 * 92.0
+    assert link.power_full_dbm[0] == pytest.approx(expected, abs=1e-9)
+    assert link.power_full_dbm[0] == pytest.approx(float(channel.uplink_power_dbm(np.array([100.0]))[0]), abs=1e-9)
+    assert link.power_dbm(1.0)[0] == pytest.approx(expected - 10 * math.log10(111), abs=1e-9)
+
+
+def test_the_ergodic_efficiency_is_the_fixed_draws_mean_and_the_rayleigh_closed_form():
+    """On its grid the tabulated efficiency is the mean over the same 4,096 gains the ergodic rates use
+    (``physical.FADING_SAMPLES`` drawn from seed 0), and within 3% of Rayleigh's log2(e)·e^{1/γ}·E1(1/γ)."""
+    from scipy.special import exp1
+
+    from wirelessfl.network import link as links
+
+    at = prb.ergodic_se("shannon", "rayleigh", None)
+    gains = links.draw_fading(np.random.default_rng(0), 4096, "rayleigh", None)
+    for snr_db in (-10.0, 0.0, 10.0, 20.0):
+        snr = 10 ** (snr_db / 10)
+        assert at(snr) == pytest.approx(np.log2(1 + snr * gains).mean(), rel=1e-9)
+        assert at(snr) == pytest.approx(np.log2(np.e) * np.exp(1 / snr) * exp1(1 / snr), rel=0.03)
 
 
 def test_equal_prb_split_of_two_and_three_uploaders_by_hand():
