@@ -92,15 +92,15 @@ def test_a_capped_phone_gains_m_over_k_of_sinr_and_a_phone_below_its_maximum_kee
 def test_share_table_by_hand():
     """Shannon, 4 PRBs: an uncapped phone's rate is k/M of its full-carrier rate; a capped phone at SINR γ on the
     whole carrier has SINR 4γ/k on k PRBs, so its rate ratio is k·log2(1 + 4γ/k) / (4·log2(1 + γ)) (γ = 1, and
-    γ = 0.5, below 1 bit/s/Hz)."""
+    γ = 0.1, whose whole-carrier rate is below 1 bit/s per Hz of a PRB)."""
     channel = PhysicalChannel(bandwidth_hz=720e3, ul_p0_dbm=-100.0, ul_alpha=1.0)
-    link = _link(channel, [3.0, 1.0, 0.5], [80.0, 160.0, 160.0])
+    link = _link(channel, [3.0, 1.0, 0.1], [80.0, 160.0, 160.0])
     assert link.prbs == 4
     table = prb.share_table(link, "shannon")
     np.testing.assert_allclose(table[0], [0, 0.25, 0.5, 0.75, 1.0], rtol=1e-12)
     k = np.arange(1, 5)
     np.testing.assert_allclose(table[1, 1:], k * np.log2(1 + 4 / k) / 4.0, rtol=1e-12)
-    np.testing.assert_allclose(table[2, 1:], k * np.log2(1 + 2 / k) / (4.0 * np.log2(1.5)), rtol=1e-12)
+    np.testing.assert_allclose(table[2, 1:], k * np.log2(1 + 0.4 / k) / (4.0 * np.log2(1.1)), rtol=1e-12)
 
 
 def test_power_control_measures_the_loss_less_the_antenna_gains_as_the_time_share_does():
