@@ -10,7 +10,9 @@ order) at 90% coverage with unicast repairs, every user uploading. Each variant 
 drop and prints their CPU time per round (``time.process_time``, so a loaded machine's waiting is not counted), the
 ratio to the single-cell reference round (the same users, link and payloads in one cell, flat fading, mean
 interference: none) timed in this process, the share of users in outage (an infinite upload) and the round's end.
-The target is under 1 s of CPU for the faded, EESM round.
+The target is under 1 s of CPU for the faded, EESM round. The last variant splits the shared uplink carrier
+into PRB shares with power control per share (``ul_scheduler: equal_prb``, ``proportional_fair``) instead of the
+time share.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ VARIANTS = {
     "21 sectors, faded interference, 8 subbands": {"topology": {**LAYOUT, "interference": "faded"}, "subbands": 8},
     "21 sectors, faded interference, 8 subbands, EESM": {
         "topology": {**LAYOUT, "interference": "faded"}, "subbands": 8, "subband_mapping": "eesm"},
+    "21 sectors, faded interference, 8 subbands, EESM, equal PRB split": {
+        "topology": {**LAYOUT, "interference": "faded"}, "subbands": 8, "subband_mapping": "eesm", "ul_scheduler": "equal_prb"},
+    "21 sectors, faded interference, 8 subbands, EESM, PF PRB split": {
+        "topology": {**LAYOUT, "interference": "faded"}, "subbands": 8, "subband_mapping": "eesm", "ul_scheduler": "proportional_fair"},
 }
 
 
@@ -73,7 +79,7 @@ def main() -> None:
         seconds, outage, end = time_variant(extra, args.users, args.rounds)
         reference = reference or seconds
         ended = f"{end:.2f} s" if math.isfinite(end) else "inf"
-        print(f"{name:52s} {seconds:6.3f} s/round  x{seconds / reference:5.2f}  outage {outage:6.2%}  round end {ended}")
+        print(f"{name:66s} {seconds:6.3f} s/round  x{seconds / reference:5.2f}  outage {outage:6.2%}  round end {ended}")
 
 
 if __name__ == "__main__":

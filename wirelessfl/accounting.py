@@ -201,6 +201,10 @@ CLIENT_ROUND_COLUMNS = (
 )
 """Columns of ``client_rounds.parquet`` after the unit's identifying columns (docs/results.md)."""
 
+PRB_COLUMNS = ("ul_prbs", "ul_power_dbm", "ul_sinr_db")
+"""Written after ``CLIENT_ROUND_COLUMNS`` only by profiles whose shared uplink is split by PRBs
+(``physical.ul_scheduler``), so other runs' tables keep their bytes; NaN for a participant that sent nothing."""
+
 
 def _client_rounds(
     priced: list, flat: RoundActivity, counts: np.ndarray, arrivals: list[frozenset[int]], cum_per_row: np.ndarray,
@@ -216,6 +220,7 @@ def _client_rounds(
     arrived: list[bool] = []
     retransmissions: list[int] = []
     mcs: list[int] = []
+    prb_use: dict[str, list[float]] = {name: [] for name in PRB_COLUMNS}
     offset = 0
     for (rec, timing), count, bits, made_it in zip(priced, counts.tolist(), per_model, arrivals):
         ids = flat.clients[offset:offset + count]
@@ -228,6 +233,8 @@ def _client_rounds(
         arrived += [c in made_it for c in id_list]
         retransmissions += [timing.retransmissions.get(c, 0) for c in id_list] if timing.retransmissions else [0] * count
         mcs += [timing.mcs.get(c, -1) for c in id_list] if timing.mcs else [-1] * count
+        for name, values in prb_use.items():
+            values += [getattr(timing, name).get(c, math.nan) for c in id_list]
         offset += count
     ul = np.array(ul_bits, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -270,4 +277,6 @@ def _client_rounds(
         "retransmissions": np.array(retransmissions, dtype=np.int64),
         "mcs": np.array(mcs, dtype=np.int64),
         "receptions": column,
+        **({name: np.array(values, dtype=float) for name, values in prb_use.items()}
+           if any(timing.ul_prbs for _, timing in priced) else {}),
     }

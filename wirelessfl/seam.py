@@ -173,7 +173,11 @@ class RoundTiming:
       ``t_computed`` when it uploads nothing; inf when it dropped out);
     * ``airtime``: how long its upload held the air, retransmissions included;
     * ``retransmissions`` and ``mcs``: per client, filled by link models that
-      have them (empty otherwise).
+      have them (empty otherwise);
+    * ``ul_prbs``, ``ul_power_dbm``, ``ul_sinr_db``: per uploader on a carrier
+      shared by PRBs (``physical.ul_scheduler``), the PRBs its upload held on
+      average while on the air, its transmit power and its SINR with them
+      (empty otherwise).
 
     ``t_next``: when the next round starts, if before ``t_end``. Under buffered asynchronous aggregation
     the server aggregates once ``buffer`` uploads have landed, so the next round can start while
@@ -196,13 +200,17 @@ class RoundTiming:
     retransmissions: Mapping[int, int] = field(default_factory=dict)
     mcs: Mapping[int, int] = field(default_factory=dict)
     t_next: float | None = None
+    ul_prbs: Mapping[int, float] = field(default_factory=dict)
+    ul_power_dbm: Mapping[int, float] = field(default_factory=dict)
+    ul_sinr_db: Mapping[int, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
         if self.t_next is not None:
             set_(self, "t_next", float(self.t_next))
         set_(self, "deliveries", tuple(self.deliveries))
-        for name in ("t_received", "t_computed", "t_uploaded", "t_compute_start", "t_upload_start", "airtime"):
+        for name in ("t_received", "t_computed", "t_uploaded", "t_compute_start", "t_upload_start", "airtime", "ul_prbs",
+                     "ul_power_dbm", "ul_sinr_db"):
             set_(self, name, _frozen_mapping(getattr(self, name)))
         set_(self, "receptions", _frozen_intervals(self.receptions))
         set_(self, "retransmissions", _frozen_counts(self.retransmissions))
@@ -223,7 +231,8 @@ class RoundTiming:
         fields = (dict(self.t_received), dict(self.t_computed), dict(self.t_uploaded), self.arrived, self.t_end)
         activities = (
             dict(self.receptions), dict(self.t_compute_start), dict(self.t_upload_start), dict(self.airtime),
-            dict(self.retransmissions), dict(self.mcs), self.t_next,
+            dict(self.retransmissions), dict(self.mcs), self.t_next, dict(self.ul_prbs), dict(self.ul_power_dbm),
+            dict(self.ul_sinr_db),
         )
         return (RoundTiming, (*fields, self.events, self.time_unit, self.deliveries, *activities))
 

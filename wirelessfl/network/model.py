@@ -13,6 +13,7 @@ import numpy as np
 
 from ..seam import AnalogAggregation, CommPlan, RoundTiming, StreamDelivery, UplinkChannel, frozen
 from . import physical as phy
+from . import prb
 from .over_the_air import analog_airtime_s, analog_timing, silent_plan, truncated_inversion
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
@@ -68,6 +69,7 @@ class NetworkModel:
         to LOS users only (``physical.k_factor``)."""
         self._ergodic_uplink: np.ndarray | None = None  # ``uplink_channel``'s mean rates, computed once
         self._block_use: tuple[np.ndarray, np.ndarray] | None = None  # ``nr`` over blocks: modal MCS, retransmissions per bit
+        self._prb_share: np.ndarray | None = None  # a PRB split over fading blocks: every user's ``prb.share_table``, computed once
         self.signal_loss_db: tuple[np.ndarray, np.ndarray] | None = None
         """With faded interference, each direction's loss without the interference's rise (the signal alone)."""
         if profile.physical is not None and profile.physical.topology is not None:
@@ -86,6 +88,30 @@ class NetworkModel:
             self.uplink_loss_db = self.uplink_loss_db + (profile.physical.ue_power_dbm - profile.physical.uplink_power_dbm(serving))
         if self.cell is not None and self.cell.dl_interference is not None:
             self.signal_loss_db = (self.path_loss_db - self.cell.dl_rise_db, self.uplink_loss_db - self.cell.ul_rise_db)
+
+    def prb_link(self, clients: np.ndarray, ul_gain: np.ndarray | None = None) -> prb.PrbLink:
+        """The ``clients``' uplink power and SINR per PRB count (``prb.PrbLink``): their whole-carrier SINR at the mean
+        interference (times this round's held gain ``ul_gain`` when given) and their loss to their serving cell."""
+        channel = self.profile.physical
+        serving = self.cell.coupling_loss_db if self.cell is not None else self.path_loss_db
+        snr = phy.link_snr(channel, "ul", self.uplink_loss_db[clients])
+        return prb.prb_link(channel, snr if ul_gain is None else snr * ul_gain, serving[clients])
+
+    def _block_prb_share(self) -> np.ndarray:
+        """Every user's ``prb.share_table`` over block fading: the rates of its mean SINRs per PRB count averaged over
+        its flat fading law (``prb.ergodic_se``, each LOS class by its own K), computed once."""
+        if self._prb_share is None:
+            channel = self.profile.physical
+            everyone = np.arange(self.num_clients)
+            link_all = self.prb_link(everyone)
+            k = phy.k_factor(channel, self.los)
+            table = np.empty((self.num_clients, link_all.prbs + 1))
+            for value in (np.unique(k).tolist() if isinstance(k, np.ndarray) else [k]):
+                users = np.flatnonzero(k == value) if isinstance(k, np.ndarray) else everyone
+                part = prb.prb_link(channel, link_all.snr_full[users], (self.cell.coupling_loss_db if self.cell is not None else self.path_loss_db)[users])
+                table[users] = prb.share_table(part, prb.ergodic_se(phy.link_model(channel, "ul"), channel.fading, value))
+            self._prb_share = table
+        return self._prb_share
 
     def time_round(self, plan: CommPlan, rng: np.random.Generator) -> RoundTiming:
         self._check_plan(plan)
@@ -129,7 +155,7 @@ class NetworkModel:
         labels = tuple(s.label or str(k) for k, s in enumerate(streams))
         payloads = np.array([s.payload for s in streams])
         deliveries = ()
-        mcs = retransmissions = None
+        mcs = retransmissions = ul_share = ul_prb = None
         if profile.physical is None:
             stream_durations = payloads * profile.t_dl
             upload = uplink_payload * profile.rho * profile.t_dl
@@ -141,6 +167,8 @@ class NetworkModel:
                 profile.physical, dl_loss, ul_loss, members, payloads * bits_per_model,
                 uplink_payload * bits_per_model, clients, rng, labels, self.los, faded,
             )
+            if profile.physical.ul_scheduler != "time_share":
+                ul_share, ul_prb = self._block_prb_share()[clients], self.prb_link(clients)
             if profile.physical.link == "nr":
                 if self._block_use is None:
                     self._block_use = phy.uplink_block_use(profile.physical, phy.link_snr(profile.physical, "ul", self.uplink_loss_db), self.los)
@@ -156,6 +184,9 @@ class NetworkModel:
             weakest = np.array([dl_rate[m].min() for m in members])
             stream_durations = _duration(payloads * bits_per_model, weakest) if streams else np.zeros(0)
             upload = _duration(uplink_payload * bits_per_model, ul_rate)
+            if channel.ul_scheduler != "time_share":
+                ul_prb = self.prb_link(clients, ul_gain[clients])
+                ul_share = prb.share_table(ul_prb, phy.link_model(channel, "ul"))
             if channel.link == "nr":
                 ul_snr = phy.link_snr(channel, "ul", self.uplink_loss_db[clients]) * ul_gain[clients]
                 mcs, retransmissions = phy.uplink_held_use(channel, ul_snr, uplink_payload * bits_per_model)
@@ -179,6 +210,9 @@ class NetworkModel:
             deliveries=deliveries,
             mcs=mcs,
             retransmissions=retransmissions,
+            ul_share=ul_share,
+            ul_prb=ul_prb,
+            ul_scheduler=profile.physical.ul_scheduler if profile.physical is not None else "time_share",
         )
 
     def uplink_channel(self, rng: np.random.Generator) -> UplinkChannel:
@@ -314,6 +348,9 @@ def to_round_timing(
             shared_start = np.full(len(ids), float(computed[staying].max()) if staying.any() else times.dl_end)
         else:
             shared_start = computed if duplex == "fdd" else np.maximum(computed, times.dl_end)
+    prb_use = {}
+    if times.airtime is not None:
+        prb_use = _prb_use(inputs, times, ids)
     return RoundTiming(
         t_received=frozen(ids, times.t_received.tolist()),
         t_computed=frozen(ids, times.t_computed.tolist()),
@@ -326,17 +363,38 @@ def to_round_timing(
         mcs=frozen(ids, inputs.mcs.tolist()) if inputs.mcs is not None else {},
         retransmissions=frozen(ids, inputs.retransmissions.tolist()) if inputs.retransmissions is not None else {},
         **activities(inputs.clients, inputs.stream_members, inputs.stream_durations, compute_start,
-                     times.t_computed, uploaded, inputs.upload, shared_start),
+                     times.t_computed, uploaded, inputs.upload, shared_start, times.airtime),
+        **prb_use,
     )
+
+
+def _prb_use(inputs: RoundInputs, times: RoundTimes, ids: list[int]) -> dict:
+    """Per uploader on a carrier split by PRBs: the PRBs it held on average while on the air (PRB-seconds over
+    airtime), and its transmit power and SINR (the round's held gain, or the mean over fading blocks) with them."""
+    sent = (times.airtime > 0) & np.isfinite(times.t_uploaded)
+    index = np.flatnonzero(sent)
+    prbs = times.prb_seconds[index] / times.airtime[index]
+    link = inputs.ul_prb
+    full = prb.PrbLink(link.prbs, link.carrier_over_prb, link.snr_full[index], link.power_full_dbm[index], link.p_max_dbm,
+                       link.p0_dbm, link.alpha, None if link.path_loss_db is None else link.path_loss_db[index])
+    sinr_db = 10.0 * np.log10(full.sinr(prbs))
+    keys = [ids[i] for i in index.tolist()]
+    return {
+        "ul_prbs": frozen(keys, prbs.tolist()),
+        "ul_power_dbm": frozen(keys, np.asarray(full.power_dbm(prbs), dtype=float).tolist()),
+        "ul_sinr_db": frozen(keys, sinr_db.tolist()),
+    }
 
 
 def activities(
     clients: np.ndarray, members: tuple[np.ndarray, ...], durations: np.ndarray, compute_start: np.ndarray,
     computed: np.ndarray, uploaded: np.ndarray, upload: np.ndarray, shared_start: np.ndarray | None = None,
+    airtime_override: np.ndarray | None = None,
 ) -> dict:
     """``RoundTiming``'s activity fields: streams back to back from time 0 in send order (the downlink
     never waits for the uplink); an upload holds the air for its duration (its ``upload`` seconds on
-    the whole carrier: a shared carrier's round-robin turns add up to it) starting when it may start
+    the whole carrier: a shared carrier's round-robin turns add up to it; ``airtime_override`` where a carrier
+    split by PRBs gives each upload its own time on the air) starting when it may start
     (``shared_start`` on a shared carrier, else its landing less its duration)."""
     ids = clients.tolist()
     ends = np.cumsum(durations).tolist()
@@ -353,7 +411,7 @@ def activities(
             airtime = np.where(sending, upload, 0.0)
         else:
             upload_start = np.where(sending, shared_start, uploaded)
-            airtime = np.where(sending, upload, 0.0)
+            airtime = np.where(sending, upload if airtime_override is None else airtime_override, 0.0)
     return {
         "receptions": frozen(ids, receptions),
         "t_compute_start": frozen(ids, compute_start.tolist()),

@@ -24,6 +24,7 @@ PATH_LOSS_MODELS = ("log_distance", "UMa", "UMi", "RMa")
 LINK_MODELS = ("shannon", "truncated_shannon", "nr")
 MULTICAST_POLICIES = ("worst_user", "coverage")
 UPLINK_ACCESS = ("orthogonal", "shared")
+UL_SCHEDULERS = ("time_share", "equal_prb", "proportional_fair")
 DROPS = ("per_profile", "common")
 SUBBAND_MAPPINGS = ("mean", "eesm")
 NR_SPACINGS_KHZ = (15, 30, 60)
@@ -291,6 +292,7 @@ class PhysicalChannel:
     subbands: int = 1
     subband_mapping: str = "mean"
     ul_sinr_threshold_db: float | None = None
+    ul_scheduler: str = "time_share"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -309,6 +311,14 @@ class PhysicalChannel:
         _choice("physical.multicast", self.multicast, MULTICAST_POLICIES)
         _choice("physical.uplink", self.uplink, UPLINK_ACCESS)
         _choice("physical.drop", self.drop, DROPS)
+        if self.ul_scheduler not in UL_SCHEDULERS:
+            raise ValueError(
+                f"physical.ul_scheduler must be one of {', '.join(repr(s) for s in UL_SCHEDULERS)} (time_share: each uploader "
+                f"has the whole carrier in turn; equal_prb: each holds an equal share of its PRBs; proportional_fair: PRBs by "
+                f"Sionna's PF metric), got {self.ul_scheduler!r}"
+            )
+        if self.ul_scheduler != "time_share" and self.uplink != "shared":
+            raise ValueError(f"physical.ul_scheduler {self.ul_scheduler!r} needs physical.uplink 'shared' (one carrier whose PRBs the uploaders share), got {self.uplink!r}")
         if self.topology is not None:
             set_(self, "topology", Topology.from_dict(self.topology))
         if self.ul_p0_dbm is not None:
@@ -445,6 +455,8 @@ class PhysicalChannel:
             f"{cell}, {loss}, {fading}{held}, {link} rates, "
             f"{self.bandwidth_hz / 1e6:g} MHz, {multicast}"
             + (", one uplink carrier shared equally by concurrent uploaders" if self.uplink == "shared" else "")
+            + ({"equal_prb": " in equal PRB shares", "proportional_fair": " in proportional-fair PRB shares"}.get(self.ul_scheduler, "")
+               + (" with open-loop power control per share" if self.ul_scheduler != "time_share" else ""))
             + (f", TDD {self.tdd_pattern} (downlink {self.time_share('dl'):.0%}, uplink {self.time_share('ul'):.0%} of the time)"
                if self.tdd_pattern is not None else "")
             + (f", uploads below {self.ul_sinr_threshold_db:g} dB SINR lost" if self.ul_sinr_threshold_db is not None else "")
@@ -513,6 +525,8 @@ class PhysicalChannel:
             del out["subband_mapping"]
         if self.ul_sinr_threshold_db is None:  # absent unless set, so profiles without it resolve (and fingerprint) as before
             del out["ul_sinr_threshold_db"]
+        if self.ul_scheduler == "time_share":  # the default is left out, as above
+            del out["ul_scheduler"]
         return out
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import simpy
 
+from .prb import light_speed, pf_shares, prb_landings
+
 
 @dataclass(frozen=True)
 class RoundInputs:
@@ -31,6 +33,13 @@ class RoundInputs:
     """Per participant, the uplink MCS its upload used (``nr`` only; ``physical.uplink_held_use``, ``uplink_block_use``)."""
     retransmissions: np.ndarray | None = None
     """Per participant, the HARQ retransmissions of its upload (``nr`` only)."""
+    ul_share: np.ndarray | None = None
+    """With a shared carrier split by PRBs (``prb``), per participant its rate with k = 0..M PRBs over its rate with
+    all M (``prb.share_table``); None for the time share."""
+    ul_prb: object | None = None
+    """The participants' ``prb.PrbLink`` (power and SINR per PRB count) with ``ul_share``."""
+    ul_scheduler: str = "equal_prb"
+    """How ``ul_share``'s PRBs are split (``prb.SCHEDULERS``)."""
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,10 @@ class RoundTimes:
     t_uploaded: np.ndarray
     dl_end: float
     events: tuple[tuple[float, str], ...] = ()
+    airtime: np.ndarray | None = None
+    """Per participant, its upload's time on the air when it is not its service time (PRB sharing); else None."""
+    prb_seconds: np.ndarray | None = None
+    """Per participant, the PRBs its upload held integrated over time (PRB sharing); else None."""
 
 
 def simulate(
@@ -72,7 +85,8 @@ def simulate(
     log: list[tuple[float, str]] = []
     note = log.append if record else None
     phased = schedule == "phased"
-    carrier = _SharedCarrier(env) if uplink == "shared" else None
+    prb_share = inputs.ul_share if uplink == "shared" else None
+    carrier = (_PrbCarrier(env, prb_share, m, inputs.ul_scheduler) if prb_share is not None else _SharedCarrier(env)) if uplink == "shared" else None
     uplink_open = env.event()
     uplink = simpy.Resource(env, capacity=channels)
     medium = (
@@ -149,7 +163,7 @@ def simulate(
                 yield uplink_open
             if math.isinf(upload[i]):
                 return
-            yield carrier.join(upload[i])
+            yield carrier.join(upload[i], i)
             t_uploaded[i] = env.now
             if note:
                 note((env.now, f"client {ids[i]} uploaded"))
@@ -178,6 +192,8 @@ def simulate(
         t_uploaded=np.array(t_uploaded),
         dl_end=downlink_end[0],
         events=tuple(log),
+        airtime=carrier.airtime if isinstance(carrier, _PrbCarrier) else None,
+        prb_seconds=carrier.prb_seconds if isinstance(carrier, _PrbCarrier) else None,
     )
 
 
@@ -196,12 +212,14 @@ class _SharedCarrier:
         self.joined = env.event()
         self.last = 0.0
         self.count = 0
+        self.who: dict[int, int] = {}
         env.process(self._serve())
 
-    def join(self, service: float) -> simpy.Event:
+    def join(self, service: float, who: int = -1) -> simpy.Event:
         self._charge()
         landed = self.env.event()
         self.left[self.count] = [float(service), landed, float(service)]
+        self.who[self.count] = who
         self.count += 1
         if not self.joined.triggered:
             self.joined.succeed()
@@ -229,6 +247,72 @@ class _SharedCarrier:
                         self.left.pop(k)[1].succeed()
             if self.joined.triggered:
                 self.joined = self.env.event()
+
+
+class _PrbCarrier(_SharedCarrier):
+    """``_SharedCarrier`` split by PRBs (``prb.prb_landings`` is its closed form): while m uploads are in progress
+    upload j advances at ``prb.equal_speed(share, m)[j]`` (one PRB a share M/m of the slots when m > M), and its
+    airtime and PRB-seconds grow as min(1, M/m) and M/m per second."""
+
+    def __init__(self, env: simpy.Environment, share: np.ndarray, participants: int, scheduler: str = "equal_prb") -> None:
+        self.share = share
+        self.scheduler = scheduler
+        self.prbs = share.shape[1] - 1
+        self.airtime = np.zeros(participants)
+        self.prb_seconds = np.zeros(participants)
+        super().__init__(env)
+
+    def _speeds(self) -> dict[int, float]:
+        keys = list(self.left)
+        rows = [self.who[k] for k in keys]
+        m = len(keys)
+        speed = light_speed(self.share[rows], m, self.scheduler) if m <= self.prbs else self.share[rows, 1] * self.prbs / m
+        return dict(zip(keys, speed.tolist()))
+
+    def _holding(self) -> dict[int, float]:
+        keys = list(self.left)
+        m = len(keys)
+        if m <= self.prbs and self.scheduler == "proportional_fair":
+            return dict(zip(keys, pf_shares(self.share[[self.who[k] for k in keys]]).tolist()))
+        return dict.fromkeys(keys, self.prbs / m)
+
+    def _charge(self) -> None:
+        elapsed, self.last = self.env.now - self.last, self.env.now
+        if self.left and elapsed > 0:
+            m = len(self.left)
+            holding = self._holding()
+            for key, speed in self._speeds().items():
+                self.left[key][0] -= elapsed * speed
+                self.airtime[self.who[key]] += elapsed * min(1.0, self.prbs / m)
+                self.prb_seconds[self.who[key]] += elapsed * holding[key]
+
+    def _serve(self):
+        while True:
+            if not self.left:
+                yield self.joined
+            else:
+                speeds = self._speeds()
+                first = min(self.left, key=lambda k: self.left[k][0] / speeds[k])
+                wake = self.env.timeout(max(self.left[first][0], 0.0) / speeds[first])
+                yield wake | self.joined
+                self._charge()
+                if wake.processed:
+                    finished = [k for k, (left, _, service) in self.left.items() if k == first or left <= 1e-9 * service]
+                    for k in finished:
+                        self.left.pop(k)[1].succeed()
+            if self.joined.triggered:
+                self.joined = self.env.event()
+
+
+def _shared(ready, inputs: RoundInputs, order: np.ndarray, m: int):
+    """Landings on a shared carrier, in time share or split by PRBs, and (PRBs) each participant's airtime and
+    PRB-seconds."""
+    if inputs.ul_share is None:
+        return shared_landings(ready, inputs.upload[order]), None, None
+    landed, air, prb_s = prb_landings(ready, inputs.upload[order], inputs.ul_share[order], inputs.ul_scheduler)
+    airtime, prb_seconds = np.zeros(m), np.zeros(m)
+    airtime[order], prb_seconds[order] = air, prb_s
+    return landed, airtime, prb_seconds
 
 
 def _downlink_end(inputs: RoundInputs) -> float:
@@ -273,11 +357,13 @@ def phased_closed_form(
     barrier = float(t_computed[staying].max()) if staying.any() else dl_end
     uploaders = np.flatnonzero(staying & (inputs.upload > 0))
     order = uploaders[np.argsort(t_computed[uploaders], kind="stable")]
+    airtime = prb_seconds = None
     if uplink == "shared":
-        t_uploaded[order] = shared_landings(barrier, inputs.upload[order])
+        t_uploaded[order], airtime, prb_seconds = _shared(barrier, inputs, order, m)
     else:
         t_uploaded[order] = fifo_landings(barrier, inputs.upload[order], channels)
-    return RoundTimes(t_received=t_received, t_computed=t_computed, t_uploaded=t_uploaded, dl_end=dl_end)
+    return RoundTimes(t_received=t_received, t_computed=t_computed, t_uploaded=t_uploaded, dl_end=dl_end,
+                      airtime=airtime, prb_seconds=prb_seconds)
 
 
 def pipelined_closed_form(
@@ -303,11 +389,13 @@ def pipelined_closed_form(
     uploaders = np.flatnonzero(~dropped & (inputs.upload > 0))
     order = uploaders[np.lexsort((last_stream[uploaders], t_computed[uploaders]))]
     ready = t_computed[order] if duplex == "fdd" else np.maximum(t_computed[order], dl_end)
+    airtime = prb_seconds = None
     if uplink == "shared":
-        t_uploaded[order] = shared_landings(ready, inputs.upload[order])
+        t_uploaded[order], airtime, prb_seconds = _shared(ready, inputs, order, m)
     else:
         t_uploaded[order] = fifo_landings(ready, inputs.upload[order], channels)
-    return RoundTimes(t_received=t_received, t_computed=t_computed, t_uploaded=t_uploaded, dl_end=dl_end)
+    return RoundTimes(t_received=t_received, t_computed=t_computed, t_uploaded=t_uploaded, dl_end=dl_end,
+                      airtime=airtime, prb_seconds=prb_seconds)
 
 
 def order_streams(streams: tuple, policy: str) -> list:
