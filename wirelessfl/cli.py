@@ -221,7 +221,7 @@ def _open_shards(executor, address: str | None, workers: int | None, device: str
     from wirelessfl.learning.ray_shards import RayShards
 
     if device == "cuda":
-        raise ValueError("--executor ray trains on the workers' CPUs; use --device cpu")
+        raise ValueError(RayShards.cpu_only)
     return RayShards(address, workers).__enter__()
 
 

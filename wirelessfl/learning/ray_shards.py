@@ -26,7 +26,7 @@ import torch
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.ray_connect import import_ray, join
-from wirelessfl.learning.shards import GroupJob, run_job
+from wirelessfl.learning.shards import GroupJob, Shards, run_job
 
 RESTARTS = 3
 """Times a lost actor is restarted, and a call on it retried, before the run stops (and can be resumed)."""
@@ -57,12 +57,14 @@ class _ShardWorker:
         return run_job(self.engine, job, [self._dataset(ray, ref) for ref in job.data])
 
 
-class RayShards:
+class RayShards(Shards):
     """``engine.shards`` on Ray: joins ``address`` (or the running Ray, else starts a local one) with ``workers`` actors.
 
     ``sent`` and ``received`` count the bytes of the rows moved (datasets apart,
     which move once per worker: ``data_sent``); ``calls`` the ``train`` calls.
     """
+
+    cpu_only = "--executor ray trains on the workers' CPUs; use --device cpu"
 
     def __init__(self, address: str | None = None, workers: int | None = None) -> None:
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
@@ -72,7 +74,7 @@ class RayShards:
         self.started = False
         self.actors: dict[tuple, list] = {}
         self.refs: OrderedDict[tuple[int, int], tuple] = OrderedDict()
-        self.sent = self.received = self.data_sent = self.calls = 0
+        self.sent = self.received = self.data_sent = self.calls = self.started_actors = 0
 
     def __enter__(self) -> RayShards:
         self.started = join(self.ray, self.address)
@@ -92,18 +94,12 @@ class RayShards:
         """Actors per architecture: ``workers``, else one per CPU of the cluster."""
         return self.workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)))
 
-    def attach(self, engine: LockstepEngine) -> LockstepEngine:
-        """Run ``engine``'s training groups on this cluster (CPU engines only: the actors train on CPUs)."""
-        if engine.device.type != "cpu":
-            raise ValueError(f"--executor ray trains on the workers' CPUs; use --device cpu (the run asked for {engine.device.type})")
-        engine.shards = self
-        return engine
-
     def _actors(self, engine: LockstepEngine) -> list:
         key = (engine.arch, engine.max_samples)
         if key not in self.actors:
             worker = self.ray.remote(num_cpus=1, max_restarts=RESTARTS, max_task_retries=RESTARTS)(_ShardWorker)
             self.actors[key] = [worker.remote(engine.arch, engine.max_samples) for _ in range(self.size())]
+            self.started_actors += len(self.actors[key])
         return self.actors[key]
 
     def _ref(self, x: torch.Tensor, y: torch.Tensor):
@@ -153,6 +149,6 @@ class RayShards:
         """One line: workers, calls and the bytes that moved."""
         mb = 2**20
         return (
-            f"ray: {sum(len(a) for a in self.actors.values())} workers, {self.calls} training calls; rows sent "
+            f"ray: {self.started_actors} workers, {self.calls} training calls; rows sent "
             f"{self.sent / mb:.1f} MiB, returned {self.received / mb:.1f} MiB; datasets sent once {self.data_sent / mb:.1f} MiB"
         )

@@ -113,7 +113,24 @@ def put_rows(state, rows: slice, part) -> None:
         put_rows(inner, rows, inner_part)
 
 
-class PickledShards:
+class Shards:
+    """Where an engine's training groups run when not in its own threads: ``attach`` it, then ``train_groups``."""
+
+    cpu_only = "shards train on CPUs; use --device cpu"
+
+    def attach(self, engine):
+        """Run ``engine``'s training groups here (CPU engines only: a shard's kernels are the CPU's)."""
+        if engine.device.type != "cpu":
+            raise ValueError(f"{self.cpu_only} (the run asked for {engine.device.type})")
+        engine.shards = self
+        return engine
+
+    def train_groups(self, engine, jobs: list[GroupJob]) -> list[tuple[torch.Tensor, torch.Tensor, Any]]:
+        """Each job's (rows, loss, optimizer-state rows), in the order of ``jobs``."""
+        raise NotImplementedError
+
+
+class PickledShards(Shards):
     """Every group's job pickled, run on a second engine of the same architecture, and its result pickled back.
 
     What a remote shard does, in one process: the check that a job carries
