@@ -14,6 +14,8 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import wirelessfl
+from wirelessfl.algorithms.specs import BUILT_INS
 from wirelessfl.cli import app
 from wirelessfl.config import parse_scenario
 from wirelessfl.learning.shards import PickledShards
@@ -59,8 +61,7 @@ def test_a_run_whose_groups_are_shipped_writes_the_in_process_trace():
 def test_simulate_on_two_local_ray_workers_writes_the_single_process_trace(tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
     path = _write(tmp_path)
-    local = runner.invoke(app, ["simulate", str(path), "--out", str(tmp_path / "local"), "--quiet"])
-    assert local.exit_code == 0, local.output
+    wirelessfl.simulate(path, out=tmp_path / "local")  # the same writer as the CLI's, without its PNG figures
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
         remote = runner.invoke(
@@ -115,3 +116,38 @@ def test_bad_executor_options_are_one_line(tmp_path, args, message):
     assert result.exit_code == 2
     assert result.output.strip() == message
     assert not out.exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(BUILT_INS))
+def test_every_built_in_writes_the_in_process_trace_through_shipped_groups(name):
+    """Shards run ``engine.train``'s groups, whatever the algorithm asks of it (masks, corrections, sample
+    weights, optimizer state, step by step); its other entry points stay on the driver."""
+    scenario = parse_scenario({**TINY, "algorithms": [{"name": name}]})
+    assert simulate(scenario).trace.to_csv(index=False) == simulate(scenario, shards=PickledShards()).trace.to_csv(index=False)
+
+
+@pytest.mark.slow
+def test_a_killed_ray_worker_restarts_and_the_trace_is_unchanged():
+    """Ray restarts the actor (``max_restarts``), which fetches its datasets again from the object store."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+    from wirelessfl.learning.ray_shards import RayShards
+
+    scenario = parse_scenario({**TINY, "algorithms": [{"name": "fedavg"}], "rounds": 4})
+    here = simulate(scenario)
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    try:
+        with RayShards(workers=2) as shards:
+            killed = []
+
+            def kill_one(progress):
+                if progress["round"] == 2 and not killed:
+                    actor = next(iter(shards.actors.values()))[0]
+                    ray.kill(actor, no_restart=False)
+                    killed.append(actor)
+
+            there = simulate(scenario, shards=shards, on_round=kill_one)
+    finally:
+        ray.shutdown()
+    assert killed
+    assert here.trace.to_csv(index=False) == there.trace.to_csv(index=False)
