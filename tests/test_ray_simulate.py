@@ -151,3 +151,12 @@ def test_a_killed_ray_worker_restarts_and_the_trace_is_unchanged():
         ray.shutdown()
     assert killed
     assert here.trace.to_csv(index=False) == there.trace.to_csv(index=False)
+
+
+def test_the_python_api_refuses_bad_executor_options_in_one_line(tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"^--executor must be one of local, ray, got 'process'$"):
+        wirelessfl.simulate(TINY, out=out, executor="process")
+    with pytest.raises(ValueError, match=r"^--workers: use with --executor ray$"):
+        wirelessfl.simulate(TINY, out=out, workers=2)
+    assert not out.exists()

@@ -211,18 +211,9 @@ def simulate(
 
 
 def _open_shards(executor, address: str | None, workers: int | None, device: str):
-    """``--executor ray``: the cluster joined and ready for the run's training groups (None for ``local``), before
-    anything is written; a missing Ray, an address that does not answer or a GPU run is one line."""
-    if executor is not RunExecutor.ray:
-        given = [flag for flag, value in (("--address", address), ("--workers", workers)) if value is not None]
-        if given:
-            raise ValueError(f"{' and '.join(given)}: use with --executor ray")
-        return None
-    from wirelessfl.learning.ray_shards import RayShards
+    from wirelessfl.run.executor import open_shards
 
-    if device == "cuda":
-        raise ValueError(RayShards.cpu_only)
-    return RayShards(address, workers).__enter__()
+    return open_shards(None if executor is None else executor.value, address, workers, device)
 
 
 def _refuse_beside_resume(resume: Path, settings: str, given: dict[str, Any]) -> None:
