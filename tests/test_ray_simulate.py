@@ -128,8 +128,9 @@ def test_every_built_in_writes_the_in_process_trace_through_shipped_groups(name)
 
 
 @pytest.mark.slow
-def test_a_killed_ray_worker_restarts_and_the_trace_is_unchanged():
-    """Ray restarts the actor (``max_restarts``), which fetches its datasets again from the object store."""
+def test_a_killed_ray_worker_restarts_and_the_trace_is_unchanged(tmp_path):
+    """Ray restarts the actor (``max_restarts``), which fetches its datasets again from the object store; a driver
+    stopped mid-run resumes from its checkpoints, here in process: the executor is not part of the trace."""
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
     from wirelessfl.learning.ray_shards import RayShards
 
@@ -147,10 +148,14 @@ def test_a_killed_ray_worker_restarts_and_the_trace_is_unchanged():
                     killed.append(actor)
 
             there = simulate(scenario, shards=shards, on_round=kill_one)
+            with pytest.raises(KeyboardInterrupt):
+                simulate(scenario, run_dir=tmp_path, shards=shards, stop_after_rounds=2)
     finally:
         ray.shutdown()
+    assert list((tmp_path / "checkpoints").glob("*.partial.*"))  # stopped after round 2, checkpointed
+    resumed = simulate(scenario, run_dir=tmp_path)
     assert killed
-    assert here.trace.to_csv(index=False) == there.trace.to_csv(index=False)
+    assert here.trace.to_csv(index=False) == there.trace.to_csv(index=False) == resumed.trace.to_csv(index=False)
 
 
 def test_the_python_api_refuses_bad_executor_options_in_one_line(tmp_path):
