@@ -64,11 +64,16 @@ def test_simulate_on_two_local_ray_workers_writes_the_single_process_trace(tmp_p
     wirelessfl.simulate(path, out=tmp_path / "local")  # the same writer as the CLI's, without its PNG figures
     ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
     try:
+        too_many = runner.invoke(
+            app, ["simulate", str(path), "--out", str(tmp_path / "x"), "--quiet", "--executor", "ray", "--workers", "3"]
+        )
         remote = runner.invoke(
             app, ["simulate", str(path), "--out", str(tmp_path / "ray"), "--quiet", "--executor", "ray", "--workers", "2"]
         )
     finally:
         ray.shutdown()
+    assert too_many.exit_code == 2 and not (tmp_path / "x").exists()
+    assert too_many.output.strip() == "error: --workers 3: the Ray cluster has 2 CPUs (a worker takes one)"
     assert remote.exit_code == 0, remote.output
     assert "ray: 2 workers" in remote.output
     for name in ("trace.parquet", "trace.csv", "clients.parquet", "client_rounds.parquet"):

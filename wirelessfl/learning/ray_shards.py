@@ -78,6 +78,11 @@ class RayShards(Shards):
 
     def __enter__(self) -> RayShards:
         self.started = join(self.ray, self.address)
+        cpus = int(self.ray.cluster_resources().get("CPU", 0))
+        if self.workers is not None and self.workers > cpus:
+            self.__exit__()
+            # each actor holds one CPU: more than the cluster has would wait for CPUs forever
+            raise ValueError(f"--workers {self.workers}: the Ray cluster has {cpus} CPUs (a worker takes one)")
         return self
 
     def __exit__(self, *exc: Any) -> None:
