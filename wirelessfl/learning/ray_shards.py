@@ -26,7 +26,7 @@ import torch
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.plugins import from_environment
 from wirelessfl.learning.ray_connect import import_ray, join
-from wirelessfl.learning.shards import GroupJob, Shards, run_job
+from wirelessfl.learning.shards import GroupJob, Shards, run_job, state_bytes
 
 RESTARTS = 3
 """Times a lost actor is restarted, and a call on it retried, before the run stops (and can be resumed)."""
@@ -140,14 +140,7 @@ class RayShards(Shards):
             ) from None
         self.calls += 1
         for own, loss, state in results:
-            self.received += own.nbytes + loss.nbytes
-            if state is not None:
-                leaves: list = []
-                stack = [state]
-                while stack:
-                    item = stack.pop()
-                    leaves.append(item) if isinstance(item, torch.Tensor) else stack.extend(item)
-                self.received += sum(t.nbytes for t in leaves)
+            self.received += own.nbytes + loss.nbytes + state_bytes(state)
         return results
 
     def summary(self) -> str:

@@ -73,9 +73,16 @@ class GroupJob:
     def payload_bytes(self) -> int:
         """Bytes of the rows this job sends (parameters, state, corrections, batches), the datasets left out."""
         tensors = [self.params, self.table, self.pull, self.offset, *(self.weights or [])]
-        if self.state is not None:
-            optim.map_state(lambda t: tensors.append(t) or t, self.state)
-        return sum(t.numel() * t.element_size() for t in tensors if t is not None)
+        return sum(t.nbytes for t in tensors if t is not None) + state_bytes(self.state)
+
+
+def state_bytes(state) -> int:
+    """Bytes of a nested optimizer state (0 for None)."""
+    if state is None:
+        return 0
+    if isinstance(state, torch.Tensor):
+        return state.nbytes
+    return sum(state_bytes(inner) for inner in state)
 
 
 def run_job(engine, job: GroupJob, datasets: list) -> tuple[torch.Tensor, torch.Tensor, Any]:
