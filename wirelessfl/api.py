@@ -95,7 +95,10 @@ class RunResult(SimulationResult):
         return figures
 
 
-def simulate(scenario, out: str | Path | None = None, *, resume: bool = False, settings=None, **overrides: Any) -> RunResult:
+def simulate(
+    scenario, out: str | Path | None = None, *, resume: bool = False, settings=None, executor: str = "local",
+    address: str | None = None, workers: int | None = None, **overrides: Any,
+) -> RunResult:
     """Run every curve and seed of ``scenario``; with ``out``, write a run directory.
 
     The same door as ``wirelessfl simulate`` (``run.prepare``): the dataset, the
@@ -104,29 +107,39 @@ def simulate(scenario, out: str | Path | None = None, *, resume: bool = False, s
     run in ``out`` from its own scenario.yaml and checkpoints, as ``--resume``
     (``scenario`` None or the same one; ``rounds=N`` extends it). The directory
     gets what ``wirelessfl simulate`` writes, with HTML figures only
-    (``wirelessfl plot DIR`` adds the PNGs).
+    (``wirelessfl plot DIR`` adds the PNGs). ``executor="ray"`` trains on Ray
+    actors (``address``, ``workers``: as ``--executor ray``), to the same trace.
     """
     from wirelessfl.results.run_outputs import write_run_outputs
+    from wirelessfl.run.executor import open_shards
     from wirelessfl.run.prepare import prepare_resume, prepare_run, resumable
 
     run_dir = Path(out) if out is not None else None
-    if resume:
-        rounds = overrides.pop("rounds", None)
-        clashing = [name for name, value in {"settings": settings, **overrides}.items() if value is not None]
-        if run_dir is None or clashing:
-            raise ValueError(
-                f"resume: continues the run in out with the settings in its scenario.yaml; "
-                f"{'give out' if run_dir is None else 'leave out ' + ', '.join(clashing)}"
+    shards = None  # opened before anything is written, closed whatever happens
+    try:
+        if resume:
+            rounds = overrides.pop("rounds", None)
+            clashing = [name for name, value in {"settings": settings, **overrides}.items() if value is not None]
+            if run_dir is None or clashing:
+                raise ValueError(
+                    f"resume: continues the run in out with the settings in its scenario.yaml; "
+                    f"{'give out' if run_dir is None else 'leave out ' + ', '.join(clashing)}"
+                )
+            given = load(scenario) if scenario is not None else None
+            saved = resumable(run_dir, given, "out", "scenario", "scenario")
+            shards = open_shards(executor, address, workers, saved.device)
+            prepared = prepare_resume(run_dir, saved, rounds, probe=False)
+        else:
+            sc = load(scenario, settings, **overrides)
+            shards = open_shards(executor, address, workers, sc.device)
+            prepared = prepare_run(
+                sc, run_dir, dump_scenario(sc), probe=False, write=False, flag="out", continues="resume=True"
             )
-        given = load(scenario) if scenario is not None else None
-        prepared = prepare_resume(run_dir, resumable(run_dir, given, "out", "scenario", "scenario"), rounds, probe=False)
-    else:
-        sc = load(scenario, settings, **overrides)
-        prepared = prepare_run(
-            sc, run_dir, dump_scenario(sc), probe=False, write=False, flag="out", continues="resume=True"
-        )
-    began = time.perf_counter()
-    result = _simulate(prepared.scenario, prepared.run_dir, keep_models=prepared.keep_models)
+        began = time.perf_counter()
+        result = _simulate(prepared.scenario, prepared.run_dir, keep_models=prepared.keep_models, shards=shards)
+    finally:
+        if shards is not None:
+            shards.__exit__(None, None, None)
     if prepared.run_dir is not None:
         write_run_outputs(prepared.run_dir, prepared.scenario, result, time.perf_counter() - began, figures="html")
     return RunResult(**{f.name: getattr(result, f.name) for f in fields(SimulationResult)}, dir=prepared.run_dir)

@@ -38,6 +38,13 @@ class UserError(Exception):
     """Raised for problems the user can fix; printed as one line."""
 
 
+class RunExecutor(str, Enum):
+    """Where one simulation's local training runs: ``local`` (this process) or ``ray`` (actors on a cluster)."""
+
+    local = "local"
+    ray = "ray"
+
+
 class Device(str, Enum):
     """Where to train: ``auto`` picks CUDA when torch sees it."""
 
@@ -157,6 +164,11 @@ def simulate(
     keep_models: bool = typer.Option(
         False, "--keep-models", help="keep each finished unit's models and optimizer state in checkpoints/ (for analysis scripts)"
     ),
+    executor: RunExecutor | None = typer.Option(
+        None, "--executor", help="where local training runs: local (this process, the default) or ray (actors on a Ray cluster)"
+    ),
+    address: str | None = typer.Option(None, "--address", help="with --executor ray: join this Ray cluster (default: a local Ray)"),
+    workers: int | None = typer.Option(None, "--workers", help="with --executor ray: actors that train (default: one per CPU of the cluster)"),
 ) -> None:
     """Run a scenario: train every algorithm, time every round, write results."""
     from wirelessfl.config import dump_scenario, load_scenario
@@ -167,6 +179,7 @@ def simulate(
         given = {"--out": out, "--seed": seed, "--device": device, "--set": settings or None}
         _refuse_beside_resume(resume, "the settings in its scenario.yaml", given)
         saved = _guard(_resumable, resume, scenario)
+        shards = _guard(_open_shards, executor, address, workers, saved.device)
         prepared = _guard(prepare_resume, resume, saved, rounds)
         keep_models = keep_models or prepared.keep_models
     else:
@@ -178,17 +191,29 @@ def simulate(
         if seed is not None:
             overrides["seeds"] = [seed]
         sc = _guard(load_scenario, scenario, overrides, settings)
+        shards = _guard(_open_shards, executor, address, workers, sc.device)
         prepared = _guard(prepare_run, sc, out, dump_scenario(sc), source=str(scenario))
     for line in (prepared.cost.line(), *prepared.cost.notes):
         _note(line)
     sc, run_dir, done = prepared.scenario, prepared.run_dir, prepared.done
     started = time.perf_counter()
     try:
-        result = _guard(_run_with_progress, sc, run_dir, quiet, prepared.cost.seconds, keep_models, done)
+        result = _guard(_run_with_progress, sc, run_dir, quiet, prepared.cost.seconds, keep_models, done, shards)
     except KeyboardInterrupt:
         _fail(f"interrupted; `wirelessfl simulate --resume {run_dir}` continues from the last checkpoint", code=130)
+    finally:
+        if shards is not None:
+            shards.__exit__(None, None, None)
+    if shards is not None:
+        _note(shards.summary())
     elapsed = time.perf_counter() - started
     _guard(_write_outputs, sc, run_dir, result, elapsed)
+
+
+def _open_shards(executor, address: str | None, workers: int | None, device: str):
+    from wirelessfl.run.executor import open_shards
+
+    return open_shards(None if executor is None else executor.value, address, workers, device)
 
 
 def _refuse_beside_resume(resume: Path, settings: str, given: dict[str, Any]) -> None:
@@ -256,7 +281,8 @@ def _progress() -> Progress:
 
 
 def _run_with_progress(
-    sc, run_dir: Path, quiet: bool, preview_s: float, keep_models: bool = False, done: dict[str, int] | None = None
+    sc, run_dir: Path, quiet: bool, preview_s: float, keep_models: bool = False, done: dict[str, int] | None = None,
+    shards=None,
 ):
     """The run under a progress bar of the trained units' rounds (a resumed run's bar starts at the rounds
     its checkpoints hold, ``done``); without a terminal, under progress lines whose time left starts from the
@@ -269,7 +295,7 @@ def _run_with_progress(
     trained = [key for i, units in enumerate(unit_keys(sc)) if i not in followers for _, key in units]
     total = len(trained) * sc.rounds
     if quiet:
-        return simulate(sc, run_dir, keep_models=keep_models)
+        return simulate(sc, run_dir, keep_models=keep_models, shards=shards)
     if not sys.stderr.isatty():
         from wirelessfl.progress_lines import ProgressLines
 
@@ -278,7 +304,7 @@ def _run_with_progress(
         def on_unit(event: str, key: str) -> None:
             (lines.unit_started if event == "start" else lines.unit_done)(key)
 
-        return simulate(sc, run_dir, on_round=lines.round_done, keep_models=keep_models, on_unit=on_unit)
+        return simulate(sc, run_dir, on_round=lines.round_done, keep_models=keep_models, on_unit=on_unit, shards=shards)
     with _progress() as progress:
         task = progress.add_task(sc.name, total=total, status="", completed=sum(min((done or {}).get(key, 0), sc.rounds) for key in trained))
 
@@ -288,7 +314,7 @@ def _run_with_progress(
                 status += f" acc={info['avg_acc']:.3f}"
             progress.update(task, advance=1, status=status)
 
-        return simulate(sc, run_dir, on_round=on_round, keep_models=keep_models)
+        return simulate(sc, run_dir, on_round=on_round, keep_models=keep_models, shards=shards)
 
 
 def _plain(line: str) -> None:

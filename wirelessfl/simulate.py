@@ -68,6 +68,7 @@ def simulate(
     test_split: bool = True,
     client_rounds: bool = True,
     on_unit: Callable[[str, str], None] | None = None,
+    shards=None,
 ) -> SimulationResult:
     """Run every (seed, curve) of ``scenario``; resume from ``run_dir`` checkpoints.
 
@@ -82,7 +83,8 @@ def simulate(
     would. Without ``test_split`` no test split is ever evaluated (``wirelessfl tune``: only
     ``avg_val_acc`` is a number). ``client_rounds`` builds the per-client, per-round table (sweep units skip it, and so does a run
     that could have more than ``CLIENT_ROUNDS_LIMIT`` rows). ``on_unit`` is called with ``("start", key)`` and
-    ``("done", key)`` around each unit's training (the progress lines of a run without a terminal).
+    ``("done", key)`` around each unit's training (the progress lines of a run without a terminal). ``shards``
+    runs the local training's slot groups elsewhere (``learning.ray_shards.RayShards``: Ray actors), to the same trace.
     """
     client_rounds = client_rounds and client_round_rows(scenario) <= CLIENT_ROUNDS_LIMIT
     dev = resolve_device(device or scenario.device)
@@ -119,7 +121,7 @@ def simulate(
         return state
 
     for seed in scenario.seeds:
-        units = build_units(scenario, seed, dev, per_profile)
+        units = build_units(scenario, seed, dev, per_profile, shards)
         trainer_of = followed_units(units)
         finished: set[str] = set()
         # trainers first, so that a follower is reached after the unit it may follow

@@ -40,6 +40,7 @@ from wirelessfl.learning import optim
 from wirelessfl.learning.heap import retain_freed_memory
 from wirelessfl.learning.models import Architecture
 from wirelessfl.learning.phases import ENTRY_LABELS, PhaseTimer, timed_entry
+from wirelessfl.learning.shards import GroupJob, put_rows
 from wirelessfl.learning.schedule import batch_table, batch_width, permutations, shuffle_schedule, slot_seeds, slot_steps
 from wirelessfl.learning.stacked import Stacked, StackedModel, images
 from wirelessfl.learning.workers import GROUP_MULTIPLE, balanced_group, group_samples, partition, run_groups
@@ -207,6 +208,9 @@ class LockstepEngine:
         self._cache_lock = threading.Lock()
         self.model = StackedModel(arch, accelerators=accelerators, device=self.device)
         self.timer = PhaseTimer()
+        #: where training groups run: None in this process (worker threads), else a backend with
+        #: ``train_groups(engine, jobs)`` such as :class:`wirelessfl.learning.ray_shards.RayShards`
+        self.shards = None
         self.profile_sync = profile_sync
 
     @property
@@ -408,42 +412,43 @@ class LockstepEngine:
             offset = offset.index_select(0, order_t) if permuted else offset
         mu = correction.mu if correction is not None else 0.0
 
-        def train_group(start: int) -> None:
-            """Steps of slots ``start:start+group``, with this group's own parameter copy and gradient buffer.
+        starts = range(0, n, group)
+        if self.shards is not None:  # each group's steps on a remote shard, its rows copied back (learning/shards.py)
+            stops = [min(n, start + group) for start in starts]
+            jobs = [
+                GroupJob.cut(start, stop, work, table, offsets, datasets, order, sorted_steps,
+                             batch_width(width, [sizes[order[s]] for s in range(start, stop)]), cfg, mask, needed, mu,
+                             None if opt_state is None else state, pull, offset, sample_weights,
+                             None if seeds is None else [seeds[s] for s in order[start:stop]])
+                for start, stop in zip(starts, stops)
+            ]
+            for start, stop, (own, loss, rows_state) in zip(starts, stops, self.shards.train_groups(self, jobs)):
+                work[start:stop] = own
+                loss_sum[start:stop] = loss
+                put_rows(state, slice(start, stop), rows_state)
+        else:
+            def train_group(start: int) -> None:
+                """Steps of slots ``start:start+group``, with this group's own parameter copy (:meth:`train_rows`).
 
-            The copy keeps autograd's version check local: views of one shared
-            tensor share its version counter, so another group's update would
-            look like a change to this group's saved parameters.
-            """
-            stop = min(n, start + group)
-            # this group's batches are no wider than its largest dataset (a full-batch step of a small client
-            # next to a large one pads to the small one's own size, not the large one's)
-            group_width = batch_width(width, [sizes[order[s]] for s in range(start, stop)])
-            own = work[start:stop].clone()
-            grad = torch.zeros((stop - start, P), device=self.device)  # never-computed tensors stay 0
-            for t in range(sorted_steps[start]):
-                active = start + sum(1 for s in sorted_steps[start:stop] if s > t)
-                rows = slice(start, active)
-                index = table[t, rows, :group_width]
-                x, y, w = self._gather(x_cat, y_cat, index, None, w_cat, None if w_table is None else w_table[t, rows, :group_width])
-                p, g = own[: active - start], grad[: active - start]
-                draws = None
-                if generators is not None:
-                    draws = list(zip(generators[rows], (index >= 0).sum(1).tolist()))
-                loss = self._step_gradient(p, x, y, w, needed, g, True, draws)
-                loss_sum[rows] += loss
-                if pull is not None:
-                    g.add_(p - pull[rows], alpha=mu)
-                if offset is not None:
-                    g.add_(offset[rows])
-                if mask_f is None:
-                    optim.step(p, g, optim.select_rows(state, rows), transform)
-                else:  # frozen coordinates: no gradient in, and no update out (weight decay, Adam's state)
-                    update = transform.update(g.mul_(mask_f), optim.select_rows(state, rows), p)
-                    optim.apply_updates(p, update.mul_(mask_f), transform)
-            work[start:stop] = own
+                The copy keeps autograd's version check local: views of one shared
+                tensor share its version counter, so another group's update would
+                look like a change to this group's saved parameters.
+                """
+                stop = min(n, start + group)
+                # this group's batches are no wider than its largest dataset (a full-batch step of a small client
+                # next to a large one pads to the small one's own size, not the large one's)
+                group_width = batch_width(width, [sizes[order[s]] for s in range(start, stop)])
+                own = work[start:stop].clone()
+                self.train_rows(
+                    own, table[:, start:stop, :group_width], x_cat, y_cat, w_cat,
+                    None if w_table is None else w_table[:, start:stop, :group_width], sorted_steps[start:stop],
+                    optim.select_rows(state, slice(start, stop)), None if pull is None else pull[start:stop],
+                    None if offset is None else offset[start:stop], mask_f, needed, transform, mu,
+                    None if generators is None else generators[start:stop], loss_sum[start:stop],
+                )
+                work[start:stop] = own
 
-        run_groups(train_group, range(0, n, group), self.device)
+            run_groups(train_group, starts, self.device)
 
         if permuted:
             work = torch.empty_like(work).index_copy_(0, order_t, work)
@@ -451,6 +456,40 @@ class LockstepEngine:
             state = optim.map_state(lambda t: torch.empty_like(t).index_copy_(0, order_t, t), state)
         steps_t = torch.tensor(steps, dtype=torch.int64, device=self.device)
         return TrainResult(params=work, loss=loss_sum / steps_t, steps=steps_t, opt_state=state)
+
+    def train_rows(
+        self, own, table, x_cat, y_cat, w_cat, w_table, steps, state, pull, offset, mask_f, needed, transform, mu,
+        generators, loss_sum,
+    ) -> None:
+        """One group's local steps, in place on ``own`` [k, P], ``state`` and ``loss_sum`` [k]; rows sorted by steps.
+
+        ``table`` [steps[0], k, width] holds indices into ``x_cat`` (-1 = padding).
+        The one body both the in-process threads and a remote shard run
+        (:mod:`wirelessfl.learning.shards`), so a group's numbers do not depend
+        on where it runs.
+        """
+        k, P = own.shape
+        grad = torch.zeros((k, P), device=self.device)  # never-computed tensors stay 0
+        for t in range(steps[0] if k else 0):
+            active = sum(1 for s in steps if s > t)
+            index = table[t, :active]
+            x, y, w = self._gather(x_cat, y_cat, index, None, w_cat, None if w_table is None else w_table[t, :active])
+            p, g = own[:active], grad[:active]
+            draws = None
+            if generators is not None:
+                draws = list(zip(generators[:active], (index >= 0).sum(1).tolist()))
+            loss = self._step_gradient(p, x, y, w, needed, g, True, draws)
+            loss_sum[:active] += loss
+            if pull is not None:
+                g.add_(p - pull[:active], alpha=mu)
+            if offset is not None:
+                g.add_(offset[:active])
+            rows = optim.select_rows(state, slice(0, active))
+            if mask_f is None:
+                optim.step(p, g, rows, transform)
+            else:  # frozen coordinates: no gradient in, and no update out (weight decay, Adam's state)
+                update = transform.update(g.mul_(mask_f), rows, p)
+                optim.apply_updates(p, update.mul_(mask_f), transform)
 
     def _check_correction(self, correction: GradientCorrection | None, n: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """The correction's anchor (None unless mu > 0) and offset as float32 ``[n, P]`` on the device."""

@@ -27,9 +27,12 @@ def resolve_device(requested: str) -> torch.device:
 
 
 def build_units(
-    scenario: Scenario, seed: int, device: torch.device | None = None, per_profile: bool | None = None
+    scenario: Scenario, seed: int, device: torch.device | None = None, per_profile: bool | None = None, shards=None
 ) -> list[Unit]:
-    """Data, model and one ``Unit`` per curve (x profile when training per profile) for ``seed``."""
+    """Data, model and one ``Unit`` per curve (x profile when training per profile) for ``seed``.
+
+    ``shards`` (e.g. ``learning.ray_shards.RayShards``) runs the engine's training groups elsewhere.
+    """
     dev = device if device is not None else resolve_device(scenario.device)
     profiles = scenario.profiles()
     budgets = has_budgets(scenario)
@@ -38,6 +41,8 @@ def build_units(
     data = build_federated_data(scenario.data_spec(), seed).to(dev)
     arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
     engine = LockstepEngine(arch, dev, accelerators=from_environment())
+    if shards is not None:
+        shards.attach(engine)
     return [
         Unit(scenario, curve, seed, data, engine, profile)
         for curve in curves_of(scenario)

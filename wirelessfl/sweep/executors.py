@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from wirelessfl.config import Scenario, dump_scenario
+from wirelessfl.learning.ray_connect import import_ray, join
 
 EXECUTORS = ("local", "process", "ray")
-RAY_MISSING = '--executor ray: Ray is not installed; pip install -e ".[ray]"'
 EventFn = Callable[[str, "UnitTask", Any], None]
 #: What an executor runs for each task: ``work(task, threads, on_round) -> info`` (default :func:`run_unit`;
 #: ``wirelessfl tune`` passes its trial function). Must be importable by name for the pool and Ray.
@@ -250,14 +250,6 @@ class ProcessExecutor:
             self._close(wait=False)
 
 
-def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(RAY_MISSING) from None
-    return ray
-
-
 class RayExecutor:
     """Ray tasks running :func:`run_unit`: joins ``address`` or the running Ray, else starts a local one."""
 
@@ -270,9 +262,7 @@ class RayExecutor:
         self.started = False
 
     def __enter__(self) -> RayExecutor:
-        if not self.ray.is_initialized():
-            self.ray.init(address=self.address, include_dashboard=False, logging_level="ERROR")
-            self.started = True
+        self.started = join(self.ray, self.address)
         return self
 
     def __exit__(self, *exc: Any) -> None:
