@@ -116,12 +116,10 @@ def cell_aggregate(
         return digital
     device = digital.device
     out = digital.double()
-    if not everyone.all():
-        mask = torch.as_tensor(np.repeat((member * w).T, sizes, axis=1), device=device)  # [K, d]: w_k where k sends i
-        coordinate_mass = torch.as_tensor(np.repeat(mass, sizes), device=device)
-        partial = (mask * stacked).sum(dim=0) / coordinate_mass.clamp_min(1e-300)
-        own = torch.as_tensor(np.repeat(everyone, sizes), device=device)
-        out = torch.where(own, out, torch.where(coordinate_mass > 0, partial, received.double()))
+    cell_weights = torch.as_tensor(member * w[None, :] / np.where(mass > 0, mass, 1.0)[:, None], device=device)  # [C, K]: w_k / W_c
+    for c in np.flatnonzero(~everyone):  # a cell of some devices: their mean; of none: the received model
+        a, b = stops[c] - sizes[c], stops[c]
+        out[a:b] = cell_weights[c] @ stacked[:, a:b] if mass[c] > 0 else received[a:b].double()
     if cell_std.any():
         z = torch.randn(digital.shape, generator=generator, dtype=torch.float64)
         out = out + torch.as_tensor(np.repeat(cell_std, sizes), device=device) * z.to(device)
