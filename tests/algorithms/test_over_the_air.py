@@ -332,7 +332,7 @@ def test_over_the_air_per_cell_through_simulate():
         {**CELL, "name": "oneblock", "physical": {**still, "coherence_s": 1.0}},
         BLOCKS,
     ]
-    doc = {**SCENARIO, "networks": networks, "algorithms": [
+    doc = {**SCENARIO, "rounds": 2, "networks": networks, "algorithms": [
         {"name": "fedavg"}, _analog({"truncation_db": 15.0}),
         {"name": "fedavg", "label": "clean", "training": {"aggregation": {"mode": "over_the_air", "receiver_noise": False}}},
     ]}
