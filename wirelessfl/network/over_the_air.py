@@ -41,7 +41,7 @@ from .profile import PhysicalChannel
 
 MAX_CELLS = 65_536
 """Cells (fading blocks x subbands) an analog transmission may span: each is a set of contributors the learning
-side applies, so a 1 us block under a million-parameter model is refused before the run (``run.preflight``)."""
+side applies, so a 10 us block under a million-parameter model is refused before the run (``run.preflight``)."""
 
 
 def truncated_inversion(
