@@ -354,3 +354,20 @@ def test_over_the_air_per_cell_through_simulate():
                        "truncated_share": truncated_share(analog, range(6))}
         assert row["truncated"] == blocks.loc[(0, int(r)), "participants"] - blocks.loc[(0, int(r)), "aggregated"]
     assert 0 < np.mean([row["truncated_share"] for row in diagnostics["seed0__ota__blocks"].values()]) < 1
+
+
+def test_a_sweep_point_of_too_many_cells_is_refused_in_one_line_before_anything_runs():
+    from wirelessfl.sweep import plan_sweep
+    from wirelessfl.sweep.grid import SweepError
+    from wirelessfl.sweep.run import preflight
+
+    doc = {**WIRED, "training": OTA, "algorithms": [{"name": "fedavg"}],
+           "networks": [{**CELL, "physical": {**CELL["physical"], "coherence_s": 0.005, "subbands": 64}}]}
+    plan = plan_sweep(parse_scenario(doc), {"physical.coherence_s": [0.005, 1e-5]})
+    with pytest.raises(SweepError) as err:
+        preflight(plan, None)
+    assert str(err.value) == (
+        "training.aggregation.mode: over_the_air on networks[1] ('cell physical.coherence_s=1e-05'): the model's 15010 "
+        "analog symbols span 1501 fading blocks x 64 subbands = 96064 cells; at most 65536 (set a longer "
+        "physical.coherence_s, a lower ue_speed_mps or fewer physical.subbands)"
+    )

@@ -49,18 +49,25 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
 def check_analog_cells(scenario: Scenario, model_params: int, source: str = "scenario") -> None:
     """Refuse, in one line, an over-the-air curve under block fading whose d analog symbols span more than
     ``over_the_air.MAX_CELLS`` cells (fading blocks x subbands): each cell is a set of contributors per round."""
-    analog = [curve for curve in curves_of(scenario) if curve.over_the_air]
-    if not analog:
-        return
+    problem = analog_cells_problem(scenario, model_params)
+    if problem is not None:
+        raise ScenarioError(f"{source}: {problem}")
+
+
+def analog_cells_problem(scenario: Scenario, model_params: int) -> str | None:
+    """What ``check_analog_cells`` refuses, as its line without the source; None when every profile fits."""
+    if not any(curve.over_the_air for curve in curves_of(scenario)):
+        return None
     for index, profile in enumerate(scenario.profiles()):
         cells = cell_count(profile.physical, model_params)
         if cells > MAX_CELLS:
-            raise ScenarioError(
-                f"{source}: training.aggregation.mode: over_the_air on networks[{index}] ({profile.name!r}): the model's "
+            return (
+                f"training.aggregation.mode: over_the_air on networks[{index}] ({profile.name!r}): the model's "
                 f"{model_params} analog symbols span {cells // profile.physical.subbands} fading blocks x "
                 f"{profile.physical.subbands} subbands = {cells} cells; at most {MAX_CELLS} (set a longer "
                 "physical.coherence_s, a lower ue_speed_mps or fewer physical.subbands)"
             )
+    return None
 
 
 def check_outage(scenario: Scenario, model_params: int, source: str = "scenario") -> None:
