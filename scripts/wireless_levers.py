@@ -13,6 +13,13 @@ paired with its full curve on what the whole run cost (the ratios of the last ro
 the final average accuracy (the difference in points).
 
     python scripts/wireless_levers.py RUN_DIR > table.md
+    python scripts/wireless_levers.py RUN_DIR --figure docs/img/wireless-levers.png > table.md
+
+``--figure`` draws the run as small multiples with matplotlib: one column per method, accuracy against simulated
+time (top) and against the devices' cumulative energy (bottom), each lever a mean over seeds, coloured by its
+family (scheduling, compression, over the air) and told apart within it by line style, the method's full curve
+(with its seeds' 95% band) in every panel, and a marker on the target line at each lever's mean time and energy
+to target (curves that reach it on every seed).
 """
 
 from __future__ import annotations
@@ -24,8 +31,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import yaml
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import PercentFormatter
 
 from wirelessfl.results.intervals import interval_half_width
+from wirelessfl.results.io import atomic_write_bytes
+from wirelessfl.results.static import FONT_SIZE, PNG_DPI
 from wirelessfl.results.tables import first_reached
 
 FULL = "full"
@@ -96,14 +108,95 @@ def markdown(table: pd.DataFrame, target: float, unit: str) -> str:
     return "\n".join(lines)
 
 
+FAMILIES = {
+    "full": ("full participation", "black"),
+    "random-5": ("scheduling, k = 5 of 20", "#1f77b4"),
+    "best-5": ("scheduling, k = 5 of 20", "#1f77b4"),
+    "pf-5": ("scheduling, k = 5 of 20", "#1f77b4"),
+    "qsgd-8": ("compression", "#d62728"),
+    "qsgd-2": ("compression", "#d62728"),
+    "top-1%": ("compression", "#d62728"),
+    "over-the-air": ("over the air", "#2ca02c"),
+}
+"""Each lever's family and the family's colour; within a family the line style tells the levers apart."""
+STYLES = {"full": "-", "random-5": "-", "best-5": "--", "pf-5": ":", "qsgd-8": "-", "qsgd-2": "--", "top-1%": ":",
+          "over-the-air": "-"}
+LEVER_NAMES = {"full": "full", "random-5": "random", "best-5": "best channel", "pf-5": "proportional fair",
+               "qsgd-8": "QSGD 8 bits", "qsgd-2": "QSGD 2 bits", "top-1%": "top-1% + EF", "over-the-air": "analog sum, truncated channel inversion"}
+METHOD_NAMES = {"fedavg": "FedAvg", "fedper": "FedPer", "ucfl": "UCFL"}
+
+
+def figure(trace: pd.DataFrame, target: float, unit: str) -> Figure:
+    """Small multiples of the run (module docstring): columns are methods, rows accuracy vs time and vs energy."""
+    seeds = per_seed(trace, target)
+    table = comparison(seeds).set_index(["method", "lever"])
+    mean = trace.groupby(["curve", "round"])[["avg_acc", "time", "cum_energy_j"]].mean()
+    methods = list(dict.fromkeys(seeds["method"]))
+    fig = Figure(figsize=(3.3 * len(methods), 6.4), dpi=PNG_DPI)
+    axes = fig.subplots(2, len(methods), sharey=True, squeeze=False)
+    for column, method in enumerate(methods):
+        levers = [lever for lever in FAMILIES if (method, lever) in table.index]
+        for row, (x, label) in enumerate((("time", f"simulated time ({unit})"), ("cum_energy_j", "device energy, all devices (J)"))):
+            ax = axes[row, column]
+            full = trace[trace["curve"] == f"{method} {FULL}"].pivot_table(index="round", columns="seed", values="avg_acc")
+            half = np.array([interval_half_width(values) for values in full.to_numpy()])
+            reference = mean.loc[f"{method} {FULL}"]
+            ax.fill_between(reference[x], full.mean(axis=1) - half, full.mean(axis=1) + half, color="0.87", lw=0, zorder=1)
+            for lever in levers:
+                curve = mean.loc[f"{method} {lever}"]
+                color, width = FAMILIES[lever][1], (2.0 if lever == FULL else 1.3)
+                ax.plot(curve[x], curve["avg_acc"], STYLES[lever], color=color, lw=width, zorder=3 if lever == FULL else 2)
+                to_target = table.loc[(method, lever), "time" if x == "time" else "energy"]
+                if math.isfinite(to_target):
+                    ax.plot([to_target], [target], "o", ms=5, mfc=color, mec="white", mew=0.6, zorder=4)
+            ax.axhline(target, color="0.45", lw=0.8, ls=(0, (4, 3)), zorder=0)
+            reached = sum(math.isfinite(table.loc[(method, lever), "time"]) for lever in levers)
+            if not reached:
+                ax.text(0.97, target + 0.02, f"no curve reaches {target:.0%}", ha="right", va="bottom", fontsize=FONT_SIZE - 1,
+                        color="0.35", transform=ax.get_yaxis_transform())
+            ax.set_xlim(left=0)
+            ax.set_ylim(0, 1)
+            ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+            ax.set_xlabel(label, fontsize=FONT_SIZE)
+            ax.tick_params(labelsize=FONT_SIZE - 1)
+            ax.grid(True, color="0.92", lw=0.6)
+            if row == 0:
+                ax.set_title(METHOD_NAMES.get(method, method), fontsize=FONT_SIZE + 2, fontweight="bold")
+            if column == 0:
+                ax.set_ylabel("average accuracy", fontsize=FONT_SIZE)
+    handles = [
+        Line2D([], [], color=FAMILIES[lever][1], ls=STYLES[lever], lw=2.0 if lever == FULL else 1.3,
+               label=f"{FAMILIES[lever][0]}: {LEVER_NAMES[lever]}" if lever != FULL else "full participation (95% band over seeds)")
+        for lever in FAMILIES if any((method, lever) in table.index for method in methods)
+    ] + [Line2D([], [], color="0.45", lw=0.8, ls=(0, (4, 3)), marker="o", mfc="0.45", mec="white", ms=5,
+                label=f"target {target:.0%}; dot: mean time / energy to it (reached on every seed)")]
+    fig.legend(handles=handles, loc="lower center", ncol=3, fontsize=FONT_SIZE - 1, frameon=False)
+    seeds_n = trace["seed"].nunique()
+    fig.suptitle(f"Wireless levers: mean of {seeds_n} seeds per curve", fontsize=FONT_SIZE + 2)
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    return fig
+
+
+def write_figure(fig: Figure, path: Path) -> None:
+    """The PNG, without a creation date (the same tables write the same bytes)."""
+    from io import BytesIO
+
+    buffer = BytesIO()
+    fig.savefig(buffer, format="png", metadata={})
+    atomic_write_bytes(path, buffer.getvalue())
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path, help="a finished run directory of scenarios/wireless-levers.yaml")
+    parser.add_argument("--figure", type=Path, help="also draw the small multiples to this PNG")
     args = parser.parse_args(argv)
     trace = pd.read_parquet(args.run / "trace.parquet")
     scenario = yaml.safe_load((args.run / "scenario.yaml").read_text())
     target = float(scenario["target_accuracy"])
     print(markdown(comparison(per_seed(trace, target)), target, trace["time_unit"].iloc[0]))
+    if args.figure is not None:
+        write_figure(figure(trace, target, trace["time_unit"].iloc[0]), args.figure)
 
 
 if __name__ == "__main__":

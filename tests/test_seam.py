@@ -69,3 +69,21 @@ def test_layering(forbidden):
     if _imports(modules, forbidden):
         culprits = [m for m in modules if _imports([m], forbidden)]
         pytest.fail(f"{', '.join(culprits) or 'their union'} imports {forbidden}")
+
+
+def test_an_analog_aggregation_with_cells_is_immutable_picklable_and_checked():
+    from dataclasses import FrozenInstanceError
+
+    from wirelessfl.seam import AnalogAggregation, AnalogCell
+
+    cells = (AnalogCell(3, {0, 1}, 0.5), AnalogCell(5, set(), 0.0), AnalogCell(8, {1}, 0.25))
+    analog = AnalogAggregation({0, 1}, {2}, 0.4, 0.1, cells)
+    assert pickle.loads(pickle.dumps(analog)) == analog and hash(analog) == hash(pickle.loads(pickle.dumps(analog)))
+    with pytest.raises(FrozenInstanceError):
+        analog.cells = ()
+    with pytest.raises(ValueError, match=r"passed \[0, 1, 2\] must be the devices of the cells, \[0, 1\]"):
+        AnalogAggregation({0, 1, 2}, set(), 0.4, 0.1, cells)
+    with pytest.raises(ValueError, match=r"cells must be AnalogCells with increasing stops > 0, got stops \[3, 3\]"):
+        AnalogAggregation({0}, set(), 0.4, 0.1, (AnalogCell(3, {0}, 0.5), AnalogCell(3, {0}, 0.5)))
+    with pytest.raises(ValueError, match=r"analog cell: noise_var must be a finite variance >= 0, got -1.0"):
+        AnalogCell(3, {0}, -1.0)

@@ -43,3 +43,23 @@ def test_times_energies_and_paired_ratios_by_hand():
     assert table.loc["q", "acc_gain"] == pytest.approx(-0.05) and table.loc["k", "run_energy_ratio"] == pytest.approx(0.1)
     text = levers.markdown(table.reset_index(), 0.8, "s")
     assert "| fedavg | k | not reached (1/2 seeds) |" in text and "| fedavg | q | 1.50 ±" in text and "| -5.0 ± " in text
+
+
+def test_the_figure_has_a_column_per_method_and_dots_at_the_tables_time_and_energy_to_target(tmp_path):
+    trace = pd.concat([
+        _curve("fedavg full", 0, [0.1, 0.5, 0.9], [0, 2, 4], [0, 10, 20]),
+        _curve("fedavg full", 1, [0.1, 0.9, 0.9], [0, 2, 4], [0, 10, 20]),
+        _curve("fedavg qsgd-8", 0, [0.1, 0.5, 0.8], [0, 1, 2], [0, 4, 8]),
+        _curve("fedavg qsgd-8", 1, [0.1, 0.85, 0.9], [0, 1, 2], [0, 4, 8]),
+        _curve("ucfl full", 0, [0.1, 0.2, 0.3], [0, 2, 4], [0, 10, 20]),
+        _curve("ucfl full", 1, [0.1, 0.2, 0.3], [0, 2, 4], [0, 10, 20]),
+    ])
+    fig = levers.figure(trace, 0.8, "s")
+    axes = fig.axes
+    assert len(axes) == 4 and [ax.get_title() for ax in axes[:2]] == ["FedAvg", "UCFL"]
+    dots = lambda ax: sorted((line.get_xdata()[0], line.get_ydata()[0]) for line in ax.lines if line.get_marker() == "o")
+    assert dots(axes[0]) == [(1.5, 0.8), (3.0, 0.8)] and dots(axes[2]) == [(6.0, 0.8), (15.0, 0.8)]
+    assert dots(axes[1]) == [] and any("no curve reaches 80%" in text.get_text() for text in axes[1].texts)
+    path = tmp_path / "levers.png"
+    levers.write_figure(fig, path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

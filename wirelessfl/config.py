@@ -1081,8 +1081,9 @@ def _levers_apply(index: int, algo: AlgorithmConfig, training: TrainingConfig) -
 
 
 def _over_the_air_fits(where: str, training: TrainingConfig, profiles: list) -> None:
-    """Over-the-air aggregation needs, in every profile, a physical uplink whose fading holds for the round and
-    no deadline (every device transmits together), and an update sent as it is (no compression)."""
+    """Over-the-air aggregation needs, in every profile, a physical uplink and no deadline (every device transmits
+    together), and an update sent as it is (no compression). Block fading is per cell (docs/levers.md); its number
+    of cells needs the model's size, so ``run.preflight`` checks it."""
     aggregation = training.aggregation
     if aggregation is None or aggregation.mode != "over_the_air":
         return
@@ -1094,11 +1095,6 @@ def _over_the_air_fits(where: str, training: TrainingConfig, profiles: list) -> 
         if profile.physical is None or profile.backend == "analytic":
             raise ValueError(
                 f"{field_}: over_the_air needs a physical uplink, which {named} does not model (it needs physical: and backend: des)"
-            )
-        if profile.physical.block_s is not None:
-            raise ValueError(
-                f"{field_}: over_the_air holds each device's channel for the round; {named} sets block fading "
-                "(physical.coherence_s or ue_speed_mps)"
             )
         if profile.deadline is not None:
             raise ValueError(f"{field_}: over_the_air transmits every update together; {named} sets a deadline, which it does not model")

@@ -259,6 +259,24 @@ class UplinkChannel:
 
 
 @dataclass(frozen=True)
+class AnalogCell:
+    """One time-frequency cell of an analog transmission: the model coordinates up to ``stop`` (from the previous
+    cell's stop) sent in one fading block on one subband, the devices that transmit them (``passed``: their SNR
+    in this cell reaches the truncation threshold) and the receiver's relative noise 1/eta of this cell."""
+
+    stop: int
+    passed: frozenset[int]
+    noise_var: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stop", int(self.stop))
+        object.__setattr__(self, "passed", frozenset(int(c) for c in self.passed))
+        object.__setattr__(self, "noise_var", float(self.noise_var))
+        if not (self.noise_var >= 0 and math.isfinite(self.noise_var)):
+            raise ValueError(f"analog cell: noise_var must be a finite variance >= 0, got {self.noise_var}")
+
+
+@dataclass(frozen=True)
 class AnalogAggregation:
     """One round of over-the-air aggregation as the network decides it (docs/levers.md): of the ``scheduled``
     devices, those whose instantaneous uplink SNR reaches the truncation threshold invert their channel and
@@ -267,19 +285,34 @@ class AnalogAggregation:
     ``noise_var``: the receiver noise variance per real symbol relative to the power one aligned device's
     symbol arrives with, 1/eta (eta the received SNR of the alignment; 0 for a noiseless receiver).
     ``airtime_s``: the one analog transmission of d symbols (d the model's parameters) over the uplink band.
+
+    ``cells``: under block fading, the transmission's cells in coordinate order (Zhu, Wang, Huang's broadband
+    aggregation: truncation and alignment per fading block and subband), each with its own contributors and
+    noise. Then ``passed`` is the devices that transmit in at least one cell, ``truncated`` those left out of
+    every cell, and ``noise_var`` the mean of the cells' over the coordinates that someone sends. Empty (fading
+    held for the round): one cell, ``passed`` and ``noise_var`` for every coordinate.
     """
 
     passed: frozenset[int]
     truncated: frozenset[int]
     noise_var: float
     airtime_s: float
+    cells: tuple[AnalogCell, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "passed", frozenset(int(c) for c in self.passed))
         object.__setattr__(self, "truncated", frozenset(int(c) for c in self.truncated))
+        object.__setattr__(self, "cells", tuple(self.cells))
         if self.passed & self.truncated:
             raise ValueError(f"analog aggregation: clients {sorted(self.passed & self.truncated)} both passed and truncated")
         if not (self.noise_var >= 0 and math.isfinite(self.noise_var)):
             raise ValueError(f"analog aggregation: noise_var must be a finite variance >= 0, got {self.noise_var}")
         if not (self.airtime_s >= 0 and math.isfinite(self.airtime_s)):
             raise ValueError(f"analog aggregation: airtime_s must be finite and >= 0, got {self.airtime_s}")
+        if self.cells:
+            stops = [cell.stop for cell in self.cells]
+            if any(not isinstance(cell, AnalogCell) for cell in self.cells) or stops[0] <= 0 or any(b <= a for a, b in zip(stops, stops[1:])):
+                raise ValueError(f"analog aggregation: cells must be AnalogCells with increasing stops > 0, got stops {stops[:8]}")
+            senders = frozenset().union(*(cell.passed for cell in self.cells))
+            if senders != self.passed:
+                raise ValueError(f"analog aggregation: passed {sorted(self.passed)} must be the devices of the cells, {sorted(senders)}")

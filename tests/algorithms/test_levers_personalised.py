@@ -95,3 +95,47 @@ def _lever_state(run_dir, scenario):
     (path,) = (run_dir / "checkpoints").glob("seed0__fedper*.done.safetensors")
     state = load_checkpoint(path, CHECKPOINT_TYPES, (unit_fingerprint(scenario, curve, 0),), PROVENANCE)
     return state["algorithm"]
+
+
+TRACE_FILES = ("trace.csv", "clients.csv", "client_rounds.parquet", "diagnostics.json")
+
+
+@pytest.mark.parametrize(("method", "params", "policy"), [
+    ("fedper", {}, "importance"),
+    pytest.param("fedper", {}, "age", marks=pytest.mark.slow),
+    pytest.param("ucfl", {"streams": 2}, "importance", marks=pytest.mark.slow),
+    ("ucfl", {"streams": 2}, "age"),
+])
+def test_a_run_interrupted_with_lever_state_resumes_with_the_cli_to_the_same_files(tmp_path, images_not_drawn, method, params, policy):
+    """Interrupted after round 2 (the scheduler's state and the top-k residuals nonzero in the partial checkpoint),
+    ``wirelessfl simulate --resume`` writes the trace and client tables of an uninterrupted run byte for byte."""
+    from typer.testing import CliRunner
+
+    from wirelessfl.cli import app
+    from wirelessfl.config import dump_scenario
+    from wirelessfl.results.run_outputs import write_run_outputs
+
+    doc = {**SCENARIO, "rounds": 4, "checkpoint_every": 1, "algorithms": [{"name": method, "params": params, "training": {
+        "compression": {"method": "top_k", "fraction": 0.05}, "scheduling": {"policy": policy, "k": 3},
+    }}]}
+    scenario = parse_scenario(doc)
+    (tmp_path / "whole").mkdir()
+    write_run_outputs(tmp_path / "whole", scenario, simulate(scenario), 0.0, figures="none")  # uninterrupted
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "scenario.yaml").write_text(dump_scenario(scenario))
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario, cut, stop_after_rounds=3)
+    (partial,) = (cut / "checkpoints").glob(f"seed0__{method}*.partial.safetensors")
+    (curve,) = curves_of(scenario)
+    state = load_checkpoint(partial, CHECKPOINT_TYPES, (unit_fingerprint(scenario, curve, 0),), PROVENANCE)
+    assert state["records"][-1].round == 2
+    algorithm = state["algorithm"]
+    assert float(algorithm["compressor"]["residual"].abs().sum()) > 0
+    assert np.asarray(algorithm["scheduler"]["last_upload"]).max() >= 1
+    resumed = CliRunner().invoke(app, ["simulate", "--resume", str(cut), "--quiet"])
+    assert resumed.exit_code == 0, resumed.output
+    written = [name for name in TRACE_FILES if (tmp_path / "whole" / name).is_file()]
+    assert "trace.csv" in written and written == [name for name in TRACE_FILES if (cut / name).is_file()]
+    for name in written:
+        assert (cut / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name

@@ -35,7 +35,7 @@ import torch
 from wirelessfl.algorithms import registry
 from wirelessfl.algorithms.asynchronous import AsyncBuffer, Asynchronous
 from wirelessfl.algorithms.compression import Compression, Compressor
-from wirelessfl.algorithms.over_the_air import OverTheAir, analog_aggregate
+from wirelessfl.algorithms.over_the_air import OverTheAir, analog_aggregate, truncated_share
 from wirelessfl.algorithms.scheduling import Scheduler, Scheduling
 from wirelessfl.algorithms.server_optimizer import ServerOptimizer, ServerOptimizerState
 from wirelessfl.algorithms.search_space import COMMON_SEARCH_SPACE, Param
@@ -469,6 +469,8 @@ class MixingAlgorithm(Algorithm):
             noisy = analog_aggregate(self.models[0], start, uploads, weights, analog, torch_generator(self.ctx.seed, round, "over-the-air"))
             self.models = noisy[None, :]
             extra = {"truncated": len(analog.truncated), "noise_var": analog.noise_var}
+            if analog.cells:
+                extra |= {"cells": len(analog.cells), "truncated_share": truncated_share(analog, members)}
         self.models = self.server_update(previous, self.models, bool(uploads))
         self.record_uploads(round, members, received, uploads)
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra=extra)

@@ -14,7 +14,8 @@ import numpy as np
 from ..seam import AnalogAggregation, CommPlan, RoundTiming, StreamDelivery, UplinkChannel, frozen
 from . import physical as phy
 from . import prb
-from .over_the_air import analog_airtime_s, analog_timing, silent_plan, truncated_inversion
+from .link import draw_fading as link_draw_fading
+from .over_the_air import analog_airtime_s, analog_cells, analog_timing, silent_plan, truncated_inversion
 from .compute import client_compute_parameters, draw_compute_times, expected_max_compute, scaled_parameters
 from .profile import SystemProfile
 from .topology import CellDrop, drop_federation
@@ -249,11 +250,22 @@ class NetworkModel:
     def analog_aggregation(
         self, rng: np.random.Generator, scheduled: np.ndarray, threshold_db: float | None, noise: bool, model_params: int
     ) -> AnalogAggregation:
-        """Over-the-air aggregation of ``scheduled`` this round (``over_the_air.truncated_inversion`` on the SNRs of
-        ``uplink_channel(rng)``, the round's own draws; ``rng`` seeded as the round's generator, a fresh copy)."""
-        snr = np.asarray(self.uplink_channel(rng).snr)
-        airtime = analog_airtime_s(self.profile.physical, model_params)
-        return truncated_inversion(snr, scheduled, threshold_db, noise, airtime)
+        """Over-the-air aggregation of ``scheduled`` this round (``over_the_air.truncated_inversion``; ``rng`` seeded
+        as the round's generator, a fresh copy). Fading held for the round: on the SNRs of ``uplink_channel(rng)``,
+        the round's own draws. Block fading: per cell (``over_the_air.analog_cells``), each device's gain in each
+        (block, subband) drawn from the second child of ``rng`` (``Generator.spawn``; the first is the scheduler's
+        pilot block), after the round's compute times, as one ``draw_fading`` of shape (clients, blocks, subbands)."""
+        channel = self.profile.physical
+        airtime = analog_airtime_s(channel, model_params)
+        if channel.block_s is None:
+            snr = np.asarray(self.uplink_channel(rng).snr)
+            return truncated_inversion(snr, scheduled, threshold_db, noise, airtime)
+        stops = analog_cells(channel, model_params)
+        draw_compute_times(self.t_min, self.mu, rng)
+        n, subbands = self.num_clients, channel.subbands
+        gains = link_draw_fading(rng.spawn(2)[1], (n, len(stops) // subbands, subbands), channel.fading, phy.k_factor(channel, self.los))
+        snr = phy.link_snr(channel, "ul", self.uplink_loss_db)[:, None] * gains.reshape(n, -1)
+        return truncated_inversion(snr.T, scheduled, threshold_db, noise, airtime, stops)
 
     def time_analog_round(self, plan: CommPlan, rng: np.random.Generator, analog: AnalogAggregation) -> RoundTiming:
         """``time_round`` with the uploads replaced by one analog transmission (``over_the_air.analog_timing``)."""

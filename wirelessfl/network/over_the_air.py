@@ -14,6 +14,14 @@ eta = min_k P_0 |h_k|^2 / |b_k|^2 with a single receive antenna and unit-power s
 theta, eta >= theta, so the truncation trades participation for aggregation error (Zhu et al., Sec. IV).
 The receiver's noise per real symbol is then 1/eta relative to one aligned device's symbol power.
 
+Per fading block and subband (Zhu et al., Sec. V, broadband analog aggregation: truncation per sub-channel):
+under block fading (``coherence_s`` / ``ue_speed_mps``) the d symbols are laid out in time and frequency, a
+block of T_c seconds carrying B T_c symbols over the band, cut into the profile's ``subbands`` equal groups of
+subcarriers. Coordinates fill the subbands of the first block, then of the next (``analog_cells``); each
+(block, subband) cell has its own fading gain per device, so truncation (gamma_k,c >= theta) and alignment
+(eta_c = min over the cell's devices) are per cell, and each coordinate has its own contributors and noise.
+With fading held for the round there is one cell, the round's draw.
+
 Time on air: one analog transmission of d symbols whatever the number of devices: d / B seconds on an
 uplink band of B Hz (one real symbol per Hz per second, Nyquist signalling), divided by the uplink's TDD
 share of the carrier's time where a pattern is set.
@@ -28,12 +36,17 @@ from dataclasses import replace
 
 import numpy as np
 
-from ..seam import AnalogAggregation, CommPlan, RoundTiming, frozen
+from ..seam import AnalogAggregation, AnalogCell, CommPlan, RoundTiming, frozen
 from .profile import PhysicalChannel
+
+MAX_CELLS = 65_536
+"""Cells (fading blocks x subbands) an analog transmission may span: each is a set of contributors the learning
+side applies, so a 10 us block under a million-parameter model is refused before the run (``run.preflight``)."""
 
 
 def truncated_inversion(
-    snr: np.ndarray, scheduled: np.ndarray, threshold_db: float | None, noise: bool = True, airtime_s: float = 0.0
+    snr: np.ndarray, scheduled: np.ndarray, threshold_db: float | None, noise: bool = True, airtime_s: float = 0.0,
+    stops: np.ndarray | None = None,
 ) -> AnalogAggregation:
     """Which of ``scheduled`` (client ids) transmit and the receiver's relative noise variance 1/eta.
 
@@ -41,13 +54,56 @@ def truncated_inversion(
     when its SNR is at least the threshold (``threshold_db`` None: every scheduled client passes, no
     truncation). eta = the smallest SNR among those that pass; ``noise`` False: a noiseless receiver
     (infinite SNR), noise_var 0. No client passes: nothing is received, noise_var 0.
+
+    Per cell (``stops``, the cells' last coordinate + 1, increasing; ``snr`` then ``[cells, clients]``): the same
+    rule in every cell (``seam.AnalogAggregation.cells``); cells of no coordinate are dropped.
     """
     scheduled = np.asarray(scheduled, dtype=np.int64)
-    gamma = np.asarray(snr, dtype=float)[scheduled]
-    keep = np.ones(len(scheduled), dtype=bool) if threshold_db is None else gamma >= 10.0 ** (threshold_db / 10.0)
-    passed = scheduled[keep]
-    noise_var = 1.0 / float(gamma[keep].min()) if noise and len(passed) else 0.0
-    return AnalogAggregation(frozenset(passed.tolist()), frozenset(scheduled[~keep].tolist()), noise_var, airtime_s)
+    if stops is None:
+        gamma = np.asarray(snr, dtype=float)[scheduled]
+        keep = np.ones(len(scheduled), dtype=bool) if threshold_db is None else gamma >= 10.0 ** (threshold_db / 10.0)
+        passed = scheduled[keep]
+        noise_var = 1.0 / float(gamma[keep].min()) if noise and len(passed) else 0.0
+        return AnalogAggregation(frozenset(passed.tolist()), frozenset(scheduled[~keep].tolist()), noise_var, airtime_s)
+    stops = np.asarray(stops, dtype=np.int64)
+    sizes = np.diff(stops, prepend=0)
+    gamma = np.asarray(snr, dtype=float)[:, scheduled][sizes > 0]
+    stops, sizes = stops[sizes > 0], sizes[sizes > 0]
+    keep = np.ones(gamma.shape, dtype=bool) if threshold_db is None else gamma >= 10.0 ** (threshold_db / 10.0)
+    eta = np.where(keep, gamma, np.inf).min(axis=1)
+    cell_noise = np.where(np.isfinite(eta), 1.0 / eta, 0.0) if noise else np.zeros(len(eta))
+    cells = tuple(AnalogCell(stop, scheduled[row].tolist(), nv) for stop, row, nv in zip(stops.tolist(), keep, cell_noise.tolist()))
+    sent = sizes * keep.any(axis=1)
+    noise_var = float((sent * cell_noise).sum() / sent.sum()) if sent.sum() else 0.0
+    anywhere = keep.any(axis=0)
+    return AnalogAggregation(
+        frozenset(scheduled[anywhere].tolist()), frozenset(scheduled[~anywhere].tolist()), noise_var, airtime_s, cells
+    )
+
+
+def analog_cells(channel: PhysicalChannel, model_params: int) -> np.ndarray:
+    """The stops of an analog transmission's cells (``[blocks * subbands]``, block-major, empty cells repeating a
+    stop) under block fading: block b carries coordinates [b·B·T_c·share, (b+1)·B·T_c·share) (B the uplink band,
+    share its TDD time share), cut into ``subbands`` equal runs, one per subband."""
+    per_block = _block_symbols(channel)
+    blocks = max(1, math.ceil(model_params / per_block))
+    edges = np.minimum(np.floor(np.arange(blocks + 1) * per_block), model_params).astype(np.int64)
+    edges[-1] = model_params
+    s = channel.subbands
+    starts, ends = edges[:-1, None], edges[1:, None]
+    return (starts + ((ends - starts) * np.arange(1, s + 1)[None, :]) // s).reshape(-1)
+
+
+def cell_count(channel: PhysicalChannel, model_params: int) -> int:
+    """Cells (blocks x subbands) ``analog_cells`` lays a model out on; 1 with fading held for the round."""
+    if channel.block_s is None:
+        return 1
+    return max(1, math.ceil(model_params / _block_symbols(channel))) * channel.subbands
+
+
+def _block_symbols(channel: PhysicalChannel) -> float:
+    """Real symbols one fading block carries over the uplink band: B·T_c·(TDD uplink share)."""
+    return channel.uplink_bandwidth_hz * channel.block_s * channel.time_share("ul")
 
 
 def analog_airtime_s(channel: PhysicalChannel, model_params: int) -> float:

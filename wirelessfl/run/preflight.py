@@ -11,10 +11,12 @@ from wirelessfl.algorithms.base import is_registered
 from wirelessfl.algorithms.spec import ParamError
 from wirelessfl.config import Scenario, ScenarioError, algorithm_path, first_line
 from wirelessfl.network import NetworkModel, SystemProfile
+from wirelessfl.network.over_the_air import MAX_CELLS, cell_count
 from wirelessfl.network.physical import OUTAGE_S, in_outage
 from wirelessfl.network.physical import link_model as physical_link_model
 from wirelessfl.run.build import build_units
 from wirelessfl.run.checkpoints import check_checkpointable
+from wirelessfl.run.curves import curves_of
 from wirelessfl.run.seeds import static_rng
 
 OUTAGE_REFUSED = 0.9
@@ -41,6 +43,31 @@ def preflight(scenario: Scenario, source: str = "scenario") -> None:
         where = algorithm_path(scenario, err) if isinstance(err, ParamError) else ""
         raise ScenarioError(f"{source}: {where + ': ' if where else ''}{message}") from None
     check_outage(scenario, units[0].algorithm.ctx.arch.param_count, source)
+    check_analog_cells(scenario, units[0].algorithm.ctx.arch.param_count, source)
+
+
+def check_analog_cells(scenario: Scenario, model_params: int, source: str = "scenario") -> None:
+    """Refuse, in one line, an over-the-air curve under block fading whose d analog symbols span more than
+    ``over_the_air.MAX_CELLS`` cells (fading blocks x subbands): each cell is a set of contributors per round."""
+    problem = analog_cells_problem(scenario, model_params)
+    if problem is not None:
+        raise ScenarioError(f"{source}: {problem}")
+
+
+def analog_cells_problem(scenario: Scenario, model_params: int) -> str | None:
+    """What ``check_analog_cells`` refuses, as its line without the source; None when every profile fits."""
+    if not any(curve.over_the_air for curve in curves_of(scenario)):
+        return None
+    for index, profile in enumerate(scenario.profiles()):
+        cells = cell_count(profile.physical, model_params)
+        if cells > MAX_CELLS:
+            return (
+                f"training.aggregation.mode: over_the_air on networks[{index}] ({profile.name!r}): the model's "
+                f"{model_params} analog symbols span {cells // profile.physical.subbands} fading blocks x "
+                f"{profile.physical.subbands} subbands = {cells} cells; at most {MAX_CELLS} (set a longer "
+                "physical.coherence_s, a lower ue_speed_mps or fewer physical.subbands)"
+            )
+    return None
 
 
 def check_outage(scenario: Scenario, model_params: int, source: str = "scenario") -> None:

@@ -185,6 +185,7 @@ def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
     """
     from wirelessfl.cost import check_run
     from wirelessfl.run.build import build_units
+    from wirelessfl.run.preflight import analog_cells_problem
 
     algorithm = [f"{a.key}={','.join(map(value_text, a.values))}" for a in plan.axes if a.kind == "algorithm"]
     todo = {task.key for task in pending(plan, sweep_dir)} if sweep_dir is not None else {u.key for u in plan.units}
@@ -196,7 +197,10 @@ def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
         where = " ".join(([assignment_text(unit.assignment)] if unit.assignment else []) + algorithm)
         try:
             check_run(unit.scenario, probe=False)
-            build_units(unit.scenario, unit.scenario.seeds[0])
+            units = build_units(unit.scenario, unit.scenario.seeds[0])
+            problem = analog_cells_problem(unit.scenario, units[0].algorithm.ctx.arch.param_count)
+            if problem is not None:
+                raise ValueError(problem)
         except ValueError as err:
             message = first_line(str(err), type(err).__name__)
             raise SweepError(f"--grid {where}: {message}" if where else message) from None
