@@ -169,6 +169,11 @@ class _DataCopy:
         return offsets
 
 
+#: The default bound of an engine's cached data copies (``LockstepEngine._concat``): a run can hold this much beside
+#: its data (rounds of partial participation each add their participants' copy until it is reached).
+DATA_CACHE_BYTES = 2**30
+
+
 class LockstepEngine:
     """Trains, evaluates and differentiates n stacked models of one architecture.
 
@@ -190,7 +195,7 @@ class LockstepEngine:
         *,
         max_samples: int | None = None,
         profile_sync: bool = False,
-        data_cache_bytes: int = 2**30,
+        data_cache_bytes: int = DATA_CACHE_BYTES,
         accelerators: Sequence = (),
     ):
         if not (max_samples is None or (isinstance(max_samples, int) and max_samples >= 1)):
