@@ -131,7 +131,7 @@ def needs(clients: int) -> float:
 
     estimate = estimate_memory(arch, sizes, t.train_config(), [("fedavg", {})], participation=PARTICIPANTS / clients,
                                rounds=ROUNDS, workers=_workers(torch.device("cpu")), eval_clients=CHUNK_CLIENTS)
-    pool = clients * SAMPLES_PER_CLIENT * (28 * 28 * 4 + 8)  # the loaded pool, normalised, beside the dealt copies
+    pool = 2 * clients * SAMPLES_PER_CLIENT * 28 * 28  # while the data is built: the uint8 pool and its gathered copy
     return (estimate.total + pool) / 1e9
 
 
