@@ -169,7 +169,6 @@ def test_methods_that_evaluate_by_row_gather_no_row_per_client():
 
     row = MLP.param_count * 4
     assert evaluation("ditto") - evaluation("fedavg") > 0.9 * 5000 * row
-    assert evaluation("fedavg") < 0.1 * 5000 * row
 
 
 def test_the_data_cache_grows_with_the_rounds_of_partial_participation_up_to_its_bound():
