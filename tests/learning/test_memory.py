@@ -145,8 +145,8 @@ def test_estimate_within_factor_two_of_measured_peak():
 
 
 def test_a_sampled_evaluation_gathers_at_most_its_chunk_of_client_rows():
-    """FedAvg evaluates one gathered row per client: capped at ``eval_clients`` (2 of 4 clients here): 2 rows of
-    2,410 x 4 B fewer, and 2 slots' forward pass fewer (a chunk of the longest split, 20 samples, x 4 B x (the input
+    """FedAvg reads its model by row, one row per slot of the running group: capped at ``eval_clients`` (2 of 4
+    clients here): 2 rows of 2,410 x 4 B fewer, and 2 slots' forward pass fewer (a chunk of the longest split, 20 samples, x 4 B x (the input
     twice, 2 x 64, and the largest activation three times, 3 x 64)); FedEM's mixture evaluation (m x M rows, no
     sampled path) keeps its rows."""
     cfg = TrainConfig(batch_size=10)
