@@ -5,11 +5,20 @@ generated images of the same shape and classes), so the k participants' training
 is the same work at every N and only the population grows. Evaluation is
 sampled (``evaluation: {clients: 100}``), with the last round evaluating all N
 clients. Each N runs in its own child process (imports, the data, the run), which
-reports the round time (the unit's wall time over its trained rounds, their
-sampled evaluations and the last round's full one included), the whole run's
-phases, its CPU time, its peak RSS, and the cost
-preview's estimate of the run's time (``wirelessfl.cost.check_run``) beside the
-measured one. The parent prints them as ratios to N = 1,000.
+reports a trained round's wall and CPU time (rounds 2 to 4: plan, network,
+training, aggregation and the 100-client evaluation; round 1 warms up), the last
+round apart (it also evaluates every client, which grows with N by its nature),
+the whole run's phases, its CPU time, its peak RSS beside the imports' RSS and
+the memory estimate, and the cost preview's estimate of the run's time
+(``wirelessfl.cost.check_run``) beside the measured one. The parent prints them
+as ratios to N = 1,000.
+
+Measured 2026-11-29 on the 2-core EPYC at a load average of 6-7 (docs/results.md):
+a trained round 1.04 s CPU (2.09 s wall) at N = 1,000 and 1.08 s CPU (2.20 s wall)
+at N = 10,000 (x1.04 CPU, x1.05 wall); the last round 1.76 and 10.58 s CPU; peak RSS
+1,494 and 1,861 MB (x1.25; the imports 829 MB). With ``OMP_WAIT_POLICY=PASSIVE`` in the
+environment (OpenMP threads that sleep instead of spinning after each parallel region):
+a trained round 0.25 and 0.21 s CPU (0.44 and 0.38 s wall), peak RSS x1.27.
 
 N = 100,000 needs 1.1 million samples (more than EMNIST's 116,323 offline
 images); the parent prints what the memory estimate says such a run needs
@@ -35,7 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 PARTICIPANTS = 100
 SAMPLES_PER_CLIENT = 11
-ROUNDS = 3
+ROUNDS = 5
 EMNIST_TEST = 116_323
 
 
@@ -83,22 +92,30 @@ def child(clients: int) -> dict:
 
     emnist = emnist_fits(clients)
     parsed = parse_scenario(scenario(clients, emnist))
+    libraries_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the imports, before any data
     cpu = time.process_time()
     began = time.perf_counter()
     data = build_federated_data(parsed.data_spec(), parsed.seeds[0])
     build_s = time.perf_counter() - began
     preview = check_run(parsed, data=data)
     del data
-    result = simulate(parsed)
+    marks: dict[int, tuple[float, float]] = {}
+    result = simulate(parsed, on_round=lambda p: marks.setdefault(p["round"], (time.perf_counter(), time.process_time())))
     runtime = next(iter(result.runtime.values()))
     phases = runtime["phases"]
+    timed = range(2, ROUNDS)  # round 1 warms up; the last round also evaluates every client
     return {
         "clients": clients,
         "data": "emnist" if emnist else "generated",
         "build_s": build_s,
-        "round_s": runtime["wall_s"] / runtime["rounds"],
+        "round_s": sum(marks[r][0] - marks[r - 1][0] for r in timed) / len(timed),
+        "round_cpu_s": sum(marks[r][1] - marks[r - 1][1] for r in timed) / len(timed),
+        "last_round_s": marks[ROUNDS][0] - marks[ROUNDS - 1][0],
+        "last_round_cpu_s": marks[ROUNDS][1] - marks[ROUNDS - 1][1],
         "run_s": sum(phases.values()),
         "preview_s": preview.seconds,
+        "estimate_gb": preview.memory.total / 1e9,
+        "libraries_mb": libraries_mb,
         "phases": phases,
         "cpu_s": time.process_time() - cpu,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
@@ -123,7 +140,7 @@ def needs(clients: int) -> float:
 
     estimate = estimate_memory(arch, sizes, t.train_config(), [("fedavg", {})], participation=PARTICIPANTS / clients,
                                rounds=ROUNDS, workers=_workers(torch.device("cpu")), eval_clients=CHUNK_CLIENTS)
-    pool = clients * SAMPLES_PER_CLIENT * (28 * 28 * 4 + 8)  # the loaded pool, normalised, beside the dealt copies
+    pool = 2 * clients * SAMPLES_PER_CLIENT * 28 * 28  # while the data is built: the uint8 pool and its gathered copy
     return (estimate.total + pool) / 1e9
 
 
@@ -145,15 +162,17 @@ def main() -> None:
         out = subprocess.run([sys.executable, __file__, "--child", str(clients)], capture_output=True, text=True, check=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         r = runs[-1]
-        print(f"N = {clients:,} ({r['data']}): round {r['round_s']:.2f} s, run {r['run_s']:.1f} s (preview {r['preview_s']:.1f} s, "
-              f"{r['preview_s'] / r['run_s']:.2f}x), data {r['build_s']:.1f} s, CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB, "
+        print(f"N = {clients:,} ({r['data']}): round {r['round_s']:.2f} s ({r['round_cpu_s']:.2f} s CPU), last round with the full "
+              f"evaluation {r['last_round_s']:.2f} s ({r['last_round_cpu_s']:.2f} s CPU), run {r['run_s']:.1f} s (preview {r['preview_s']:.1f} s, "
+              f"{r['preview_s'] / r['run_s']:.2f}x), data {r['build_s']:.1f} s, CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB "
+              f"(libraries {r['libraries_mb']:.0f} MB; estimate {1000 * r['estimate_gb']:.0f} MB beyond them), "
               f"phases {', '.join(f'{k} {v:.1f}' for k, v in r['phases'].items())}", flush=True)
     base = runs[0]
     for r in runs[1:]:
-        print(f"N = {r['clients']:,} / N = {base['clients']:,}: round time x{r['round_s'] / base['round_s']:.2f}, "
+        print(f"N = {r['clients']:,} / N = {base['clients']:,}: round time x{r['round_s'] / base['round_s']:.2f} "
+              f"(CPU x{r['round_cpu_s'] / base['round_cpu_s']:.2f}), last round x{r['last_round_cpu_s'] / base['last_round_cpu_s']:.2f} CPU, "
               f"run x{r['run_s'] / base['run_s']:.2f}, CPU x{r['cpu_s'] / base['cpu_s']:.2f}, peak RSS x{r['peak_rss_mb'] / base['peak_rss_mb']:.2f} "
               f"(clients x{r['clients'] / base['clients']:.0f})")
-
 
 if __name__ == "__main__":
     main()

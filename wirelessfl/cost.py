@@ -155,6 +155,7 @@ def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.dev
         workers=_workers(device),
         max_samples=group_samples(device),
         eval_clients=None if scenario.evaluation.clients == "all" else CHUNK_CLIENTS,
+        evaluated_rounds=sum(evaluated(r, scenario.rounds, scenario.eval_every, scenario.eval_last) for r in range(1, scenario.rounds + 1)),
     )
     return estimate, arch
 

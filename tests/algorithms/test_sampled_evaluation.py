@@ -7,10 +7,12 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from scipy import stats
 
 from wirelessfl.algorithms import get_algorithm
 from wirelessfl.algorithms.base import derive_seed
+from wirelessfl.algorithms.registry import BUILT_INS
 from wirelessfl.config import ScenarioError, canonical, parse_scenario, scenario_fingerprint
 from wirelessfl.learning.lockstep import TrainConfig
 from wirelessfl.results.intervals import sample_mean_interval
@@ -157,3 +159,22 @@ def test_the_full_evaluation_of_a_sampled_run_goes_in_chunks_of_clients(ctx, mon
     np.testing.assert_array_equal(acc, whole.accuracy.double().numpy())
     assert metrics["mean_loss"] == pytest.approx(whole.loss.double().mean().item(), rel=1e-12)
     assert metrics["evaluated_clients"] == 10 and metrics["avg_acc_lo"] == metrics["avg_acc"] == metrics["avg_acc_hi"]
+
+
+#: Built-ins whose clients' models are made all at once (FedAvg-FT fine-tunes every client in one call).
+ALL_AT_ONCE = {"fedavg_ft"}
+
+
+@pytest.mark.parametrize("name", sorted(BUILT_INS))
+def test_params_of_is_the_rows_of_client_params_without_building_all_of_them(ctx, name, monkeypatch):
+    from dataclasses import replace
+
+    algo = get_algorithm(name)(replace(ctx, held_out=np.array([1, 6])))
+    algo.step(1, frozenset(range(10)))
+    clients = np.array([0, 1, 3, 6, 9])
+    whole = algo.client_params()
+    expected = whole[torch.as_tensor(clients, device=whole.device)]
+    assert torch.equal(algo.params_of(clients), expected)  # the same numbers, bit for bit
+    if name not in ALL_AT_ONCE:  # a sample or a chunk gathers its own rows, never the [m, P] of every client
+        monkeypatch.setattr(algo, "client_params", lambda: pytest.fail(f"{name}.params_of built every client's row"))
+        assert torch.equal(algo.params_of(clients), expected)

@@ -183,3 +183,11 @@ def test_splits_whose_client_sizes_are_an_outcome_build_on_digits():
         assert sum(sizes) == 1797 and len(set(sizes)) > 1, step
         if step["name"] == "random_classes":
             assert all(len(set(torch.cat([c.y_train, c.y_val, c.y_test]).tolist())) == 2 for c in data.clients)
+
+
+def test_every_client_split_is_a_view_into_one_tensor():
+    """No per-client copies: the samples of all clients and splits share one storage (and so do the labels)."""
+    data = build_federated_data(DataSpec(dataset="digits", num_clients=6, samples={"per_client": 20}), seed=1)
+    xs = {getattr(c, f"x_{s}").untyped_storage().data_ptr() for c in data.clients for s in ("train", "val", "test")}
+    ys = {getattr(c, f"y_{s}").untyped_storage().data_ptr() for c in data.clients for s in ("train", "val", "test")}
+    assert len(xs) == 1 and len(ys) == 1

@@ -311,6 +311,21 @@ def test_evaluate_counts_correct_predictions_by_hand():
     assert result.loss.item() == pytest.approx(expected_loss, rel=1e-6)
 
 
+def test_evaluate_by_rows_equals_the_gathered_rows_bit_for_bit():
+    """Slots that share a model (FedAvg's clients) read it by row: the numbers of the gathered ``params[rows]``."""
+    arch = get_architecture("lenet5", (1, 8, 8), 10)
+    data = make_data(arch, [7, 3, 5, 2, 6])
+    models = arch.init_flat(2, torch.Generator().manual_seed(4))
+    rows = torch.tensor([1, 0, 1, 1, 0])
+    engine = LockstepEngine(arch)
+    by_rows, gathered = engine.evaluate(models, data, rows=rows), engine.evaluate(models[rows], data)
+    assert torch.equal(by_rows.accuracy, gathered.accuracy) and torch.equal(by_rows.loss, gathered.loss)
+    with pytest.raises(ValueError, match=r"rows must be in \[0, 1\] \(rows of params\)"):
+        engine.evaluate(models, data, rows=torch.tensor([0, 1, 2, 0, 0]))
+    with pytest.raises(ValueError, match=r"rows must have shape \[len\(datasets\)\] = \[5\], got \[4\]"):
+        engine.evaluate(models, data, rows=rows[:4])
+
+
 @pytest.mark.parametrize("name, shape, classes, options", ARCHS, ids=IDS)
 def test_full_gradient_equals_autograd_on_one_module(name, shape, classes, options):
     """Gradients at a point are taken in eval mode (no dropout): deterministic, as UCFL and PFLEGO need."""

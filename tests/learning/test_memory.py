@@ -145,8 +145,8 @@ def test_estimate_within_factor_two_of_measured_peak():
 
 
 def test_a_sampled_evaluation_gathers_at_most_its_chunk_of_client_rows():
-    """FedAvg evaluates one gathered row per client: capped at ``eval_clients`` (2 of 4 clients here): 2 rows of
-    2,410 x 4 B fewer, and 2 slots' forward pass fewer (a chunk of the longest split, 20 samples, x 4 B x (the input
+    """FedAvg reads its model by row, one row per slot of the running group: capped at ``eval_clients`` (2 of 4
+    clients here): 2 rows of 2,410 x 4 B fewer, and 2 slots' forward pass fewer (a chunk of the longest split, 20 samples, x 4 B x (the input
     twice, 2 x 64, and the largest activation three times, 3 x 64)); FedEM's mixture evaluation (m x M rows, no
     sampled path) keeps its rows."""
     cfg = TrainConfig(batch_size=10)
@@ -156,3 +156,34 @@ def test_a_sampled_evaluation_gathers_at_most_its_chunk_of_client_rows():
 
     assert evaluation("fedavg") - evaluation("fedavg", eval_clients=2) == 2 * 2410 * 4 + 2 * 20 * 4 * (2 * 64 + 3 * 64)
     assert evaluation("fedem") == evaluation("fedem", eval_clients=2)
+
+
+def test_methods_that_evaluate_by_row_gather_no_row_per_client():
+    """FedAvg's clients share its model: the evaluation reads it by row (one slot group's rows), while Ditto's
+    per-client models are gathered, one row per client."""
+    sizes = SplitSizes(train=(7,) * 5000, val=(2,) * 5000, test=(2,) * 5000)
+    cfg = TrainConfig(batch_size=10)
+
+    def evaluation(name):
+        return estimate_memory(MLP, sizes, cfg, [(name, {})], workers=1, participation=0.02).phases[f"{name} evaluate"]
+
+    row = MLP.param_count * 4
+    assert evaluation("ditto") - evaluation("fedavg") > 0.9 * 5000 * row
+
+
+def test_the_data_cache_grows_with_the_rounds_of_partial_participation_up_to_its_bound():
+    """Each round's participants add their training copy (100 of 5,000 clients x 7 samples x (64 x 4 + 8) B);
+    the evaluated splits are copied once; the engine's bound caps it. Full participation copies the training split once."""
+    from wirelessfl.learning.lockstep import DATA_CACHE_BYTES
+
+    sizes = SplitSizes(train=(7,) * 5000, val=(2,) * 5000, test=(2,) * 5000)
+    cfg = TrainConfig(batch_size=10)
+    feature = 64 * 4 + 8
+
+    def cache(rounds, participation=0.02):
+        return estimate_memory(MLP, sizes, cfg, [("fedavg", {})], participation=participation, rounds=rounds).parts["data cache"]
+
+    assert cache(1) == (5000 * 4 + 100 * 7) * feature
+    assert cache(11) - cache(1) == 10 * 100 * 7 * feature
+    assert cache(100_000) == DATA_CACHE_BYTES
+    assert cache(1, 1.0) == cache(50, 1.0) == 5000 * 11 * feature

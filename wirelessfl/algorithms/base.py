@@ -524,6 +524,16 @@ class MixingAlgorithm(Algorithm):
     def client_params(self) -> torch.Tensor:
         return self.models[torch.as_tensor(self.assignment, device=self.models.device)]
 
+    def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
+        """Each client's stream model on its own ``split``: the engine reads the stream models by each client's
+        ``assignment`` (no ``[m, P]`` copy of one model). A subclass whose clients use other models keeps the
+        general rule."""
+        if type(self).client_params is not MixingAlgorithm.client_params:
+            return super().evaluate(split, clients)
+        ids = np.arange(self.ctx.num_clients) if clients is None else np.asarray(clients)
+        rows = torch.as_tensor(self.assignment[ids], dtype=torch.long)
+        return self.ctx.engine.evaluate(self.models, self.ctx.split_sets(split, ids), rows=rows)
+
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """Only the rows of ``clients``: a sampled evaluation of FedAvg at 100,000 clients gathers n rows, not m.
         A subclass whose clients use other models (Ditto's personal ones) keeps the general rule."""

@@ -86,7 +86,7 @@ class ClusteredFL(MixingAlgorithm):
 
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)
-        start = self.client_params()[torch.as_tensor(members, device=self.models.device)]
+        start = self.params_of(members)  # the participants' rows alone, not every client's
         trained, loss = self.local_training(round, members)
         updates = {int(i): trained[r] - start[r] for r, i in enumerate(members)}
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}

@@ -71,6 +71,15 @@ class Ditto(MixingAlgorithm):
             params[held_out] = self.models[0]
         return params
 
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """The rows of ``clients`` alone (their personal models; the global one for held-out clients)."""
+        index = torch.as_tensor(clients, dtype=torch.long, device=self.personal.device)
+        params = self.personal[index]
+        held = torch.as_tensor(np.isin(np.asarray(clients), self.ctx.held_out), device=params.device)
+        if bool(held.any()):
+            params[held] = self.models[0]
+        return params
+
     def state_dict(self) -> dict[str, Any]:
         return {
             **super().state_dict(),

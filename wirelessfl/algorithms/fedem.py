@@ -261,6 +261,11 @@ class FedEM(Algorithm):
         best = torch.as_tensor(np.argmax(self.pi.numpy(), axis=1), device=self.components.device)
         return self.components[best]
 
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """The rows of ``clients`` alone: each one's most weighted component."""
+        best = np.argmax(self.pi[torch.as_tensor(clients, dtype=torch.long)].numpy(), axis=1)
+        return self.components[torch.as_tensor(best, device=self.components.device)]
+
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {

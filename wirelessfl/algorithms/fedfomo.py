@@ -187,6 +187,10 @@ class FedFomo(Algorithm):
     def client_params(self) -> torch.Tensor:
         return self.current
 
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """The rows of ``clients`` alone."""
+        return self.current[torch.as_tensor(clients, dtype=torch.long, device=self.current.device)]
+
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import torch
 
 from wirelessfl.algorithms.base import Algorithm, Context, StepInfo, register, torch_generator
@@ -135,6 +136,11 @@ class FedPer(Algorithm):
 
     def client_params(self) -> torch.Tensor:
         return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads)
+
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """The rows of ``clients`` alone: the shared body beside their heads (no ``[m, P]`` for a sample or a chunk)."""
+        index = torch.as_tensor(clients, dtype=torch.long, device=self.heads.device)
+        return self.split.join(self.body.expand(len(index), -1), self.heads[index])
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -210,6 +210,11 @@ class PFLEGO(Algorithm):
     def client_params(self) -> torch.Tensor:
         return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads)
 
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """The rows of ``clients`` alone: the shared body beside their heads (no ``[m, P]`` for a sample or a chunk)."""
+        index = torch.as_tensor(clients, dtype=torch.long, device=self.heads.device)
+        return self.split.join(self.body.expand(len(index), -1), self.heads[index])
+
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         server = None if self.server_state is None else optim.map_state(lambda t: t.detach().cpu().clone(), self.server_state)

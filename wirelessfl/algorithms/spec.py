@@ -150,6 +150,9 @@ class Footprint:
     ``work``: training work per participant and round relative to one local
     round (1.0), and ``eval_work``: epochs of training every client (all m)
     takes at each evaluation (FedAvg+'s fine-tuning), for the time estimate.
+    ``eval_by_row``: the evaluation reads the kept models by each client's row
+    (``MixingAlgorithm.evaluate``, ``engine.evaluate(..., rows=)``): one slot group's rows
+    per worker are gathered, not ``eval_rows``.
     """
 
     kept: float
@@ -166,6 +169,7 @@ class Footprint:
     checkpoint_rows: float = 0.0
     work: float = 1.0
     eval_work: float = 0.0
+    eval_by_row: bool = False
 
 
 def model_per_client(params: Params, at: FootprintInputs) -> Footprint:

@@ -14,7 +14,9 @@ models every algorithm keeps between rounds, the round records) plus the largest
   layer-gradient temporaries and the activations of one batch. When the slots
   are reordered by step count the results are permuted back into fresh tensors
   (one more copy of parameters and state) after the groups are freed.
-* ``evaluate``: the ``[m, P]`` client models gathered for evaluation, the
+* ``evaluate``: the ``[m, P]`` client models gathered for evaluation (a method
+  that evaluates by row, ``Footprint.eval_by_row``: the rows of the slot groups
+  running at once), the
   concatenated split and the forward activations of one pass (about
   ``2 * max_samples`` samples per worker, no tape).
 * ``algorithm``: what an algorithm allocates beside the engine (UCFL's gradient
@@ -44,7 +46,7 @@ from dataclasses import dataclass, field, replace
 from wirelessfl.algorithms.registry import spec_of
 from wirelessfl.algorithms.spec import FLOAT, Footprint, FootprintInputs
 from wirelessfl.learning.data.guard import format_bytes
-from wirelessfl.learning.lockstep import EVAL_CHUNK, GROUP_MULTIPLE, TrainConfig
+from wirelessfl.learning.lockstep import DATA_CACHE_BYTES, EVAL_CHUNK, GROUP_MULTIPLE, TrainConfig
 from wirelessfl.learning.schedule import batch_width
 from wirelessfl.learning.workers import balanced_group
 from wirelessfl.learning.models import Architecture
@@ -52,6 +54,9 @@ from wirelessfl.learning.models import Architecture
 INDEX = 8
 #: Python objects of one round's record per client (CommPlan dicts and frozensets, accuracy array), measured with tracemalloc.
 RECORD_BYTES_PER_CLIENT_ROUND = 200
+#: Of those, the accuracy array's float64 per client, new only in an evaluated round (a round that is not
+#: evaluated shares the last one's array); the rest is the plan's, for the round's participants alone.
+ACCURACY_BYTES = 8
 #: One row of the tidy trace (a dict of ~30 fields; tracemalloc: ~3 kB) and one per-client final-accuracy row.
 TRACE_ROW_BYTES = 3_000
 CLIENT_ROW_BYTES = 1_000
@@ -239,6 +244,7 @@ def estimate_memory(
     workers: int = 1,
     max_samples: int = 512,
     eval_clients: int | None = None,
+    evaluated_rounds: int | None = None,
 ) -> MemoryEstimate:
     """Peak bytes of a run of ``curves`` (algorithm name, params) on clients of ``sizes``; see the module docstring.
 
@@ -247,6 +253,11 @@ def estimate_memory(
     ``workers`` the slot groups that run at once (CPU threads; 1 on a GPU).
     ``eval_clients``: the most clients one evaluation call gathers the models of (a sampled evaluation's
     chunk, ``run.sampled_evaluation.CHUNK_CLIENTS``); it caps the evaluation of methods that gather one row per client.
+    ``evaluated_rounds``: rounds that evaluate (each keeps an accuracy per client; default every round).
+
+    Persistent beside the data: the engine's cached data copies (``data cache``): one copy of the
+    evaluated splits, the training split once under full participation, else each round's participants' copy,
+    up to the engine's bound (``DATA_CACHE_BYTES``).
     """
     m = sizes.clients
     P = arch.param_count
@@ -269,7 +280,11 @@ def estimate_memory(
         return int(fp.kept * row + fp.kept_bytes + kept_state)
 
     kept = units_per_curve * sum(persistent(fp) for fp in prints)
-    records = units_per_curve * len(prints) * m * rounds * RECORD_BYTES_PER_CLIENT_ROUND
+    evaluated = rounds if evaluated_rounds is None else evaluated_rounds
+    per_participant = RECORD_BYTES_PER_CLIENT_ROUND - ACCURACY_BYTES
+    records = units_per_curve * len(prints) * (T * rounds * per_participant + m * evaluated * ACCURACY_BYTES)
+    trained = sum(sizes.train) * feature if T >= pool else units_per_curve * len(prints) * rounds * sum(sizes.train[:T]) * feature
+    cache = min(DATA_CACHE_BYTES, (sum(sizes.val) + sum(sizes.test)) * feature + trained)
     results = seeds * len(prints) * profiles * (rounds + 1) * TRACE_ROW_BYTES + seeds * len(prints) * profiles * m * CLIENT_ROW_BYTES
 
     best: tuple[int, str, dict[str, int]] = (-1, "", {})
@@ -288,7 +303,7 @@ def estimate_memory(
             phases[key] = max(phases.get(key, 0), size)
             if size > best[0]:
                 best = (size, key, parts)
-    parts = {"data": int(data), "models kept": int(kept), "round records": int(records + results)}
+    parts = {"data": int(data), "data cache": int(cache), "models kept": int(kept), "round records": int(records + results)}
     for key, value in best[2].items():
         parts[key] = parts.get(key, 0) + int(value)
     return MemoryEstimate(parts=parts, phase=best[1], phases=phases)
@@ -331,4 +346,5 @@ def _eval_phase(fp: Footprint, act: Activations, sizes: SplitSizes, row: int, wo
     split = max(sum(sizes.test), sum(sizes.val), sum(sizes.train))
     copied = fp.eval_copies * split * (act.input * FLOAT + INDEX)
     forward = running * group * (chunk * FLOAT * (act.input * 2 + 3 * act.largest + act.transient) + act.weight_copies * FLOAT)
-    return {"evaluation": int(fp.eval_rows * row + copied + forward + fp.eval_extra_bytes)}
+    rows = running * group if fp.eval_by_row else fp.eval_rows  # by row: each running group gathers its own rows
+    return {"evaluation": int(rows * row + copied + forward + fp.eval_extra_bytes)}

@@ -20,7 +20,7 @@ def footprint(params: ClusteredFLParams, at: FootprintInputs) -> Footprint:
     m, T = at.clients, at.participants
     kept = min(m, 2 * max(1, at.groups))
     return Footprint(
-        kept=kept, train_slots=T, state=at.optimizer_rows, eval_rows=m, eval_slots=m,
+        kept=kept, train_slots=T, state=at.optimizer_rows, eval_rows=m, eval_by_row=True, eval_slots=m,
         extra_bytes=(m + 2 * T) * at.model_params * FLOAT, checkpoint_rows=kept,
     )
 

@@ -11,7 +11,7 @@ def footprint(params: FedAvgParams, at: FootprintInputs) -> Footprint:
     """The stream model; one train call over the T participants."""
     del params
     m = at.clients
-    return Footprint(kept=1, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m, eval_slots=m, checkpoint_rows=1)
+    return Footprint(kept=1, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m, eval_by_row=True, eval_slots=m, checkpoint_rows=1)
 
 
 SPEC = AlgorithmSpec(

@@ -21,7 +21,7 @@ def footprint(params: IFCAParams, at: FootprintInputs) -> Footprint:
     m, J = at.clients, params.clusters
     choice = at.participants * J
     return Footprint(
-        kept=J, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m, eval_slots=max(m, choice), eval_copies=J,
+        kept=J, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m, eval_by_row=True, eval_slots=max(m, choice), eval_copies=J,
         extra_bytes=choice * at.model_params * FLOAT, checkpoint_rows=J, work=1.0 + J / (3 * max(at.epochs, 1)),
     )
 

@@ -11,7 +11,7 @@ def footprint(params: OracleParams, at: FootprintInputs) -> Footprint:
     """One model per ground-truth group; one train call over the T participants."""
     del params
     m, kept = at.clients, max(1, at.groups)
-    return Footprint(kept=kept, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m, eval_slots=m, checkpoint_rows=kept)
+    return Footprint(kept=kept, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m, eval_by_row=True, eval_slots=m, checkpoint_rows=kept)
 
 
 SPEC = AlgorithmSpec(

@@ -87,7 +87,7 @@ def footprint(params: UserCentricFLParams, at: FootprintInputs) -> Footprint:
     weights = 4 * m * m * 8  # W, distances, k-means copies (kept: W [m, m] and the streams' mixing rows [k, m], float64)
     extra = max(gradients, T * P * 8 + sigma) + weights
     return Footprint(
-        kept=kept, kept_bytes=(m + kept) * m * 8, train_slots=T, state=at.optimizer_rows, eval_rows=m, eval_slots=m, extra_bytes=extra,
+        kept=kept, kept_bytes=(m + kept) * m * 8, train_slots=T, state=at.optimizer_rows, eval_rows=m, eval_by_row=True, eval_slots=m, extra_bytes=extra,
         checkpoint_rows=kept,
     )
 
