@@ -94,6 +94,14 @@ KNOWN_BREAKS = [
     ("wirelessfl/algorithms/fedmoe.py", 'self.params.gate_split == "train"', 'self.params.gate_split != "train"'),
     ("wirelessfl/algorithms/fedmoe.py", "work += self.params.local_epochs / epochs", "work += self.params.local_epochs * epochs"),
     ("wirelessfl/algorithms/fedem.py", "(members[:, None] * M + np.arange(M))", "(members[:, None] // M + np.arange(M))"),
+    # fedprox.py has no operator for the one-token mutants to swap: its pull, dropped and halved
+    ("wirelessfl/algorithms/fedprox.py", "start, GradientCorrection(float(self.params.mu), anchor=start))", "start)"),
+    ("wirelessfl/algorithms/fedprox.py", "GradientCorrection(float(self.params.mu), anchor=start)",
+     "GradientCorrection(float(self.params.mu) / 2, anchor=start)"),
+    # Ditto's personal training sharing the global training's optimizer state, or pulled towards the trained global model
+    ("wirelessfl/algorithms/ditto.py", "self.personal[index], pull, self.personal_optimizer)", "self.personal[index], pull)"),
+    ("wirelessfl/algorithms/ditto.py", "GradientCorrection(float(self.params.lambda_), anchor=start)",
+     "GradientCorrection(float(self.params.lambda_), anchor=trained)"),
 ]
 SWAPS = {
     ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,

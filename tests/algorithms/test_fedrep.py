@@ -76,6 +76,10 @@ def test_payload_is_the_body_and_work_counts_the_head_epochs():
     assert plan.work[0] == pytest.approx(1 + 6 / 2 * (1 / 3 + 2 / 3 * head / P), rel=1e-12)
     no_head = get_algorithm("fedrep")(ctx, head_epochs=6, personal_layers=0).plan(1)
     assert no_head.work == {i: 1.0 for i in range(4)} and no_head.uplink == {i: 1.0 for i in range(4)}
+    one_epoch = get_algorithm("fedrep")(ctx, head_epochs=1).plan(1)  # one head epoch is a head phase too
+    assert one_epoch.work[0] == pytest.approx(1 + 1 / 2 * (1 / 3 + 2 / 3 * head / P), rel=1e-12)
+    ctx.train = replace(ctx.train, epochs=0)  # no body epochs (the API allows it): head epochs count as if E = 1
+    assert get_algorithm("fedrep")(ctx, head_epochs=6).plan(1).work[0] == pytest.approx(1 + 6 * (1 / 3 + 2 / 3 * head / P), rel=1e-12)
 
 
 def test_the_state_round_trips_with_kept_optimizer_state():
@@ -101,3 +105,13 @@ def test_bad_parameters_are_one_line(params, message):
     with pytest.raises(ValueError) as err:
         get_algorithm("fedrep")(make_ctx(), **params)
     assert str(err.value) == message
+
+
+def test_a_model_with_one_layer_has_no_body_to_share():
+    ctx = make_ctx(hidden=())
+    with pytest.raises(ValueError) as err:
+        get_algorithm("fedrep")(ctx)
+    assert str(err.value) == (
+        "fedrep: model 'mlp' has no shared body (its only layer with parameters is the personal head); "
+        "it needs at least one hidden layer"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 import torch
@@ -77,13 +79,28 @@ def test_control_variates_and_the_corrected_step_by_hand():
     assert torch.allclose(algo.control.double(), c + sum(refreshed[i] - c_i[i] for i in range(4)) / 4, atol=1e-4, rtol=0)
 
 
-def test_the_server_rate_scales_the_averaged_update():
+@pytest.mark.parametrize("rate", [0.5, 2.0])
+def test_the_server_rate_scales_the_averaged_update(rate):
     ctx = make_ctx()
-    plain, scaled = get_algorithm("scaffold")(ctx), get_algorithm("scaffold")(ctx, server_lr=0.5)
+    plain, scaled, fedavg = get_algorithm("scaffold")(ctx), get_algorithm("scaffold")(ctx, server_lr=rate), get_algorithm("fedavg")(ctx)
     x0 = plain.models.clone()
-    plain.step(1, frozenset(range(4)))
-    scaled.step(1, frozenset(range(4)))
-    assert torch.allclose(scaled.models, x0 + 0.5 * (plain.models - x0), atol=1e-7, rtol=0)
+    for algo in (plain, scaled, fedavg):
+        algo.step(1, frozenset(range(4)))
+    assert torch.equal(plain.models, fedavg.models)  # rate 1 takes the average itself, not x + 1 (avg - x)
+    assert torch.allclose(scaled.models, x0 + rate * (plain.models - x0), atol=1e-7, rtol=0)
+
+
+def test_a_client_that_took_no_step_keeps_its_control_variate():
+    """epochs = 0 (K_i = 0): (x - y_i) / (K_i lr) is 0/0; c_i and c stay as they were, and so does x."""
+    ctx = make_ctx()
+    algo = get_algorithm("scaffold")(ctx)
+    algo.step(1, frozenset(range(4)))
+    models, control, client_controls = algo.models.clone(), algo.control.clone(), algo.client_controls.clone()
+    assert control.abs().max() > 0
+    ctx.train = replace(ctx.train, epochs=0)
+    algo.step(2, frozenset(range(4)))
+    assert torch.equal(algo.client_controls, client_controls) and torch.equal(algo.control, control)
+    assert torch.allclose(algo.models, models, atol=1e-6, rtol=0)  # the average of unchanged copies
 
 
 def test_the_state_round_trips_and_continues_identically():

@@ -27,7 +27,9 @@ Departures, each said here: w_i = n_i / sum n over the arrived clients
 commits c_i+ only when its upload arrived, so c stays the mean of the c_i (a
 lost upload loses the client's whole round, as for its model). Option II's
 (x - y_i)/(K_i eta_l) is the mean gradient of plain SGD steps; with momentum it
-is the mean update per step over the rate.
+is the mean update per step over the rate. A client that took no step
+(``epochs = 0``, possible through the API only) keeps its c_i: line 12's
+(x - y_i)/(K_i eta_l) is 0/0 there.
 
 CommPlan: x and c down (payload 2), y_i - x and c_i+ - c_i up (payload 2),
 work 1.
@@ -77,8 +79,9 @@ class Scaffold(MixingAlgorithm):
         trained, loss = self.train_clients(round, members, start, correction)
         cfg = self.ctx.train
         steps = slot_steps([int(n) for n in self.ctx.sizes()[members]], cfg.batch_size, [float(cfg.epochs)] * len(members))
-        steps_t = torch.as_tensor(steps, dtype=trained.dtype, device=trained.device).clamp(min=1)
+        steps_t = torch.as_tensor(steps, dtype=trained.dtype, device=trained.device)
         refreshed = -offset + (start - trained) / (steps_t[:, None] * cfg.lr)
+        refreshed = torch.where(steps_t[:, None] > 0, refreshed, self.client_controls[index])
         took = [r for r, i in enumerate(members) if int(i) in arrived]
         uploads = {int(members[r]): trained[r] for r in took}
         averaged = self.aggregate(uploads)
