@@ -169,7 +169,8 @@ def buffered_jobs(timings: list[RoundTiming]) -> tuple[list[frozenset[int]], lis
     """Under buffered asynchronous aggregation, per round: its participants whose upload the server took (in that
     round or a later one: ``arrived`` names the uploads a round's aggregation takes, which may have been sent in
     earlier rounds), and each participant's job end, measured from the round's start: the aggregation that took
-    its upload, after which it is dispatched again; for an upload still in flight when the run ends, its landing.
+    its upload, after which it is dispatched again; for an upload still in flight when the run ends, its landing;
+    for one that never lands (outage: its client stays in flight, and keeps trying), the run's end.
     So each client's jobs tile its time once: idle time after a landing is charged until the aggregation."""
     durations = [timing.duration for timing in timings]
     taken_at: dict[int, int] = {}  # client -> the round whose aggregation takes its latest job seen so far
@@ -183,8 +184,9 @@ def buffered_jobs(timings: list[RoundTiming]) -> tuple[list[frozenset[int]], lis
         taken: set[int] = set()
         for client in timing.t_computed:
             later = taken_at.pop(client, None)
-            if later is None:
-                own[client] = float(timing.t_uploaded[client])
+            if later is None:  # in flight at the run's end: until its landing; an upload in outage never lands
+                landed = float(timing.t_uploaded[client])
+                own[client] = landed if math.isfinite(landed) else float(sum(durations[index:]))
             else:
                 own[client] = float(sum(durations[index:later + 1]))  # this round's duration itself when taken in it
                 taken.add(client)

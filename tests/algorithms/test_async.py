@@ -192,6 +192,18 @@ def test_each_job_is_followed_to_the_aggregation_that_takes_it():
     assert ends == [{0: 1.0, 1: 1.0, 2: 3.0}, {0: 2.0, 1: 2.5}, {0: 0.25, 2: 4.0}]
 
 
+def test_a_job_whose_upload_never_lands_is_charged_to_the_runs_end():
+    """Client 1's upload is in outage (t_uploaded inf): it stays in flight, keeps trying, and its job ends with
+    the run (0.5 + 2.0), not at infinity."""
+    rounds = [
+        RoundTiming({}, {0: 0.25, 1: 0.25}, {0: 0.5, 1: math.inf}, frozenset({0}), math.inf, t_next=0.5),
+        RoundTiming({}, {0: 1.0}, {0: 2.0}, frozenset({0}), 2.0, t_next=2.0),
+    ]
+    arrivals, ends = buffered_jobs(rounds)
+    assert arrivals == [frozenset({0}), frozenset({0})]
+    assert ends == [{0: 0.5, 1: 2.5}, {0: 2.0}]
+
+
 def test_a_buffer_of_every_participant_gives_fedavgs_trace_exactly():
     doc = {**SCENARIO, "algorithms": [
         {"name": "fedavg"},
