@@ -17,7 +17,7 @@ the final average accuracy (the difference in points).
 
 ``--figure`` draws the run as small multiples with matplotlib: one column per method, accuracy against simulated
 time (top) and against the devices' cumulative energy (bottom), each lever a mean over seeds, coloured by its
-family (scheduling, compression, over the air) and told apart within it by line style, the method's full curve
+family (scheduling, compression, over the air, asynchronous) and told apart within it by line style, the method's full curve
 (with its seeds' 95% band) in every panel, and a marker on the target line at each lever's mean time and energy
 to target (curves that reach it on every seed).
 """
@@ -117,12 +117,14 @@ FAMILIES = {
     "qsgd-2": ("compression", "#d62728"),
     "top-1%": ("compression", "#d62728"),
     "over-the-air": ("over the air", "#2ca02c"),
+    "buffered-async": ("asynchronous", "#9467bd"),
 }
 """Each lever's family and the family's colour; within a family the line style tells the levers apart."""
 STYLES = {"full": "-", "random-5": "-", "best-5": "--", "pf-5": ":", "qsgd-8": "-", "qsgd-2": "--", "top-1%": ":",
-          "over-the-air": "-"}
+          "over-the-air": "-", "buffered-async": "-"}
 LEVER_NAMES = {"full": "full", "random-5": "random", "best-5": "best channel", "pf-5": "proportional fair",
-               "qsgd-8": "QSGD 8 bits", "qsgd-2": "QSGD 2 bits", "top-1%": "top-1% + EF", "over-the-air": "analog sum, truncated channel inversion"}
+               "qsgd-8": "QSGD 8 bits", "qsgd-2": "QSGD 2 bits", "top-1%": "top-1% + EF", "over-the-air": "analog sum, truncated channel inversion",
+               "buffered-async": "buffered, 10 of 20, weight (σ+1)^-1/2"}
 METHOD_NAMES = {"fedavg": "FedAvg", "fedper": "FedPer", "ucfl": "UCFL"}
 
 
