@@ -102,6 +102,25 @@ def test_a_trial_varies_the_lever_field_inside_the_block_the_curve_runs_with():
     assert [a.training["scheduling"]["k"] for a in endpoint_scenario(scenario).algorithms] == [1, CLIENTS]
 
 
+def test_an_async_buffer_and_its_staleness_decay_are_tunables_searched_inside_the_async_block():
+    assert {"training.aggregation.buffer", "training.aggregation.a", "training.aggregation.alpha"} <= set(tunables(get_algorithm("fedavg")))
+    block = {"mode": "async", "buffer": 2, "staleness": "polynomial", "a": 0.5}
+    doc = {**TINY, "algorithms": [TINY["algorithms"][0]], "training": {**TINY["training"], "aggregation": block},
+           "tune": {"trials": 2, "algorithms": {"fedavg": {"training.aggregation.buffer": {"low": 1, "high": CLIENTS},
+                                                           "training.aggregation.a": {"low": 0.1, "high": 2.0}}}}}
+    scenario = parse_scenario(doc)
+    check_tunable(scenario)
+    (target,) = targets(scenario)
+    trial = trial_scenario(scenario, target, {"training.aggregation.buffer": 3, "training.aggregation.a": 1.5})
+    searched = trial.algorithms[0].training["aggregation"]
+    assert {key: searched[key] for key in block} == {**block, "buffer": 3, "a": 1.5}
+    assert [a.training["aggregation"]["buffer"] for a in endpoint_scenario(scenario).algorithms] == [1, CLIENTS]
+    too_big = {**doc, "tune": {"trials": 2, "algorithms": {"fedavg": {"training.aggregation.buffer": {"low": 1, "high": CLIENTS + 1}}}}}
+    with pytest.raises(ScenarioError, match=r"^tune.algorithms.fedavg: an end of the search space of 'fedavg' is refused: "
+                                            r"algorithms\[0\].training.aggregation.buffer: 5 is more than the clients"):
+        endpoint_scenario(parse_scenario(too_big))
+
+
 @pytest.mark.parametrize(("doc_training", "space", "message"), [
     ({}, {"training.compression.bits": {"low": 2, "high": 8}},
      "tune.algorithms.fedavg: training.compression.bits searches the compression block of 'fedavg', which has none; "

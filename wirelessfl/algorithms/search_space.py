@@ -24,7 +24,7 @@ TRAINING_PREFIX = "training."
 LEVER_TUNABLES: dict[str, tuple[str, ...]] = {
     "scheduling": ("k",),
     "compression": ("bits", "fraction"),
-    "aggregation": ("truncation_db",),
+    "aggregation": ("truncation_db", "buffer", "a", "b", "alpha"),
 }
 
 
