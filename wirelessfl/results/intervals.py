@@ -13,10 +13,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 """Coverage of every interval over seeds the results print."""
+
+
+def _t_quantile(confidence: float, df: int) -> float:
+    """The two-sided Student-t quantile; scipy.stats loads here, not when a run starts (it costs a second)."""
+    from scipy import stats
+
+    return float(stats.t.ppf(0.5 + confidence / 2, df))
 
 
 def interval_half_width(values, confidence: float = CONFIDENCE) -> float:
@@ -25,7 +31,7 @@ def interval_half_width(values, confidence: float = CONFIDENCE) -> float:
     n = len(values)
     if n < 2:
         return math.nan
-    return float(stats.t.ppf(0.5 + confidence / 2, n - 1) * np.std(values, ddof=1) / math.sqrt(n))
+    return float(_t_quantile(confidence, n - 1) * np.std(values, ddof=1) / math.sqrt(n))
 
 
 def paired_difference(a: dict, b: dict, confidence: float = CONFIDENCE) -> tuple[float, float]:
@@ -47,5 +53,5 @@ def sample_mean_interval(values, population: int, confidence: float = CONFIDENCE
     if n < 2 or n > population:
         return math.nan, math.nan
     mean = float(values.mean())
-    half = float(stats.t.ppf(0.5 + confidence / 2, n - 1) * math.sqrt((1 - n / population) * np.var(values, ddof=1) / n))
+    half = float(_t_quantile(confidence, n - 1) * math.sqrt((1 - n / population) * np.var(values, ddof=1) / n))
     return mean - half, mean + half
