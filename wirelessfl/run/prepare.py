@@ -16,14 +16,15 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from wirelessfl.config import Scenario, load_scenario, resolved
-from wirelessfl.cost import RunCost, check_run
+from wirelessfl.learning.data import guard
 from wirelessfl.learning.data.data_files import missing_dataset
 from wirelessfl.results.io import atomic_write_text, new_run_dir
-from wirelessfl.run.extend import extend_run
-from wirelessfl.run.folder import check_checkpoints, import_run_model
-from wirelessfl.run.preflight import check_links, preflight
+
+if TYPE_CHECKING:
+    from wirelessfl.cost import RunCost
 
 
 class RunRefused(ValueError):
@@ -50,14 +51,27 @@ def check_new_run(scenario: Scenario, source: str | None = None, probe: bool = T
     missing = missing_dataset(scenario.data.dataset, scenario.data.root, scenario.data.download, scenario.data.options)
     if missing is not None:  # before torch is imported: the answer in a second, not after the whole stack loads
         raise RunRefused(f"{where}: {missing}")
+    check_data(scenario, source)  # so is data too big to build
+    from wirelessfl.run.preflight import check_links, preflight  # torch loads here, once the torch-free checks have passed
+
     check_links(scenario, where)  # before the cost preview, whose compute-floor note times a round on these links
     run_cost = check_cost(scenario, source, probe=probe)
     preflight(scenario, where)
     return run_cost
 
 
+def check_data(scenario: Scenario, source: str | None = None) -> None:
+    """The data guard's refusal (torch-free: from the spec's sizes) as one line, prefixed with ``source`` when given."""
+    try:
+        guard.check_data(scenario)
+    except ValueError as err:
+        raise RunRefused(f"{source}: {err}" if source is not None else str(err)) from None
+
+
 def check_cost(scenario: Scenario, source: str | None = None, done: dict[str, int] | None = None, probe: bool = True) -> RunCost:
     """``cost.check_run``'s refusal as one line, prefixed with ``source`` when given."""
+    from wirelessfl.cost import check_run
+
     try:
         return check_run(scenario, done=done, probe=probe)
     except ValueError as err:
@@ -128,6 +142,9 @@ def prepare_resume(run_dir: Path, saved: Scenario, rounds: int | None = None, pr
     """A run directory continued: extended to ``rounds`` first when that is more (the longer run must fit
     before its checkpoints are restamped), every checkpoint read, the model imported, then the memory guard
     for what is left."""
+    from wirelessfl.run.extend import extend_run
+    from wirelessfl.run.folder import check_checkpoints, import_run_model
+
     keep_models = False
     scenario = saved
     if rounds is not None and rounds != saved.rounds:

@@ -183,12 +183,21 @@ def preflight(plan: SweepPlan, sweep_dir: Path | None) -> None:
     ``sweep_dir`` None (not created yet): every unit is still to run. Each unit is checked alone: units that
     run at once share the memory.
     """
+    from wirelessfl.learning.data.guard import check_data
+
+    algorithm = [f"{a.key}={','.join(map(value_text, a.values))}" for a in plan.axes if a.kind == "algorithm"]
+    todo = {task.key for task in pending(plan, sweep_dir)} if sweep_dir is not None else {u.key for u in plan.units}
+    for unit in plan.units:  # data too big to build, from the spec's sizes, before torch loads
+        if unit.key in todo:
+            try:
+                check_data(unit.scenario)
+            except ValueError as err:
+                where = " ".join(([assignment_text(unit.assignment)] if unit.assignment else []) + algorithm)
+                raise SweepError(f"--grid {where}: {err}" if where else str(err)) from None
     from wirelessfl.cost import check_run
     from wirelessfl.run.build import build_units
     from wirelessfl.run.preflight import analog_cells_problem
 
-    algorithm = [f"{a.key}={','.join(map(value_text, a.values))}" for a in plan.axes if a.kind == "algorithm"]
-    todo = {task.key for task in pending(plan, sweep_dir)} if sweep_dir is not None else {u.key for u in plan.units}
     checked: set[str] = set()
     for unit in plan.units:
         if unit.key not in todo or unit.key in checked:
