@@ -54,3 +54,14 @@ def images_not_drawn(monkeypatch):
         return PNG_STAND_IN
 
     monkeypatch.setattr(static, "render", convert_only)
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One local two-CPU Ray for every test that needs one (skipped without Ray): starting Ray costs more CPU than
+    the tests' own work, so it starts once and stops when the session ends."""
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
+    yield ray
+    ray.shutdown()

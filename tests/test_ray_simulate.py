@@ -58,20 +58,15 @@ def test_a_run_whose_groups_are_shipped_writes_the_in_process_trace():
     assert here.clients.to_csv(index=False) == there.clients.to_csv(index=False)
 
 
-def test_simulate_on_two_local_ray_workers_writes_the_single_process_trace(tmp_path):
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
+def test_simulate_on_two_local_ray_workers_writes_the_single_process_trace(tmp_path, local_ray):
     path = _write(tmp_path)
     wirelessfl.simulate(path, out=tmp_path / "local")  # the same writer as the CLI's, without its PNG figures
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    try:
-        too_many = runner.invoke(
-            app, ["simulate", str(path), "--out", str(tmp_path / "x"), "--quiet", "--executor", "ray", "--workers", "3"]
-        )
-        remote = runner.invoke(
-            app, ["simulate", str(path), "--out", str(tmp_path / "ray"), "--quiet", "--executor", "ray", "--workers", "2"]
-        )
-    finally:
-        ray.shutdown()
+    too_many = runner.invoke(
+        app, ["simulate", str(path), "--out", str(tmp_path / "x"), "--quiet", "--executor", "ray", "--workers", "3"]
+    )
+    remote = runner.invoke(
+        app, ["simulate", str(path), "--out", str(tmp_path / "ray"), "--quiet", "--executor", "ray", "--workers", "2"]
+    )
     assert too_many.exit_code == 2 and not (tmp_path / "x").exists()
     assert too_many.output.strip() == "error: --workers 3: the Ray cluster has 2 CPUs (a worker takes one)"
     assert remote.exit_code == 0, remote.output
@@ -133,30 +128,26 @@ def test_every_built_in_writes_the_in_process_trace_through_shipped_groups(name)
 
 
 @pytest.mark.slow
-def test_a_killed_ray_worker_restarts_and_the_trace_is_unchanged(tmp_path):
+def test_a_killed_ray_worker_restarts_and_the_trace_is_unchanged(tmp_path, local_ray):
     """Ray restarts the actor (``max_restarts``), which fetches its datasets again from the object store; a driver
     stopped mid-run resumes from its checkpoints, here in process: the executor is not part of the trace."""
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
     from wirelessfl.learning.ray_shards import RayShards
 
+    ray = local_ray
     scenario = parse_scenario({**TINY, "algorithms": [{"name": "fedavg"}], "rounds": 4})
     here = simulate(scenario)
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    try:
-        with RayShards(workers=2) as shards:
-            killed = []
+    with RayShards(workers=2) as shards:
+        killed = []
 
-            def kill_one(progress):
-                if progress["round"] == 2 and not killed:
-                    actor = next(iter(shards.actors.values()))[0]
-                    ray.kill(actor, no_restart=False)
-                    killed.append(actor)
+        def kill_one(progress):
+            if progress["round"] == 2 and not killed:
+                actor = next(iter(shards.actors.values()))[0]
+                ray.kill(actor, no_restart=False)
+                killed.append(actor)
 
-            there = simulate(scenario, shards=shards, on_round=kill_one)
-            with pytest.raises(KeyboardInterrupt):
-                simulate(scenario, run_dir=tmp_path, shards=shards, stop_after_rounds=2)
-    finally:
-        ray.shutdown()
+        there = simulate(scenario, shards=shards, on_round=kill_one)
+        with pytest.raises(KeyboardInterrupt):
+            simulate(scenario, run_dir=tmp_path, shards=shards, stop_after_rounds=2)
     assert list((tmp_path / "checkpoints").glob("*.partial.*"))  # stopped after round 2, checkpointed
     resumed = simulate(scenario, run_dir=tmp_path)
     assert killed

@@ -183,13 +183,8 @@ def test_process_executor_gives_the_local_table(local_sweep, tmp_path):
     pd.testing.assert_frame_equal(pooled.table, local_sweep.table)
 
 
-def test_ray_executor_gives_the_local_table(local_sweep, tmp_path):
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    try:
-        remote = wirelessfl.sweep(TINY, LR_GRID, out=tmp_path / "ray", executor="ray")
-    finally:
-        ray.shutdown()
+def test_ray_executor_gives_the_local_table(local_sweep, tmp_path, local_ray):
+    remote = wirelessfl.sweep(TINY, LR_GRID, out=tmp_path / "ray", executor="ray")
     assert len(remote.computed) == 2
     pd.testing.assert_frame_equal(remote.table, local_sweep.table)
 

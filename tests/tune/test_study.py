@@ -147,16 +147,11 @@ def test_the_python_api_tunes_and_resumes_into_its_folder(tmp_path):
         wirelessfl.tune(doc, tmp_path / "t", trials=3)
 
 
-def test_ray_runs_the_same_trials(tmp_path, pooled):
+def test_ray_runs_the_same_trials(tmp_path, pooled, local_ray):
     """Ray workers report to the same SQLite study: the trials, values and best values of the pool."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
-    try:
-        from wirelessfl.sweep.executors import RayExecutor
+    from wirelessfl.sweep.executors import RayExecutor
 
-        remote = run_tune(parse_scenario(TINY), tmp_path, RayExecutor(None, 2))
-    finally:
-        ray.shutdown()
+    remote = run_tune(parse_scenario(TINY), tmp_path, RayExecutor(None, 2))
     pd.testing.assert_frame_equal(finished_trials(remote.table), finished_trials(pooled.table))
 
 

@@ -37,9 +37,9 @@ def check_address(address: str | None) -> None:
 
 def join(ray, address: str | None) -> bool:
     """Join ``address`` (else the running Ray, else start a local one) unless connected; whether this call started it."""
+    check_address(address)  # a bad address is refused even where this process already holds a Ray
     if ray.is_initialized():
         return False
-    check_address(address)
     try:
         ray.init(address=address, include_dashboard=False, logging_level="ERROR")
     except (ConnectionError, RuntimeError, TimeoutError) as err:
