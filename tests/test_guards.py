@@ -63,6 +63,10 @@ from wirelessfl.cli import run
 sys.argv = ["wirelessfl", *sys.argv[1:]]
 run()
 """
+CLI_BODY_NO_PNG = """
+import wirelessfl.results.static as static
+static.render = lambda fig, image_format="png": b"a stand-in: this child does not draw its static figures"
+""" + CLI_BODY  # a run to its end without the PNGs (half its CPU), which tests/test_cli.py checks
 
 
 def _child(body: str, args: list[str], cwd: Path, available: int = AVAILABLE) -> subprocess.CompletedProcess:
@@ -438,7 +442,7 @@ def test_a_run_with_most_clients_in_outage_says_so(tmp_path):
     folder = _folder(tmp_path, doc)
     profile = SystemProfile.from_dict(doc["networks"][0])
     assert in_outage(profile.physical, NetworkModel(profile, 10, static_rng(0, profile)).path_loss_db, 310 * 32).sum() == 7
-    result = _child(CLI_BODY, ["simulate", "ok.yaml", "--out", "run", "--quiet"], folder)
+    result = _child(CLI_BODY_NO_PNG, ["simulate", "ok.yaml", "--out", "run", "--quiet"], folder)
     assert result.returncode == 0, result.stderr[-3000:]
     line = (
         "on wired, 70% of the participants' rounds were in outage (receiving or sending the model took over 10,000 s, "
