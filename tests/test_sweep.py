@@ -177,12 +177,6 @@ def test_a_second_run_recomputes_nothing_and_a_grown_grid_only_the_new_unit(loca
     assert len(grown.table) == 3 * 2 * 2
 
 
-def test_process_executor_gives_the_local_table(local_sweep, tmp_path):
-    pooled = wirelessfl.sweep(TINY, LR_GRID, out=tmp_path / "pool", executor="process", workers=2)
-    assert len(pooled.computed) == 2
-    pd.testing.assert_frame_equal(pooled.table, local_sweep.table)
-
-
 def test_ray_executor_gives_the_local_table(local_sweep, tmp_path, local_ray):
     remote = wirelessfl.sweep(TINY, LR_GRID, out=tmp_path / "ray", executor="ray")
     assert len(remote.computed) == 2
