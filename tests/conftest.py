@@ -56,10 +56,30 @@ def images_not_drawn(monkeypatch):
     monkeypatch.setattr(static, "render", convert_only)
 
 
+_LAST_RAY_TEST: list[str] = []
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Remember the last test that needs the local Ray, so that Ray stops once it has run (an idle Ray costs
+    about 2.5 s of CPU a minute)."""
+    users = [item.nodeid for item in items if "local_ray" in getattr(item, "fixturenames", ())]
+    _LAST_RAY_TEST[:] = users[-1:]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    if _LAST_RAY_TEST and item.nodeid == _LAST_RAY_TEST[0]:
+        import sys
+
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def local_ray():
     """One local two-CPU Ray for every test that needs one (skipped without Ray): starting Ray costs more CPU than
-    the tests' own work, so it starts once and stops when the session ends."""
+    the tests' own work, so it starts once, and stops after the last test that needs it."""
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install -e '.[ray]')")
     if not ray.is_initialized():
         ray.init(num_cpus=2, include_dashboard=False, logging_level="ERROR")
