@@ -109,21 +109,13 @@ class APFL(MixingAlgorithm):
 
     def client_params(self) -> torch.Tensor:
         alpha = self.alpha.to(self.models.dtype).to(self.models.device)[:, None]
-        params = alpha * self.personal + (1 - alpha) * self.models[0]
-        held_out = torch.as_tensor(np.asarray(self.ctx.held_out, dtype=np.int64), device=params.device)
-        if len(held_out):
-            params[held_out] = self.models[0]
-        return params
+        return self.global_for_held_out(alpha * self.personal + (1 - alpha) * self.models[0])
 
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """The rows of ``clients`` alone, mixed as :meth:`client_params` mixes them (element by element: the same numbers)."""
         index = torch.as_tensor(clients, dtype=torch.long, device=self.personal.device)
         alpha = self.alpha[torch.as_tensor(clients, dtype=torch.long)].to(self.models.dtype).to(self.models.device)[:, None]
-        params = alpha * self.personal[index] + (1 - alpha) * self.models[0]
-        held = torch.as_tensor(np.isin(np.asarray(clients), self.ctx.held_out), device=params.device)
-        if bool(held.any()):
-            params[held] = self.models[0]
-        return params
+        return self.global_for_held_out(alpha * self.personal[index] + (1 - alpha) * self.models[0], clients)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "personal": self.personal.detach().cpu().clone(), "alpha": self.alpha.clone()}

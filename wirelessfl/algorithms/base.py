@@ -437,6 +437,15 @@ class MixingAlgorithm(Algorithm):
         """One participant's local work in a round, relative to one training pass (the compute clock's factor)."""
         return 1.0
 
+    def global_for_held_out(self, params: torch.Tensor, clients: np.ndarray | None = None) -> torch.Tensor:
+        """``params`` (the rows of ``clients``; of every client when None) with each held-out client's row set to the
+        global model, in place: a client that never trains has no personal model of its own (Ditto, pFedMe, APFL)."""
+        ids = np.arange(len(params)) if clients is None else np.asarray(clients)
+        held = np.isin(ids, self.ctx.held_out)
+        if held.any():
+            params[torch.as_tensor(held, device=params.device)] = self.models[0]
+        return params
+
     def upload_payload(self) -> float:
         """One client's upload in model units: 1.0, or its compressed size."""
         return 1.0 if self.compressor is None else self.compressor.payload

@@ -96,20 +96,12 @@ class PFedMe(MixingAlgorithm):
         return w, mean_finite(torch.cat(losses)) if losses else float("nan")
 
     def client_params(self) -> torch.Tensor:
-        params = self.personal.clone()
-        held_out = torch.as_tensor(np.asarray(self.ctx.held_out, dtype=np.int64), device=params.device)
-        if len(held_out):
-            params[held_out] = self.models[0]
-        return params
+        return self.global_for_held_out(self.personal.clone())
 
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """The rows of ``clients`` alone (their personal models; the global one for held-out clients)."""
         index = torch.as_tensor(clients, dtype=torch.long, device=self.personal.device)
-        params = self.personal[index]
-        held = torch.as_tensor(np.isin(np.asarray(clients), self.ctx.held_out), device=params.device)
-        if bool(held.any()):
-            params[held] = self.models[0]
-        return params
+        return self.global_for_held_out(self.personal[index], clients)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "personal": self.personal.detach().cpu().clone()}
