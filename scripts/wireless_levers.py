@@ -188,10 +188,50 @@ def write_figure(fig: Figure, path: Path) -> None:
     atomic_write_bytes(path, buffer.getvalue())
 
 
+def concurrent_share(intervals: list[tuple[float, float, int]]) -> tuple[float, float]:
+    """(time any interval is open, time intervals of two or more different rounds are open at once), from
+    ``(start, end, round)`` triples on one time axis."""
+    events = sorted([(start, 1, r) for start, end, r in intervals] + [(end, -1, r) for start, end, r in intervals])
+    open_rounds: dict[int, int] = {}
+    busy = crossing = 0.0
+    last = None
+    for time, step, r in events:
+        if last is not None and open_rounds:
+            busy += time - last
+            crossing += (time - last) if len(open_rounds) >= 2 else 0.0
+        open_rounds[r] = open_rounds.get(r, 0) + step
+        if open_rounds[r] == 0:
+            del open_rounds[r]
+        last = time
+    return busy, crossing
+
+
+def async_overlap(trace: pd.DataFrame, jobs: pd.DataFrame) -> str:
+    """What the async timing leaves out, measured: jobs dispatched in different rounds are timed apart, so their
+    uploads (and receptions) never share the carrier. Per async curve and seed, how long uploads (receptions) of
+    two or more dispatch rounds were on the air at once in the run as timed, out of the time the uplink
+    (downlink) was busy at all."""
+    lines = ["| curve | seed | run (s) | uplink busy (s) | of it, two rounds at once (s) | downlink busy (s) | of it, two rounds at once (s) |",
+             "|:---|---:|---:|---:|---:|---:|---:|"]
+    for curve in sorted(set(jobs.loc[jobs["curve"].str.endswith("async"), "curve"])):
+        for seed, own in jobs[jobs["curve"] == curve].groupby("seed"):
+            starts = trace[(trace["curve"] == curve) & (trace["seed"] == seed)].set_index("round")["time"]
+            start = own["round"].map(lambda r: starts[r - 1]).to_numpy()
+            up = np.isfinite(own["t_uploaded"].to_numpy())
+            ul = concurrent_share(list(zip(start[up] + own["t_upload_start"].to_numpy()[up], start[up] + own["t_uploaded"].to_numpy()[up],
+                                           own["round"].to_numpy()[up])))
+            down = np.isfinite(own["receive_time"].to_numpy())
+            dl = concurrent_share(list(zip(start[down], start[down] + own["receive_time"].to_numpy()[down], own["round"].to_numpy()[down])))
+            lines.append(f"| {curve} | {seed} | {starts.iloc[-1]:.3f} | {ul[0]:.3f} | {ul[1]:.3f} | {dl[0]:.3f} | {dl[1]:.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("run", type=Path, help="a finished run directory of scenarios/wireless-levers.yaml")
     parser.add_argument("--figure", type=Path, help="also draw the small multiples to this PNG")
+    parser.add_argument("--async-overlap", action="store_true",
+                        help="print, per async curve and seed, how long jobs of different rounds were on the air at once (client_rounds.parquet)")
     args = parser.parse_args(argv)
     trace = pd.read_parquet(args.run / "trace.parquet")
     scenario = yaml.safe_load((args.run / "scenario.yaml").read_text())
@@ -199,6 +239,9 @@ def main(argv: list[str] | None = None) -> None:
     print(markdown(comparison(per_seed(trace, target)), target, trace["time_unit"].iloc[0]))
     if args.figure is not None:
         write_figure(figure(trace, target, trace["time_unit"].iloc[0]), args.figure)
+    if args.async_overlap:
+        print()
+        print(async_overlap(trace, pd.read_parquet(args.run / "client_rounds.parquet")))
 
 
 if __name__ == "__main__":

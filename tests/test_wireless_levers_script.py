@@ -63,3 +63,10 @@ def test_the_figure_has_a_column_per_method_and_dots_at_the_tables_time_and_ener
     path = tmp_path / "levers.png"
     levers.write_figure(fig, path)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_time_jobs_of_two_rounds_share_the_air_by_hand():
+    """Round 1's uploads on [0, 2] and [1, 3], round 2's on [2.5, 4]: the air is busy 0..4 (4 s), two rounds at once
+    on [2.5, 3] (0.5 s); intervals of one round overlapping each other do not count."""
+    assert levers.concurrent_share([(0.0, 2.0, 1), (1.0, 3.0, 1), (2.5, 4.0, 2)]) == (4.0, 0.5)
+    assert levers.concurrent_share([(0.0, 1.0, 1), (2.0, 3.0, 2)]) == (2.0, 0.0)
