@@ -97,7 +97,9 @@ def child(clients: int) -> dict:
     began = time.perf_counter()
     data = build_federated_data(parsed.data_spec(), parsed.seeds[0])
     build_s = time.perf_counter() - began
+    preview_cpu = time.process_time()
     preview = check_run(parsed, data=data)
+    preview_cpu = time.process_time() - preview_cpu
     del data
     marks: dict[int, tuple[float, float]] = {}
     result = simulate(parsed, on_round=lambda p: marks.setdefault(p["round"], (time.perf_counter(), time.process_time())))
@@ -114,6 +116,8 @@ def child(clients: int) -> dict:
         "last_round_cpu_s": marks[ROUNDS][1] - marks[ROUNDS - 1][1],
         "run_s": sum(phases.values()),
         "preview_s": preview.seconds,
+        "preview_probe_s": preview.probe_s,
+        "preview_cpu_s": preview_cpu,
         "estimate_gb": preview.memory.total / 1e9,
         "libraries_mb": libraries_mb,
         "phases": phases,
@@ -164,7 +168,7 @@ def main() -> None:
         r = runs[-1]
         print(f"N = {clients:,} ({r['data']}): round {r['round_s']:.2f} s ({r['round_cpu_s']:.2f} s CPU), last round with the full "
               f"evaluation {r['last_round_s']:.2f} s ({r['last_round_cpu_s']:.2f} s CPU), run {r['run_s']:.1f} s (preview {r['preview_s']:.1f} s, "
-              f"{r['preview_s'] / r['run_s']:.2f}x), data {r['build_s']:.1f} s, CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB "
+              f"{r['preview_s'] / r['run_s']:.2f}x; its probes {r['preview_probe_s']:.1f} s, {r['preview_cpu_s']:.1f} s CPU), data {r['build_s']:.1f} s, CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB "
               f"(libraries {r['libraries_mb']:.0f} MB; estimate {1000 * r['estimate_gb']:.0f} MB beyond them), "
               f"phases {', '.join(f'{k} {v:.1f}' for k, v in r['phases'].items())}", flush=True)
     base = runs[0]

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 
 import wirelessfl.cost as cost
+import wirelessfl.run.probe as probe
 from wirelessfl.config import load_scenario, parse_scenario
 from wirelessfl.cost import MEMORY_FRACTION, RunCost, available_memory, check_run, format_duration
 from wirelessfl.learning.data.federated import build_federated_data
@@ -297,3 +299,44 @@ def test_each_evaluated_client_is_charged_and_a_sample_charges_fewer():
     assert seconds(base, 0.01) - seconds(base, 0.0) == pytest.approx(3 * 2 * 10 * 0.01)
     sampled = {**base, "evaluation": {"clients": 4}}
     assert seconds(base, 0.01) - seconds(sampled, 0.01) == pytest.approx(0.84 - 0.504)
+
+
+POPULATION = {
+    "name": "population", "rounds": 6, "device": "cpu",
+    "data": {"dataset": "digits", "clients": 300, "samples": {"per_client": 5}},
+    "model": {"name": "mlp"}, "training": {"participation": 0.1}, "algorithms": [{"name": "fedavg"}, {"name": "local"}],
+}  # fmt: skip
+
+
+def test_a_rounds_measured_overhead_is_charged_to_every_training_and_round():
+    """By hand: 2 curves (FedAvg, Local) x 6 rounds, each round 0.1 s beyond the model: 2 x 6 x 0.1 = 1.2 s."""
+    scenario = parse_scenario(POPULATION)
+    data = build_federated_data(scenario.data_spec(), 0)
+    arch = get_architecture("mlp", (1, 8, 8), 10)
+    speed = cost.Throughput(1000.0, 0.0, 0.0)
+    extra = cost.estimate_seconds(scenario, data, arch, speed, round_overhead_s=0.1) - cost.estimate_seconds(scenario, data, arch, speed)
+    assert extra == pytest.approx(1.2)
+
+
+def test_the_preview_of_a_large_population_times_real_rounds(monkeypatch):
+    """At 300 clients the preview times real rounds of the first unit: a round that took 1 s beyond a model of
+    near nothing (a million samples a second, no evaluation floor) is charged to both curves' 6 rounds:
+    about 2 x 6 x 1 = 12 s. Without it the preview said 0.2x of a 1,000-client run."""
+
+    scenario = parse_scenario(POPULATION)
+    real = probe.round_seconds
+    timed = []
+
+    def round_seconds(unit, **kwargs):
+        timed.append(real(unit, **kwargs))  # the real rounds run (and put the global random states back)
+        return 1.0
+
+    monkeypatch.setattr(cost, "measure_throughput", lambda *a, **k: (cost.Throughput(1e6, 0.0, 0.0), 0.0))
+    monkeypatch.setattr(probe, "round_seconds", round_seconds)
+    torch.manual_seed(0)
+    first = torch.rand(3)
+    torch.manual_seed(0)
+    run = check_run(scenario)
+    assert torch.equal(torch.rand(3), first)
+    assert run.seconds == pytest.approx(12.0, rel=0.01)
+    assert len(timed) == 1 and timed[0] > 0 and run.probe_s > 0

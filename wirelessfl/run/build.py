@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from wirelessfl.config import Scenario
-from wirelessfl.learning.data.federated import build_federated_data
+from wirelessfl.learning.data.federated import FederatedData, build_federated_data
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.learning.models import get_architecture
 from wirelessfl.learning.plugins import from_environment
@@ -27,24 +27,27 @@ def resolve_device(requested: str) -> torch.device:
 
 
 def build_units(
-    scenario: Scenario, seed: int, device: torch.device | None = None, per_profile: bool | None = None, shards=None
+    scenario: Scenario, seed: int, device: torch.device | None = None, per_profile: bool | None = None, shards=None,
+    data: FederatedData | None = None, first: bool = False,
 ) -> list[Unit]:
     """Data, model and one ``Unit`` per curve (x profile when training per profile) for ``seed``.
 
-    ``shards`` (e.g. ``learning.ray_shards.RayShards``) runs the engine's training groups elsewhere.
+    ``shards`` (e.g. ``learning.ray_shards.RayShards``) runs the engine's training groups elsewhere; ``data``
+    is ``seed``'s when the caller built it already; ``first`` builds only the first unit (the cost preview's probe).
     """
     dev = device if device is not None else resolve_device(scenario.device)
     profiles = scenario.profiles()
     budgets = has_budgets(scenario)
     if per_profile is None:
         per_profile = profiles_can_change_training(profiles, budgets=budgets)
-    data = build_federated_data(scenario.data_spec(), seed).to(dev)
+    data = (data if data is not None else build_federated_data(scenario.data_spec(), seed)).to(dev)
     arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
     engine = LockstepEngine(arch, dev, accelerators=from_environment())
     if shards is not None:
         shards.attach(engine)
-    return [
-        Unit(scenario, curve, seed, data, engine, profile)
+    specs = [
+        (curve, profile)
         for curve in curves_of(scenario)
         for profile in (profiles if per_profile or profiles_can_change_training(profiles, curve, budgets) else [None])
     ]
+    return [Unit(scenario, curve, seed, data, engine, profile) for curve, profile in specs[:1 if first else None]]

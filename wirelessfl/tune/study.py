@@ -367,10 +367,6 @@ def all_curves_scenario(scenario: Scenario) -> Scenario:
     return parse_scenario(raw, source="tune")
 
 
-#: Rounds of the cost probe: the first (the set-up, UCFL's estimation round) untimed, then the timed ones.
-PROBE_ROUNDS = 3
-
-
 @dataclass(frozen=True)
 class TuneCost:
     """The cost preview: one trial of every curve, and the whole budget, on this machine."""
@@ -417,11 +413,12 @@ def trials_finished(scenario: Scenario, out_dir: Path) -> int:
 
 
 def probe_seconds(scenario: Scenario) -> float:
-    """Seconds of one trial of every curve: each curve's rounds 2..``PROBE_ROUNDS`` timed as a trial runs them
+    """Seconds of one trial of every curve: each curve's rounds timed as a trial runs them (``run.probe``)
     (training, validation, network), times the trial's rounds and seeds, plus one data and model build per trial."""
     import time
 
     from wirelessfl.run.build import build_units
+    from wirelessfl.run.probe import round_seconds
 
     run = all_curves_scenario(scenario)
     began = time.perf_counter()
@@ -429,10 +426,7 @@ def probe_seconds(scenario: Scenario) -> float:
     build_s = (time.perf_counter() - began) / max(1, len(units))
     total = 0.0
     for unit in units:
-        stamps: list[float] = []
-        unit.run(PROBE_ROUNDS, 1, lambda progress: stamps.append(time.perf_counter()), None, test_split=False)
-        per_round = (stamps[-1] - stamps[0]) / (len(stamps) - 1)
-        total += per_round * run.rounds * len(run.seeds) + build_s
+        total += round_seconds(unit) * run.rounds * len(run.seeds) + build_s
     return total
 
 
