@@ -20,6 +20,13 @@ at N = 10,000 (x1.04 CPU, x1.05 wall); the last round 1.76 and 10.58 s CPU; peak
 environment (OpenMP threads that sleep instead of spinning after each parallel region):
 a trained round 0.25 and 0.21 s CPU (0.44 and 0.38 s wall), peak RSS x1.27.
 
+The cost preview beside the run (preview / run, with what its probes took): before it timed real
+rounds it said 0.20x at N = 1,000 and 0.40x at N = 10,000; with the timed rounds of the first unit
+and the timed chunk evaluation (``cost.probe_rounds``), three runs on the same shared machine
+(2026-11-29) said 0.89x, 1.43x, 1.00x at N = 1,000 and 0.62x, 1.02x, 1.10x at N = 10,000
+(``OMP_WAIT_POLICY=PASSIVE``: 1.20x and 0.93x), the probes 4.5-6.2 s CPU. The spread is the run's
+own: its trained round's CPU time varied 2-3x between runs.
+
 N = 100,000 needs 1.1 million samples (more than EMNIST's 116,323 offline
 images); the parent prints what the memory estimate says such a run needs
 instead of running it when that is over ``--limit-gb``.
