@@ -244,15 +244,18 @@ def test_the_memory_estimate_on_a_gpu_counts_its_larger_slot_groups():
     assert on_gpu.total > on_cpu.total
 
 
+EVERY_THIRD_ROUND = {
+    "name": "tiny", "rounds": 6, "eval_every": 3, "device": "cpu",
+    "data": {"dataset": "digits", "clients": 10, "samples": {"per_client": 60}, "split": [0.6, 0.2, 0.2]},
+    "model": {"name": "mlp"}, "algorithms": [{"name": "fedavg"}],
+}  # fmt: skip
+"""10 clients of 60 digits split 0.6/0.2/0.2, 6 rounds evaluated at 0, 3 and 6: the evaluation-cost tests' run."""
+
 def test_eval_train_charges_a_forward_pass_of_the_train_split_at_each_evaluation():
     """By hand: 10 clients x 60 digits split 0.6/0.2/0.2 = 360 training samples; 6 rounds evaluated at
     0, 3 and 6; FedAvg's one copy; a forward pass a third of a training pass at 1,000 samples/s:
     eval_train adds 3 x 360 / 3 / 1000 = 0.36 s."""
-    base = {
-        "name": "tiny", "rounds": 6, "eval_every": 3, "device": "cpu",
-        "data": {"dataset": "digits", "clients": 10, "samples": {"per_client": 60}, "split": [0.6, 0.2, 0.2]},
-        "model": {"name": "mlp"}, "algorithms": [{"name": "fedavg"}],
-    }  # fmt: skip
+    base = EVERY_THIRD_ROUND
     data = build_federated_data(parse_scenario(base).data_spec(), 0)
     arch = get_architecture("mlp", (1, 8, 8), 10)
     speed = cost.Throughput(samples_per_s=1000.0, eval_call_s=0.0)
@@ -285,11 +288,7 @@ def test_each_evaluated_client_is_charged_and_a_sample_charges_fewer():
     0, 3 and 6; at 1,000 samples/s a forward pass of both splits is 240 / 3 / 1000 = 0.08 s, and each client
     costs 0.01 s a pass beside its samples. Every client: 3 x (0.08 + 2 x 10 x 0.01) = 0.84 s. A sample of 4
     at rounds 0 and 3, all 10 at round 6: 2 x (0.4 x 0.08 + 2 x 4 x 0.01) + (0.08 + 0.2) = 0.504 s."""
-    base = {
-        "name": "tiny", "rounds": 6, "eval_every": 3, "device": "cpu",
-        "data": {"dataset": "digits", "clients": 10, "samples": {"per_client": 60}, "split": [0.6, 0.2, 0.2]},
-        "model": {"name": "mlp"}, "algorithms": [{"name": "fedavg"}],
-    }  # fmt: skip
+    base = EVERY_THIRD_ROUND
     data = build_federated_data(parse_scenario(base).data_spec(), 0)
     arch = get_architecture("mlp", (1, 8, 8), 10)
 
