@@ -128,7 +128,7 @@ def test_bad_topologies_are_one_line_naming_the_field():
         ({"load": 1.5}, r"^physical.topology.load must be in \[0, 1\] \(the share of the time a neighbour sector transmits: 0 idle neighbours, 1 full buffers\), got 1.5$"),
         ({"sectors": 2}, r"^physical.topology.sectors must be 1 \(omnidirectional\) or 3, got 2$"),
         ({"users": "edge"}, r"^physical.topology.users must be one of 'center', 'all', got 'edge'$"),
-        ({"rings": 1, "size": 3}, r"^unknown physical.topology keys \['size'\]; allowed keys: layout, rings, isd_m, sectors, wraparound, load, users, downtilt_deg, interference$"),
+        ({"rings": 1, "size": 3}, r"^unknown physical.topology keys \['size'\]; allowed keys: layout, rings, isd_m, sectors, wraparound, load, users, downtilt_deg, interference, indoor_fraction, o2i, ut_height, bs_rows$"),
     ]
     for given, message in cases:
         with pytest.raises(ValueError, match=message):

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .indoor import INDOOR_SCENARIOS
 from .topology import Topology
 
 SCHEDULES = ("phased", "pipelined")
@@ -357,6 +358,12 @@ class PhysicalChannel:
             raise ValueError(f"physical.subband_mapping 'eesm' needs link 'nr' (its beta is per NR MCS), got link {self.link!r}")
         if self.subbands > 1 and self.block_s is None:
             raise ValueError("physical.subbands > 1 needs block fading: set coherence_s or ue_speed_mps")
+        if self.topology is not None and self.topology.has_user_states and self.path_loss_model not in INDOOR_SCENARIOS:
+            field = "indoor_fraction" if self.topology.indoor_fraction > 0.0 else "ut_height"
+            raise ValueError(
+                f"physical.topology.{field} needs path_loss_model 'UMa' or 'UMi' (TR 38.901's O2I loss and floors are "
+                f"theirs), got {self.path_loss_model!r}"
+            )
         if self.topology is not None and self.topology.interference == "faded" and (self.block_s is None or self.fading == "none"):
             raise ValueError("physical.topology.interference 'faded' needs block fading (set coherence_s or ue_speed_mps) and fading other than 'none'")
         if self.multicast == "coverage" and self.block_s is None:
@@ -448,7 +455,10 @@ class PhysicalChannel:
             cell = (
                 f"{t.num_sites} sites x {t.sectors} sector{'s' if t.sectors > 1 else ''} at {t.isd_m:g} m ISD"
                 f"{' with wraparound' if t.wraparound else ''}, neighbours at load {t.load:g}"
-                f"{' (interference faded per block)' if t.interference == 'faded' else ''}, users of "
+                f"{' (interference faded per block)' if t.interference == 'faded' else ''}"
+                f"{f', {t.indoor_fraction:.0%} indoor users ({t.o2i} O2I loss)' if t.indoor_fraction > 0 else ''}"
+                f"{', indoor users on TR 36.873 floors' if t.ut_height == 'floors' else ''}"
+                f"{f', {t.bs_rows}-element vertical arrays' if t.bs_rows > 1 else ''}, users of "
                 + ("the centre site" if t.users == "center" else "every site")
             )
         return (

@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from . import pathloss
+from .indoor import O2I_MODELS, UT_HEIGHT_MODELS, UserStates
+from .indoor import draw_large_scale as draw_indoor_large_scale
 from .interference import INTERFERENCE_MODELS, FadedInterference
 
 LAYOUTS = ("hexgrid",)
@@ -42,12 +44,19 @@ ELEMENT_MAX_ATTENUATION_DB = 30.0
 LOG_DISTANCE_BS_HEIGHT_M = 25.0
 """The gNB height used for the vertical antenna pattern under ``log_distance`` path loss (UMa's)."""
 UT_HEIGHT_M = pathloss.UT_DEFAULT_HEIGHT_M
+ARRAY_SPACING_WAVELENGTHS = 0.5
+"""Vertical element spacing of the gNB array (TR 38.901 Table 7.8-1's calibration panel, d_V = 0.5 λ)."""
+MAX_BS_ROWS = 64
 
 TOPOLOGY_RANGES: dict[str, tuple[float, float, str]] = {
     "isd_m": (10.0, 50_000.0, "200 m is TR 38.901's UMi calibration, 500 m UMa's, 1,732 m or 5,000 m RMa's"),
     "load": (0.0, 1.0, "the share of the time a neighbour sector transmits: 0 idle neighbours, 1 full buffers"),
     "downtilt_deg": (0.0, 90.0, "the sectors' downtilt below the horizon; 12 degrees is usual for a macro site"),
+    "indoor_fraction": (0.0, 1.0, "the share of users indoors; TR 38.901's calibration has 0.8"),
 }
+CALIBRATION = {"indoor_fraction": 0.8, "o2i": "mixed", "ut_height": "floors", "bs_rows": 10}
+"""The opt-in fields that make a layout TR 38.901 Table 7.8-1's calibration drop (with ``downtilt_deg`` 12)."""
+_OPT_IN_DEFAULTS = {"interference": "mean", "indoor_fraction": 0.0, "o2i": "mixed", "ut_height": "fixed", "bs_rows": 1}
 
 
 def _number_in(field: str, value: Any) -> float:
@@ -72,6 +81,10 @@ class Topology:
     users: str = "center"
     downtilt_deg: float = 12.0
     interference: str = "mean"
+    indoor_fraction: float = 0.0
+    o2i: str = "mixed"
+    ut_height: str = "fixed"
+    bs_rows: int = 1
 
     def __post_init__(self) -> None:
         if self.layout not in LAYOUTS:
@@ -89,6 +102,21 @@ class Topology:
                 f"physical.topology.interference must be one of {', '.join(repr(x) for x in INTERFERENCE_MODELS)} "
                 f"(mean: the neighbours' mean power; faded: drawn per fading block), got {self.interference!r}"
             )
+        if self.o2i not in O2I_MODELS:
+            raise ValueError(
+                f"physical.topology.o2i must be one of {', '.join(repr(x) for x in O2I_MODELS)} (TR 38.901 Table 7.4.3-2's "
+                f"low- or high-loss building, or half of the users each), got {self.o2i!r}"
+            )
+        if self.ut_height not in UT_HEIGHT_MODELS:
+            raise ValueError(
+                f"physical.topology.ut_height must be one of {', '.join(repr(x) for x in UT_HEIGHT_MODELS)} (fixed: 1.5 m; "
+                f"floors: indoor users on TR 36.873's floors, 1.5-22.5 m), got {self.ut_height!r}"
+            )
+        if isinstance(self.bs_rows, bool) or not isinstance(self.bs_rows, int) or not 1 <= self.bs_rows <= MAX_BS_ROWS:
+            raise ValueError(
+                f"physical.topology.bs_rows must be an integer in [1, {MAX_BS_ROWS}] (elements in each sector's vertical "
+                f"array; TR 38.901's calibration has 10), got {self.bs_rows!r}"
+            )
         for name in TOPOLOGY_RANGES:
             object.__setattr__(self, name, _number_in(name, getattr(self, name)))
 
@@ -105,12 +133,19 @@ class Topology:
         return cls(**values)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field but ``interference`` at its default ``mean`` (left out, so a layout written before it existed
-        keeps its scenario's fingerprint and resumes)."""
+        """Every field but the opt-in ones at their defaults (``interference`` ``mean``, no indoor users, fixed
+        heights, one element a sector: left out, so a layout written before they existed keeps its scenario's
+        fingerprint and resumes)."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        if self.interference == "mean":
-            del out["interference"]
+        for name, default in _OPT_IN_DEFAULTS.items():
+            if out[name] == default:
+                del out[name]
         return out
+
+    @property
+    def has_user_states(self) -> bool:
+        """Whether users draw indoor states or heights (``indoor.UserStates``); otherwise all are outdoors at 1.5 m."""
+        return self.indoor_fraction > 0.0 or self.ut_height != "fixed"
 
     @property
     def num_sites(self) -> int:
@@ -169,6 +204,16 @@ def element_attenuation_db(azimuth_off_deg, zenith_deg, downtilt_deg: float) -> 
     return -np.minimum(-(horizontal + vertical), ELEMENT_MAX_ATTENUATION_DB)
 
 
+def array_gain_db(zenith_deg, rows: int, tilt_deg: float) -> np.ndarray:
+    """The gain (dB over one element) of a vertical array of ``rows`` elements d_V = 0.5 λ apart whose weights
+    w_m = exp(−j2π·m·d_V·cos θ_tilt)/√M steer it to zenith θ_tilt = 90° + ``tilt_deg`` (TR 38.901 §7.3's
+    electrical tilt): |Σ_m w_m·exp(j2π·m·d_V·cos θ)|², M (10·log10 M dB) at θ_tilt."""
+    psi = 2.0 * math.pi * ARRAY_SPACING_WAVELENGTHS * (np.cos(np.radians(np.asarray(zenith_deg, dtype=float))) - math.cos(math.radians(90.0 + tilt_deg)))
+    phases = np.arange(rows) * psi[..., None]
+    power = (np.cos(phases).sum(axis=-1) ** 2 + np.sin(phases).sum(axis=-1) ** 2) / rows
+    return 10.0 * np.log10(np.maximum(power, 1e-30))
+
+
 @dataclass(frozen=True)
 class Layout:
     """Sites, their wraparound images, and the sectors (site index and boresight) of one topology."""
@@ -219,9 +264,12 @@ class Layout:
             todo = np.setdiff1d(todo, accepted)
         return points
 
-    def coupling_loss_db(self, points: np.ndarray, loss_of, rng: np.random.Generator) -> np.ndarray:
+    def coupling_loss_db(self, points: np.ndarray, loss_of, rng: np.random.Generator,
+                         ut_height_m: np.ndarray | None = None) -> np.ndarray:
         """``[points, sectors]`` path loss (``loss_of(distances [points, sites], rng)``: one LOS state and
-        shadowing per point and site, shared by a site's sectors) less each sector's antenna pattern."""
+        shadowing per point and site, shared by a site's sectors) less each sector's antenna pattern, seen from
+        each point's height (``ut_height_m``, 1.5 m when None). One element (``bs_rows`` 1) is tilted
+        mechanically by ``downtilt_deg``; an array stands upright and tilts its beam electrically."""
         offsets = self.offsets(points)
         distance = np.maximum(np.linalg.norm(offsets, axis=-1), 1e-3)
         loss = np.repeat(loss_of(distance, rng), self.topology.sectors, axis=1)
@@ -229,9 +277,13 @@ class Layout:
         if boresight is None:
             return loss
         azimuth = np.repeat(_angle_deg(offsets), self.topology.sectors, axis=1)
-        height = self.bs_height_m - UT_HEIGHT_M
+        height = self.bs_height_m - (UT_HEIGHT_M if ut_height_m is None else np.asarray(ut_height_m)[:, None])
         zenith = 90.0 + np.degrees(np.arctan2(height, np.repeat(distance, self.topology.sectors, axis=1)))
-        return loss - element_attenuation_db(_wrapped(azimuth - boresight[None, :]), zenith, self.topology.downtilt_deg)
+        rows, tilt = self.topology.bs_rows, self.topology.downtilt_deg
+        off_boresight = _wrapped(azimuth - boresight[None, :])
+        if rows == 1:
+            return loss - element_attenuation_db(off_boresight, zenith, tilt)
+        return loss - element_attenuation_db(off_boresight, zenith, 0.0) - array_gain_db(zenith, rows, tilt)
 
 
 @dataclass(frozen=True)
@@ -251,6 +303,8 @@ class CellDrop:
     ul_interference: FadedInterference | None = None
     """Per user, each direction's interference law when it fades (``interference.FadedInterference``, noise units):
     its mean is the rise's, 10^(rise/10) - 1."""
+    states: UserStates | None = None
+    """Per user, indoor state, height and O2I loss (None when the layout has neither indoor users nor floors)."""
 
 
 def geometry_sinr_db(coupling_loss_db: np.ndarray, tx_power_dbm: float, noise_dbm: float, load: float = 1.0,
@@ -269,8 +323,9 @@ def geometry_sinr_db(coupling_loss_db: np.ndarray, tx_power_dbm: float, noise_db
 
 def drop_federation(channel, topology: Topology, num_clients: int, rng: np.random.Generator) -> CellDrop:
     """Drop the federation's users in ``topology`` under ``channel``'s path loss and link budget (see the module
-    docstring). Draw order: the users' positions, their links' LOS states and shadowing, then one interfering
-    phone per sector and its links'."""
+    docstring). Draw order: the users' positions, their states (``indoor.UserStates``, only when the layout has
+    indoor users or floors), their links' LOS states and shadowing, then one interfering phone per sector, its
+    states and its links'."""
     height = LOG_DISTANCE_BS_HEIGHT_M if channel.path_loss_model == "log_distance" else pathloss.bs_height_m(channel.path_loss_model)
     layout = Layout.of(topology, height)
 
@@ -283,10 +338,23 @@ def drop_federation(channel, topology: Topology, num_clients: int, rng: np.rando
         los_states.append(drawn.los)
         return drawn.loss_db
 
+    def coupling(points: np.ndarray) -> tuple[np.ndarray, UserStates | None]:
+        """``[points, sectors]`` coupling losses of ``points``, drawing their indoor states and heights first."""
+        if not topology.has_user_states:
+            return layout.coupling_loss_db(points, loss_of, rng), None
+        states = UserStates.draw(rng, len(points), topology.indoor_fraction, topology.o2i, topology.ut_height, channel.carrier_ghz)
+
+        def indoor_loss_of(distance: np.ndarray, draws: np.random.Generator) -> np.ndarray:
+            drawn = draw_indoor_large_scale(channel.path_loss_model, distance, channel.carrier_ghz, states, draws, channel.shadowing)
+            los_states.append(drawn.los & ~states.indoor[:, None])  # an indoor user's fading has no specular path
+            return drawn.loss_db
+
+        return layout.coupling_loss_db(points, indoor_loss_of, rng, states.height_m), states
+
     sites = len(layout.sites)
     homes = np.zeros(num_clients, dtype=int) if topology.users == "center" else rng.integers(0, sites, num_clients)
     users = layout.drop(rng, num_clients, homes, channel.min_distance_m)
-    cl = layout.coupling_loss_db(users, loss_of, rng)
+    cl, states = coupling(users)
     serving = np.argmin(cl, axis=1)
     own = cl[np.arange(num_clients), serving]
     los = los_states[0][np.arange(num_clients), layout.sector_site[serving]] if los_states else None
@@ -296,7 +364,7 @@ def drop_federation(channel, topology: Topology, num_clients: int, rng: np.rando
     snr_dl = dl_power - own - dl_noise
     boresight = layout.sector_boresight_deg
     phones = layout.drop(rng, len(layout.sector_site), layout.sector_site, channel.min_distance_m, boresight)
-    phone_cl = layout.coupling_loss_db(phones, loss_of, rng)  # [phones, sectors]: phone p's loss to sector s
+    phone_cl, _ = coupling(phones)  # [phones, sectors]: phone p's loss to sector s
     ul_noise_mw = 10.0 ** ((channel.noise_dbm_hz("ul") + 10.0 * math.log10(channel.uplink_bandwidth_hz)) / 10.0)
     backoff = channel.ue_power_dbm - channel.uplink_power_dbm(phone_cl.min(axis=1))  # power control to its best sector
     received_mw = 10.0 ** ((channel.radiated_dbm("ul") - backoff[:, None] - phone_cl) / 10.0)
@@ -317,4 +385,5 @@ def drop_federation(channel, topology: Topology, num_clients: int, rng: np.rando
         los=los,
         dl_interference=dl_faded,
         ul_interference=ul_faded,
+        states=states,
     )
