@@ -29,11 +29,13 @@ Simplifications, stated once:
 * UMa's effective environment height h_E (Table 7.4.1-1 Note 1) is random in the
   TR: 1 m with probability 1/(1 + C(d2D, h_UT)), otherwise uniform on
   {12, 15, ..., h_UT - 1.5}. Here **h_E = 1 m always**. This is exact for user
-  heights below 13 m, where C = 0 (every outdoor user at the default 1.5 m); it
-  shortens the breakpoint distance for users on high floors.
-* Users are outdoors: no outdoor-to-indoor penetration loss (TR 7.4.3), no
-  O2I or car penetration, no spatially correlated shadowing (each user draws its
-  own, independent, log-normal shadowing).
+  heights below 13 m, where C = 0 (every outdoor user at the default 1.5 m); for
+  users on high floors it keeps the breakpoint farther than the TR's draw would
+  (less LOS loss beyond it).
+* The functions here are outdoor: the outdoor-to-indoor penetration loss (TR 7.4.3)
+  and indoor users' LOS on d_2D-out are ``network/indoor.py``'s, for a multi-cell
+  layout; no car penetration, no spatially correlated shadowing (each user draws
+  its own, independent, log-normal shadowing).
 * The optional NLOS models of Table 7.4.1-1 are not implemented.
 
 Out-of-range inputs raise a one-line ``ValueError`` naming the parameter and the

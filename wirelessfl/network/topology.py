@@ -19,6 +19,10 @@ own sector and sending at full power, whose power at the user's serving sector a
 Interference is its mean over small-scale fading (the geometry SINR of TR 38.901 §7.8): the user's own
 signal fades block by block, its interferers' sum does not. With ``physical.ul_p0_dbm`` every phone,
 interferers included, sends at its open-loop PUSCH power (``PhysicalChannel.uplink_power_dbm``).
+
+Opt-in, for TR 38.901 Table 7.8-1's calibration (``CALIBRATION``): indoor users and phones with the O2I loss and
+floors of ``network/indoor.py`` (``indoor_fraction``, ``o2i``, ``ut_height``), and each sector a vertical array of
+``bs_rows`` elements steered electrically to ``downtilt_deg`` (``array_gain_db``).
 """
 
 from __future__ import annotations
