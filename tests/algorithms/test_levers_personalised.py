@@ -72,6 +72,15 @@ def test_ucfl_asks_everybody_in_its_weight_round_and_schedules_and_compresses_it
     np.testing.assert_allclose(trace["ul_payload"].iloc[2:], 2 * (8 * d + 32) / (32 * d), rtol=1e-12)
 
 
+def test_ucfl_estimation_clients_scheduled_asks_only_the_scheduled_clients_in_its_weight_round():
+    """``estimation_clients: scheduled``: the weight round asks the k scheduled clients (a gradient each, payload 2)."""
+    algorithms = [{"name": "ucfl", "params": {"streams": 2, "estimation_clients": "scheduled"},
+                   "training": {"scheduling": {"policy": "random", "k": 2}}}]
+    trace = curve_frame(simulate(parse_scenario({**SCENARIO, "algorithms": algorithms})).trace, "ucfl")
+    assert trace["participants"].tolist()[1:] == [2, 2, 2]
+    assert trace["ul_payload"].iloc[1] == 2.0
+
+
 def test_fedpers_lever_state_survives_a_checkpoint_and_resume_byte_for_byte(tmp_path):
     """The body's error-feedback residual ``[m, d_B]`` and the importance scheduler's norms are checkpointed."""
     doc = {**SCENARIO, "rounds": 4, "checkpoint_every": 1, "algorithms": [{"name": "fedper", "training": {

@@ -378,6 +378,7 @@ def test_same_seed_same_weights_and_state_round_trip(ctx):
         ({"sigma_batches": 0}, "ucfl: sigma_batches must be a positive int, got 0"),
         ({"warmup_rounds": -1}, "ucfl: warmup_rounds must be an int >= 0, got -1"),
         ({"recompute_every": 0.5}, "ucfl: recompute_every must be an int >= 0, got 0.5"),
+        ({"estimation_clients": "all"}, "ucfl: estimation_clients must be 'available' or 'scheduled', got 'all'"),
         ({"temperature": -2.0}, "ucfl: temperature must be a positive finite number, got -2.0"),
         ({"gradient_layers": "conv"}, "ucfl: gradient_layers must be 'all' or 'body'"),
         ({"stream_formation": "kmedoids"}, "ucfl: stream_formation must be one of kmeans_rows, kmeans_offdiag, spectral, agglomerative, got 'kmedoids'"),

@@ -193,8 +193,9 @@ class UserCentricFL(MixingAlgorithm):
         return batch, np.maximum(count, 1)
 
     def participants(self, round: int) -> np.ndarray:
-        """The scheduled clients in a model round; every available client in a weight-estimation round."""
-        if self.is_estimation_round(round):
+        """The scheduled clients in a model round; every available client in a weight-estimation round, unless
+        ``estimation_clients`` is ``scheduled``."""
+        if self.is_estimation_round(round) and self.params.estimation_clients == "available":
             return self.available_clients(round)
         return super().participants(round)
 

@@ -42,6 +42,9 @@ class UserCentricFLParams(Params):
     """K, the batches of eq. 7's variance estimate."""
     warmup_rounds: at_least(0) = 0
     recompute_every: at_least(0) = 0
+    estimation_clients: one_of("available", "scheduled", wanted="'available' or 'scheduled'") = "available"
+    """Who the weight-estimation round asks: every available client (the paper), or those ``training.scheduling``
+    picks, as in a model round (a base station that does not serve a user in outage)."""
     temperature: Annotated[float, checked(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0, "a positive finite number")] = 1.0
     """T of eq. 6."""
     gradient_layers: one_of("all", "body", wanted="'all' or 'body' (all but the last linear layer)") = "all"
