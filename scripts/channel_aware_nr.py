@@ -9,6 +9,11 @@ one (``channel_tiers=1``) on the same seed and cell (the same users and fading d
   difference (tiers change who shares a stream, so what each user is sent);
 * the final average accuracy difference (points).
 
+With ``--policies WORST COVER`` it also pairs, per curve and seed, each profile named ``CELL-COVER`` with
+``CELL-WORST`` (the same users and data under the other multicast policy) and prints the same ratios, coverage /
+worst-user, and per curve and profile the share of users the scheduler left out of a round and the share of
+the scheduled users whose upload was not aggregated (a stream or upload in outage, or past the deadline).
+
 Each is a mean over seeds with a 95% Student-t interval; a ratio whose interval holds 1 is
 "no difference measured". Writes the table (markdown) to stdout and, with ``--figure``, a
 plotly figure of the ratios with their intervals (HTML, and PNG when kaleido can export).
@@ -17,6 +22,7 @@ With ``--downlink-share`` it also times the run's profiles on its plan shape (k 
 every participant uploading) and prints the mean share of a round spent on the downlink.
 
     python scripts/channel_aware_nr.py RUN_DIR --figure docs/img/channel-aware-nr --downlink-share
+    python scripts/channel_aware_nr.py RUN_DIR --policies worst cover90 --figure docs/img/channel-aware-multicell
 """
 
 from __future__ import annotations
@@ -49,22 +55,56 @@ def interval(values: np.ndarray) -> tuple[float, float, float]:
     return mean, mean - half, mean + half
 
 
+def ratios(base: pd.DataFrame, other: pd.DataFrame, target: float) -> dict:
+    """``other`` / ``base`` of mean round time and time to target, and the final accuracy difference (points)."""
+    base, other = base.sort_values("round"), other.sort_values("round")
+    rounds = lambda c: c[c["round"] > 0]["round_time"].mean()  # noqa: E731
+    t_base, t_other = time_to_target(base, target), time_to_target(other, target)
+    return {
+        "round_time_ratio": rounds(other) / rounds(base),
+        "time_to_target_ratio": t_other / t_base if math.isfinite(t_base) and math.isfinite(t_other) else math.nan,
+        "final_accuracy_points": 100 * (other["avg_acc"].iloc[-1] - base["avg_acc"].iloc[-1]),
+        "data_only_round_s": rounds(base),
+    }
+
+
 def paired(trace: pd.DataFrame, target: float) -> pd.DataFrame:
     """One row per (profile, seed): the channel-aware / data-only ratios and the accuracy difference."""
     rows = []
     for (profile, seed), cell in trace.groupby(["profile", "seed"]):
-        by = {variant: curve.sort_values("round") for variant, curve in cell.groupby("variant")}
+        by = dict(tuple(cell.groupby("variant")))
         if DATA_ONLY not in by or CHANNEL_AWARE not in by:
             continue
-        data, aware = by[DATA_ONLY], by[CHANNEL_AWARE]
-        rounds = lambda c: c[c["round"] > 0]["round_time"].mean()  # noqa: E731
-        t_data, t_aware = time_to_target(data, target), time_to_target(aware, target)
+        rows.append({"profile": profile, "seed": seed, **ratios(by[DATA_ONLY], by[CHANNEL_AWARE], target)})
+    return pd.DataFrame(rows)
+
+
+def paired_policies(trace: pd.DataFrame, target: float, worst: str, cover: str) -> pd.DataFrame:
+    """One row per (curve and cell, seed): the ``CELL-cover`` / ``CELL-worst`` ratios and the accuracy difference
+    (the ``profile`` column names the curve and the cell)."""
+    rows = []
+    for (curve, seed), runs in trace.groupby(["curve", "seed"], sort=False):
+        by = dict(tuple(runs.groupby("profile")))
+        for name in by:
+            if name.endswith(f"-{worst}") and f"{name[: -len(worst)]}{cover}" in by:
+                cell = name[: -len(worst) - 1]
+                rows.append({"profile": f"{curve}, {cell}", "seed": seed,
+                             **ratios(by[name], by[f"{cell}-{cover}"], target)})
+    return pd.DataFrame(rows)
+
+
+def left_out(trace: pd.DataFrame, clients: int) -> pd.DataFrame:
+    """Per curve and profile, mean over rounds (from 1) and seeds with a 95% interval over the seeds' means: the
+    share of users not scheduled, and the share of the scheduled whose upload was not aggregated."""
+    rounds = trace[trace["round"] > 0]
+    rows = []
+    for (curve, profile), group in rounds.groupby(["curve", "profile"], sort=False):
+        per_seed = group.groupby("seed").agg(participants=("participants", "sum"), aggregated=("aggregated", "sum"),
+                                             rounds=("round", "size"))
         rows.append({
-            "profile": profile, "seed": seed,
-            "round_time_ratio": rounds(aware) / rounds(data),
-            "time_to_target_ratio": t_aware / t_data if math.isfinite(t_data) and math.isfinite(t_aware) else math.nan,
-            "final_accuracy_points": 100 * (aware["avg_acc"].iloc[-1] - data["avg_acc"].iloc[-1]),
-            "data_only_round_s": rounds(data),
+            "curve": curve, "profile": profile,
+            "not scheduled": interval((1 - per_seed["participants"] / (clients * per_seed["rounds"])).to_numpy(dtype=float)),
+            "not aggregated": interval((1 - per_seed["aggregated"] / per_seed["participants"]).to_numpy(dtype=float)),
         })
     return pd.DataFrame(rows)
 
@@ -80,15 +120,17 @@ def summarise(pairs: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def markdown(summary: pd.DataFrame) -> str:
-    def cell(value: tuple[float, float, float], digits: int) -> str:
-        mean, low, high = value
-        if math.isnan(mean):
-            return "n/a"
-        return f"{mean:.{digits}f}" if math.isnan(low) else f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
+def cell(value: tuple[float, float, float], digits: int) -> str:
+    """``mean [low, high]``; the mean alone without an interval, n/a without a mean."""
+    mean, low, high = value
+    if math.isnan(mean):
+        return "n/a"
+    return f"{mean:.{digits}f}" if math.isnan(low) else f"{mean:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
+
+def markdown(summary: pd.DataFrame, row: str = "cell", base: str = "data-only") -> str:
     lines = [
-        "| cell | seeds | data-only round, median (s) | round time ratio | time-to-target ratio (pairs) | final accuracy (points) |",
+        f"| {row} | seeds | {base} round, median (s) | round time ratio | time-to-target ratio (pairs) | final accuracy (points) |",
         "|---|---|---|---|---|---|",
     ]
     for _, row in summary.iterrows():
@@ -99,7 +141,8 @@ def markdown(summary: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def figure(summary: pd.DataFrame, path: Path) -> None:
+def figure(summary: pd.DataFrame, path: Path, title: str = "Channel-aware / data-only streams (ucfl k = 4, NR link)",
+           below: str = "channel-aware faster") -> None:
     import plotly.graph_objects as go
 
     fig = go.Figure()
@@ -113,8 +156,8 @@ def figure(summary: pd.DataFrame, path: Path) -> None:
         )
     fig.add_hline(y=1.0, line_dash="dot", annotation_text="no difference")
     fig.update_layout(
-        title="Channel-aware / data-only streams (ucfl k = 4, NR link): mean over seeds, 95% interval",
-        yaxis_title="ratio (below 1: channel-aware faster)", barmode="group", template="plotly_white",
+        title=f"{title}: mean over seeds, 95% interval",
+        yaxis_title=f"ratio (below 1: {below})", barmode="group", template="plotly_white",
         width=900, height=500,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -164,19 +207,37 @@ def main() -> None:
     parser.add_argument("run", type=Path)
     parser.add_argument("--figure", type=Path, default=None, help="write PATH.html (and PATH.png)")
     parser.add_argument("--downlink-share", action="store_true", help="also time the downlink's share of a round")
+    parser.add_argument("--policies", nargs=2, metavar=("WORST", "COVER"), default=None,
+                        help="also pair profiles CELL-COVER with CELL-WORST per curve and seed")
     args = parser.parse_args()
     parquet = args.run / "trace.parquet"
     trace = pd.read_parquet(parquet) if parquet.exists() else pd.read_csv(args.run / "trace.csv")
     target = float(yaml.safe_load((args.run / "scenario.yaml").read_text())["target_accuracy"])
     summary = summarise(paired(trace, target))
     print(markdown(summary))
+    if args.policies:
+        worst, cover = args.policies
+        policies = summarise(paired_policies(trace, target, worst, cover))
+        print()
+        print(markdown(policies, row=f"curve, cell: {cover} / {worst}", base=worst))
+        clients = int(yaml.safe_load((args.run / "scenario.yaml").read_text())["data"]["clients"])
+        print()
+        print("| curve | profile | users not scheduled (share of a round) | scheduled users not aggregated |\n|---|---|---|---|")
+        for _, row in left_out(trace, clients).iterrows():
+            print(f"| {row['curve']} | {row['profile']} | {cell(row['not scheduled'], 3)} | {cell(row['not aggregated'], 3)} |")
     if args.downlink_share:
         print()
         print("| cell | downlink share of a round |\n|---|---|")
         for _, row in downlink_share(args.run, trace).iterrows():
             print(f"| {row['profile']} | {row['downlink share']:.3f} |")
     if args.figure is not None:
-        figure(summary, args.figure)
+        if args.policies:
+            worst, cover = args.policies
+            both = pd.concat([summary.assign(profile=[f"{p}: channel-aware / data-only" for p in summary["profile"]]),
+                              policies.assign(profile=[f"{p}: {cover} / {worst}" for p in policies["profile"]])])
+            figure(both, args.figure, title="ucfl k = 4 streams and multicast policies (NR link)", below="the numerator faster")
+        else:
+            figure(summary, args.figure)
 
 
 if __name__ == "__main__":

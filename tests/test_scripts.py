@@ -49,6 +49,34 @@ def test_channel_aware_pairs_by_hand():
     assert "| cell | 2 | 4 | 0.625 [" in module.markdown(module.summarise(pairs))
 
 
+def test_channel_aware_pairs_multicast_policies_and_counts_who_was_left_out():
+    """One curve, cell c, two seeds: coverage rounds take 2 s and 3 s against 4 s worst-user (ratios 0.5, 0.75);
+    18 of 20 users scheduled every round (0.1 not scheduled); seed 0 aggregates 9 of 18, seed 1 18 of 18 under
+    worst-user (not aggregated 0.5 and 0: mean 0.25)."""
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location("channel_aware_nr", ROOT / "scripts" / "channel_aware_nr.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    rows = []
+    for seed, cover_round, arrived in ((0, 2.0, 9), (1, 3.0, 18)):
+        for profile, step in (("c-worst", 4.0), ("c-cover", cover_round)):
+            for r, acc in ((0, 0.1), (1, 0.5), (2, 0.8)):
+                rows.append({"curve": "u", "variant": "", "profile": profile, "seed": seed, "round": r, "time": r * step,
+                             "round_time": step if r else 0.0, "avg_acc": acc, "participants": 18 if r else 0,
+                             "aggregated": (arrived if profile == "c-worst" else 18) if r else 0})
+    trace = pd.DataFrame(rows)
+    pairs = module.paired_policies(trace, 0.7, "worst", "cover")
+    assert pairs["profile"].tolist() == ["u, c", "u, c"]
+    assert pairs["round_time_ratio"].tolist() == [0.5, 0.75]
+    assert pairs["time_to_target_ratio"].tolist() == [0.5, 0.75]
+    assert pairs["final_accuracy_points"].tolist() == [0.0, 0.0]
+    shares = module.left_out(trace, clients=20).set_index("profile")
+    assert shares.loc["c-worst", "not scheduled"][0] == pytest.approx(0.1)
+    assert shares.loc["c-worst", "not aggregated"][0] == pytest.approx(0.25)
+    assert shares.loc["c-cover", "not aggregated"][0] == 0.0
+
+
 def test_paired_gaps_pair_curves_of_two_runs_by_seed(tmp_path):
     """Run 1 holds curve a, run 2 curve b, seeds 0-2; each seed's last-2-round mean: a 80, 82, 84; b 70, 71, 72.
     a - b per seed 10, 11, 12: mean 11, sd 1, half-width t(0.975, 2) / sqrt(3) = 4.303 / 1.732 = 2.48."""
