@@ -146,10 +146,10 @@ def figure(summary: pd.DataFrame, path: Path, title: str = "Channel-aware / data
     import plotly.graph_objects as go
 
     fig = go.Figure()
-    for column, name in (("round_time_ratio", "mean round time"), ("time_to_target_ratio", "time to target")):
+    for column, name, color in (("round_time_ratio", "mean round time", "#636efa"), ("time_to_target_ratio", "time to target", "#ef553b")):
         means = [v[0] for v in summary[column]]
         fig.add_bar(
-            x=summary["profile"], y=means, name=name,
+            x=summary["profile"], y=means, name=name, marker_color=color,
             error_y={"type": "data", "symmetric": False,
                      "array": [v[2] - v[0] if not math.isnan(v[2]) else 0 for v in summary[column]],
                      "arrayminus": [v[0] - v[1] if not math.isnan(v[1]) else 0 for v in summary[column]]},
@@ -158,7 +158,7 @@ def figure(summary: pd.DataFrame, path: Path, title: str = "Channel-aware / data
     fig.update_layout(
         title=f"{title}: mean over seeds, 95% interval",
         yaxis_title=f"ratio (below 1: {below})", barmode="group", template="plotly_white",
-        width=900, height=500,
+        width=max(900, 240 * len(summary)), height=500,
     )
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.write_html(path.with_suffix(".html"), include_plotlyjs="cdn")
@@ -233,9 +233,14 @@ def main() -> None:
     if args.figure is not None:
         if args.policies:
             worst, cover = args.policies
-            both = pd.concat([summary.assign(profile=[f"{p}: channel-aware / data-only" for p in summary["profile"]]),
-                              policies.assign(profile=[f"{p}: {cover} / {worst}" for p in policies["profile"]])])
-            figure(both, args.figure, title="ucfl k = 4 streams and multicast policies (NR link)", below="the numerator faster")
+            short = {CHANNEL_AWARE: "aware", DATA_ONLY: "data-only", "ucfl k=4 ": ""}
+            curves = [p.split(",")[0] for p in policies["profile"]]
+            for long, brief in short.items():
+                curves = [c.replace(long, brief) for c in curves]
+            both = pd.concat([summary.assign(profile=[f"aware/data-only, {p}" for p in summary["profile"]]),
+                              policies.assign(profile=[f"{cover}/{worst}, {c}" for c in curves])])
+            figure(both, args.figure, title="Channel-aware / data-only streams (ucfl k = 4) and coverage / worst-user multicast",
+                   below="the first faster")
         else:
             figure(summary, args.figure)
 
