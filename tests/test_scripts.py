@@ -77,6 +77,18 @@ def test_channel_aware_pairs_multicast_policies_and_counts_who_was_left_out():
     assert shares.loc["c-cover", "not aggregated"][0] == 0.0
 
 
+def test_deadline_rule_user_round_times_by_hand():
+    """Streams end at 1 s and 3 s (participant 0 in the first, 1 and 2 in the second), compute 0.4 s, uploads
+    alone 0.1, 0.2, 0.3 s shared by 3: 1 + 0.4 + 0.3, 3 + 0.4 + 0.6, 3 + 0.4 + 0.9."""
+    import numpy as np
+
+    spec = importlib.util.spec_from_file_location("deadline_rule", ROOT / "scripts" / "deadline_rule.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    times = module.user_round_times(np.array([1.0, 3.0]), (np.array([0]), np.array([1, 2])), np.array([0.1, 0.2, 0.3]), 0.4)
+    np.testing.assert_allclose(times, [1.7, 4.0, 4.3], rtol=1e-12)
+
+
 def test_paired_gaps_pair_curves_of_two_runs_by_seed(tmp_path):
     """Run 1 holds curve a, run 2 curve b, seeds 0-2; each seed's last-2-round mean: a 80, 82, 84; b 70, 71, 72.
     a - b per seed 10, 11, 12: mean 11, sd 1, half-width t(0.975, 2) / sqrt(3) = 4.303 / 1.732 = 2.48."""
