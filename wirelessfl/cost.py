@@ -177,14 +177,14 @@ def estimate_scenario(
 
 def choose_store(scenario: Scenario, data: FederatedData, device: torch.device, free: int) -> tuple[MemoryEstimate, Architecture, str]:
     """The estimate and where per-client state goes: the scenario's ``client_store``, else RAM unless the estimate
-    fits only with it on disk (then disk, as the preview says)."""
+    exceeds the budget and is smaller with the state on disk (then disk, as the preview or the refusal says)."""
     if scenario.client_store is not None:
         where = scenario.client_store.where
         return (*estimate_scenario(scenario, data, device, where), where)
     estimate, arch = estimate_scenario(scenario, data, device)
     if estimate.total > MEMORY_FRACTION * free:
         on_disk, _ = estimate_scenario(scenario, data, device, "disk")
-        if on_disk.total <= MEMORY_FRACTION * free:
+        if on_disk.total < estimate.total:  # it fits, or it is refused with the state already on disk
             return on_disk, arch, "disk"
     return estimate, arch, "memory"
 

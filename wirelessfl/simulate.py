@@ -186,6 +186,9 @@ def simulate(
                 if t is not None:
                     per_round.append(t)
                 links.extend(delivery_rows(unit.curve, seed, prof, unit.records, timings))
+    root = store_root(scenario, run_dir)
+    if root is not None and root.is_dir() and not any(root.iterdir()):
+        root.rmdir()  # every unit's store files are gone
     replayed = not per_profile and not any(profiles_can_change_training(profiles, c) for c in curves_of(scenario))
     table = pd.concat(per_round, ignore_index=True) if per_round else None
     return SimulationResult(
