@@ -220,7 +220,7 @@ class Algorithm(ABC):
             if ctx.scheduling is not None else None
         )
         self.compressor = (
-            Compressor(ctx.compression, ctx.num_clients, ctx.arch.param_count) if ctx.compression is not None else None
+            Compressor(ctx.compression, ctx.num_clients, ctx.arch.param_count, ctx.stores) if ctx.compression is not None else None
         )
         self.server_optimizer: ServerOptimizerState | None = None  # a MixingAlgorithm's, over its models
         self.buffered = AsyncBuffer(ctx.asynchronous) if ctx.asynchronous is not None else None

@@ -92,7 +92,7 @@ class FedPer(Algorithm):
         self.heads = ctx.stores.new("heads", ctx.num_clients, self.split.personal(init))  # every client's personal layers
         self.weights = torch.as_tensor(ctx.sizes(), dtype=torch.float64)
         if self.compressor is not None:  # what is uploaded, and so compressed, is the body alone
-            self.compressor = Compressor(ctx.compression, ctx.num_clients, self.split.shared_size)
+            self.compressor = Compressor(ctx.compression, ctx.num_clients, self.split.shared_size, ctx.stores)
 
     @property
     def body_fraction(self) -> float:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,13 +208,13 @@ class DiskStore(ClientStore):
         return {"store": "disk", "file": name, "rows": ids, "sha256": sha}
 
     def _keep(self, name: str) -> None:
-        """Keep ``name`` and the snapshot before it; remove this store's other snapshots."""
+        """Keep ``name`` and the snapshot before it; remove this store's older ones (only files it wrote or
+        loaded: a file of another store is never touched)."""
         if name in self.snapshots:
             self.snapshots.remove(name)
-        self.snapshots = [*self.snapshots[-1:], name]
-        for path in self.directory.glob(f"{self.name}.*{SNAPSHOT_SUFFIX}"):
-            if path.name not in self.snapshots:
-                path.unlink(missing_ok=True)
+        older, self.snapshots = self.snapshots[:-1], [*self.snapshots[-1:], name]
+        for stale in older:
+            (self.directory / stale).unlink(missing_ok=True)
 
     def load_state_dict(self, state: Any) -> None:
         self._open()
@@ -224,15 +223,9 @@ class DiskStore(ClientStore):
         if isinstance(state, dict):
             self.snapshots = [state["file"]]
 
-    def release(self, keep_latest: bool) -> None:
-        """Remove the live file and the snapshots, but the latest one when ``keep_latest`` (a checkpoint refers to it)."""
-        del self.data
-        self.live.unlink(missing_ok=True)
-        kept = self.snapshots[-1:] if keep_latest else []
-        for path in self.directory.glob(f"{self.name}.*{SNAPSHOT_SUFFIX}"):
-            if path.name not in kept:
-                path.unlink(missing_ok=True)
-        self.snapshots = kept
+    def close(self) -> None:
+        """Unmap the live file (the unit is finished)."""
+        self.data = None
 
 
 def read_snapshot(store: ClientStore, state: Any) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
@@ -310,11 +303,18 @@ class ClientStores:
         return store
 
     def release(self, keep_latest: bool = False) -> None:
-        """A finished unit's disk files: the live files always, the snapshots unless its last checkpoint refers to them."""
+        """A finished unit's disk files: everything in its folder but, with ``keep_latest``, each store's latest
+        snapshot (its last checkpoint refers to them)."""
+        kept = set()
         for store in self.stores:
             if isinstance(store, DiskStore):
-                store.release(keep_latest)
+                store.close()
+                kept.update(store.snapshots[-1:] if keep_latest else [])
         if self._temporary is not None:
             self._temporary.cleanup()
-        elif self.directory is not None and self.directory.is_dir() and not any(self.directory.iterdir()):
-            shutil.rmtree(self.directory, ignore_errors=True)
+        elif self.directory is not None and self.directory.is_dir():
+            for path in self.directory.iterdir():
+                if path.name not in kept and path.is_file() and path.name.endswith((LIVE_SUFFIX, SNAPSHOT_SUFFIX, ".tmp")):
+                    path.unlink()
+            if not any(self.directory.iterdir()):
+                self.directory.rmdir()
