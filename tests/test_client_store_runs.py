@@ -145,3 +145,14 @@ def test_a_store_path_that_cannot_be_written_is_one_line_and_nothing_is_written(
     )
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "s.yaml"]
     assert not Path(blocker / "store").exists()
+
+
+def test_a_follower_takes_its_trainers_state_from_the_stores_themselves(tmp_path):
+    """FedAvg+ follows FedAvg each round (its state_dict handed over live): on disk, no snapshot per round, and
+    the same trace as in RAM."""
+    doc = {**DOC, "algorithms": [{"name": "fedavg"}, {"name": "fedavg_ft"}]}
+    scenario = parse_scenario(doc)
+    memory = simulate(scenario, client_store="memory")
+    disk = simulate(scenario, tmp_path / "run", client_store="disk", keep_models=True)
+    assert disk.trained_units == 2
+    pd.testing.assert_frame_equal(memory.trace, disk.trace, check_exact=True)

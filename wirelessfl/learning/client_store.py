@@ -32,6 +32,8 @@ import math
 import os
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,20 @@ SNAPSHOT_SUFFIX = ".rows"
 
 class StoreError(ValueError):
     """A client-store snapshot that cannot be used; one line naming the file."""
+
+
+_HANDING_OVER: ContextVar[bool] = ContextVar("client_store_handing_over", default=False)
+
+
+@contextmanager
+def handover() -> Iterator[None]:
+    """Inside it ``state_dict`` returns the store itself (no snapshot file), for a state loaded at once into
+    another algorithm in this process (a ``trains_as`` follower takes its trainer's state every round)."""
+    token = _HANDING_OVER.set(True)
+    try:
+        yield
+    finally:
+        _HANDING_OVER.reset(token)
 
 
 class ClientStore:
@@ -91,8 +107,20 @@ class ClientStore:
     def load_state_dict(self, state: Any) -> None:
         raise NotImplementedError
 
+    @property
+    def chunk_rows(self) -> int:
+        return max(1, CHUNK_BYTES // max(1, self.row_bytes))
+
+    def chunks(self) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
+        """``(ids, rows)`` of the rows that differ from the default (on disk: the written ones), chunk by chunk."""
+        raise NotImplementedError
+
     def _state_rows(self, state: Any) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
-        """``(ids, rows)`` chunks of a checkpointed state: a whole ``[N, ...]`` tensor, or a disk snapshot (verified)."""
+        """``(ids, rows)`` chunks of a state: a whole ``[N, ...]`` tensor, a disk snapshot (verified), or another
+        store (handed over)."""
+        if isinstance(state, ClientStore):
+            yield from state.chunks()
+            return
         if isinstance(state, torch.Tensor):
             if tuple(state.shape) != (self.rows, *self.shape):
                 raise StoreError(f"client store {self.name!r}: checkpointed rows have shape {list(state.shape)}, expected {[self.rows, *self.shape]}")
@@ -125,12 +153,21 @@ class MemoryStore(ClientStore):
     def full(self) -> torch.Tensor:
         return self.data
 
-    def state_dict(self) -> torch.Tensor:
+    def chunks(self) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
+        for start in range(0, self.rows, self.chunk_rows):
+            yield np.arange(start, min(self.rows, start + self.chunk_rows), dtype=np.int64), self.data[start : start + self.chunk_rows]
+
+    def state_dict(self) -> torch.Tensor | ClientStore:
+        if _HANDING_OVER.get():
+            return self
         return self.data.detach().cpu().clone()
 
     def load_state_dict(self, state: Any) -> None:
         if isinstance(state, torch.Tensor):
             self.data = state.to(self.default.device).clone()
+            return
+        if isinstance(state, MemoryStore):
+            self.data = state.data.clone()
             return
         data = self.default.expand(self.rows, *self.shape).clone()
         for ids, rows in self._state_rows(state):
@@ -187,15 +224,22 @@ class DiskStore(ClientStore):
     def full(self) -> torch.Tensor:
         return self.gather(np.arange(self.rows))
 
-    def state_dict(self) -> dict[str, Any]:
+    def chunks(self) -> Iterator[tuple[np.ndarray, torch.Tensor]]:
+        ids = np.flatnonzero(self.written).astype(np.int64)
+        for start in range(0, len(ids), self.chunk_rows):
+            part = ids[start : start + self.chunk_rows]
+            yield part, self.data.index_select(0, torch.from_numpy(part))
+
+    def state_dict(self) -> dict[str, Any] | ClientStore:
         """A snapshot of the written rows (see the module docstring) and its reference."""
+        if _HANDING_OVER.get():
+            return self
         ids = np.flatnonzero(self.written).astype(np.int64)
         digest = hashlib.sha256(ids.tobytes())
         temporary = self.directory / f".{self.name}{SNAPSHOT_SUFFIX}.tmp"
-        step = max(1, CHUNK_BYTES // max(1, self.row_bytes))
         with open(temporary, "wb") as handle:
-            for start in range(0, len(ids), step):
-                chunk = self.data.index_select(0, torch.from_numpy(ids[start : start + step])).numpy().tobytes()
+            for _, rows in self.chunks():
+                chunk = rows.numpy().tobytes()
                 digest.update(chunk)
                 handle.write(chunk)
             handle.flush()
@@ -217,6 +261,8 @@ class DiskStore(ClientStore):
             (self.directory / stale).unlink(missing_ok=True)
 
     def load_state_dict(self, state: Any) -> None:
+        if state is self:
+            return
         self._open()
         for ids, rows in self._state_rows(state):
             self.scatter(ids, rows)
