@@ -27,6 +27,15 @@ and the timed chunk evaluation (``cost.probe_rounds``), three runs on the same s
 (``OMP_WAIT_POLICY=PASSIVE``: 1.20x and 0.93x), the probes 4.5-6.2 s CPU. The spread is the run's
 own: its trained round's CPU time varied 2-3x between runs.
 
+Per-client state (``--algorithm local`` or ``fedper``, ``--client-store memory|disk``, ``--store-path DIR``
+whose files are measured every round; ``--generated`` for generated data at every N). Measured 2026-11-29
+(2-core EPYC, shared, ``OMP_NUM_THREADS=1``, generated data, Local, k = 100, 5 rounds): peak RSS with the
+client store in memory 1,402 MB at N = 1,000 and 4,073 MB at N = 10,000 (100,000 not run: 24.7 GB of models);
+on disk 1,401 / 1,706 / 6,341 MB at N = 1,000 / 10,000 / 100,000, store files at most 108 / 130 / 134 MB
+(the 500 rows written), libraries 678-680 MB, the data 35 MB / 345 MB / 3.45 GB of float32 images. FedAvg
+(no per-client state) at N = 100,000, the same way: peak RSS 6,346 MB, so what grows with N there is the data
+and its evaluation copies, not the models.
+
 N = 100,000 needs 1.1 million samples (more than EMNIST's 116,323 offline
 images); the parent prints what the memory estimate says such a run needs
 instead of running it when that is over ``--limit-gb``.
@@ -34,6 +43,8 @@ instead of running it when that is over ``--limit-gb``.
     PYTHONPATH=. python benchmarks/bench_population.py                    # N = 1,000 and 10,000
     PYTHONPATH=. python benchmarks/bench_population.py --sizes 1000 10000 100000
     PYTHONPATH=. python benchmarks/bench_population.py --child 10000      # one measurement, JSON out
+    PYTHONPATH=. python benchmarks/bench_population.py --sizes 1000 10000 100000 --limit-gb 9 --generated \
+        --algorithm local --client-store disk --store-path /tmp/store                # per-client state on disk
 """
 
 from __future__ import annotations
@@ -62,7 +73,7 @@ def generated(clients: int, seed: int = 0):
     return rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8), rng.integers(0, 62, size=n)
 
 
-def scenario(clients: int, emnist: bool) -> dict:
+def scenario(clients: int, emnist: bool, algorithm: str = "fedavg", store: str | None = None, store_path: str | None = None) -> dict:
     data = (
         {"dataset": "emnist", "options": {"split": "byclass", "pool": ["test"]}}
         if emnist else {"dataset": "bench_population:generated", "options": {"clients": clients}}
@@ -77,7 +88,8 @@ def scenario(clients: int, emnist: bool) -> dict:
                  "partition": [{"name": "dirichlet", "alpha": 0.4}]},
         "model": {"name": "lenet5"},
         "training": {"batch_size": 32, "lr": 0.05, "participation": PARTICIPANTS / clients},
-        "algorithms": [{"name": "fedavg"}],
+        "algorithms": [{"name": algorithm}],
+        **({"client_store": {"where": store, **({"path": store_path} if store_path else {})}} if store else {}),
     }
 
 
@@ -89,7 +101,14 @@ def emnist_fits(clients: int) -> bool:
     return enough and missing_dataset("emnist", None, False, {"split": "byclass", "pool": ["test"]}) is None
 
 
-def child(clients: int) -> dict:
+def disk_bytes(folder: str | None) -> int:
+    """Bytes allocated on disk under ``folder`` (sparse files count what they hold)."""
+    if not folder or not Path(folder).is_dir():
+        return 0
+    return sum(p.stat().st_blocks * 512 for p in Path(folder).rglob("*") if p.is_file())
+
+
+def child(clients: int, algorithm: str = "fedavg", store: str | None = None, store_path: str | None = None, generated_only: bool = False) -> dict:
     """One run in this process (see the module docstring)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from wirelessfl.config import parse_scenario
@@ -97,8 +116,8 @@ def child(clients: int) -> dict:
     from wirelessfl.learning.data.federated import build_federated_data
     from wirelessfl.simulate import simulate
 
-    emnist = emnist_fits(clients)
-    parsed = parse_scenario(scenario(clients, emnist))
+    emnist = emnist_fits(clients) and not generated_only
+    parsed = parse_scenario(scenario(clients, emnist, algorithm, store, store_path))
     libraries_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the imports, before any data
     cpu = time.process_time()
     began = time.perf_counter()
@@ -109,7 +128,13 @@ def child(clients: int) -> dict:
     preview_cpu = time.process_time() - preview_cpu
     del data
     marks: dict[int, tuple[float, float]] = {}
-    result = simulate(parsed, on_round=lambda p: marks.setdefault(p["round"], (time.perf_counter(), time.process_time())))
+    disk = [0]
+
+    def on_round(progress: dict) -> None:
+        marks.setdefault(progress["round"], (time.perf_counter(), time.process_time()))
+        disk[0] = max(disk[0], disk_bytes(store_path))
+
+    result = simulate(parsed, on_round=on_round, client_store=preview.client_store)
     runtime = next(iter(result.runtime.values()))
     phases = runtime["phases"]
     timed = range(2, ROUNDS)  # round 1 warms up; the last round also evaluates every client
@@ -126,6 +151,10 @@ def child(clients: int) -> dict:
         "preview_probe_s": preview.probe_s,
         "preview_cpu_s": preview_cpu,
         "estimate_gb": preview.memory.total / 1e9,
+        "algorithm": algorithm,
+        "client_store": preview.client_store,
+        "estimate_disk_gb": preview.memory.disk / 1e9,
+        "store_disk_mb": disk[0] / 1e6,
         "libraries_mb": libraries_mb,
         "phases": phases,
         "cpu_s": time.process_time() - cpu,
@@ -133,7 +162,7 @@ def child(clients: int) -> dict:
     }
 
 
-def needs(clients: int) -> float:
+def needs(clients: int, algorithm: str = "fedavg", on_disk: bool = False) -> float:
     """GB the memory estimate gives a run at ``clients`` (data of the scenario's sizes, nothing allocated)."""
     from wirelessfl.config import parse_scenario
     from wirelessfl.cost import _workers
@@ -149,8 +178,9 @@ def needs(clients: int) -> float:
     arch = get_architecture("lenet5", (1, 28, 28), 62)
     import torch
 
-    estimate = estimate_memory(arch, sizes, t.train_config(), [("fedavg", {})], participation=PARTICIPANTS / clients,
-                               rounds=ROUNDS, workers=_workers(torch.device("cpu")), eval_clients=CHUNK_CLIENTS)
+    estimate = estimate_memory(arch, sizes, t.train_config(), [(algorithm, {})], participation=PARTICIPANTS / clients,
+                               rounds=ROUNDS, workers=_workers(torch.device("cpu")), eval_clients=CHUNK_CLIENTS,
+                               client_store_on_disk=on_disk)
     pool = 2 * clients * SAMPLES_PER_CLIENT * 28 * 28  # while the data is built: the uint8 pool and its gathered copy
     return (estimate.total + pool) / 1e9
 
@@ -160,23 +190,31 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--limit-gb", type=float, default=3.0)
     parser.add_argument("--child", type=int)
+    parser.add_argument("--algorithm", default="fedavg", help="fedavg (default), or local / fedper (per-client state)")
+    parser.add_argument("--client-store", choices=["memory", "disk"], help="the scenario's client_store.where (default: none, automatic)")
+    parser.add_argument("--store-path", help="client_store.path for disk (its files are measured every round)")
+    parser.add_argument("--generated", action="store_true", help="generated data at every N (not EMNIST where it fits)")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child)))
+        print(json.dumps(child(args.child, args.algorithm, args.client_store, args.store_path, args.generated)))
         return
+    options = ["--algorithm", args.algorithm] + (["--client-store", args.client_store] if args.client_store else [])
+    options += (["--store-path", args.store_path] if args.store_path else []) + (["--generated"] if args.generated else [])
     runs = []
     for clients in args.sizes:
-        need = needs(clients)
+        need = needs(clients, args.algorithm, args.client_store == "disk")
         if need > args.limit_gb:
             print(f"N = {clients:,}: not run; the memory estimate says about {need:.1f} GB (limit {args.limit_gb} GB)")
             continue
-        out = subprocess.run([sys.executable, __file__, "--child", str(clients)], capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, __file__, "--child", str(clients), *options], capture_output=True, text=True, check=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
         r = runs[-1]
         print(f"N = {clients:,} ({r['data']}): round {r['round_s']:.2f} s ({r['round_cpu_s']:.2f} s CPU), last round with the full "
               f"evaluation {r['last_round_s']:.2f} s ({r['last_round_cpu_s']:.2f} s CPU), run {r['run_s']:.1f} s (preview {r['preview_s']:.1f} s, "
               f"{r['preview_s'] / r['run_s']:.2f}x; its probes {r['preview_probe_s']:.1f} s, {r['preview_cpu_s']:.1f} s CPU), data {r['build_s']:.1f} s, CPU {r['cpu_s']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB "
               f"(libraries {r['libraries_mb']:.0f} MB; estimate {1000 * r['estimate_gb']:.0f} MB beyond them), "
+              f"{r['algorithm']} with its client store in {r['client_store']} (store files at most {r['store_disk_mb']:.1f} MB on disk; "
+              f"estimate {1000 * r['estimate_disk_gb']:.0f} MB), "
               f"phases {', '.join(f'{k} {v:.1f}' for k, v in r['phases'].items())}", flush=True)
     base = runs[0]
     for r in runs[1:]:

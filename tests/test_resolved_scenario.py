@@ -76,4 +76,4 @@ def test_resolved_keeps_the_schema_order_and_canonical_leaves_out_only_the_optio
     scenario = parse_scenario(PINNED)
     assert list(resolved(scenario)) == list(Scenario.model_fields)
     left_out = set(resolved(scenario)) - set(canonical(scenario))
-    assert left_out == {"eval_last", "eval_train", "evaluation", "tune", "tuned_from"}
+    assert left_out == {"client_store", "eval_last", "eval_train", "evaluation", "tune", "tuned_from"}

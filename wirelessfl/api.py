@@ -136,7 +136,10 @@ def simulate(
                 sc, run_dir, dump_scenario(sc), probe=False, write=False, flag="out", continues="resume=True"
             )
         began = time.perf_counter()
-        result = _simulate(prepared.scenario, prepared.run_dir, keep_models=prepared.keep_models, shards=shards)
+        result = _simulate(
+            prepared.scenario, prepared.run_dir, keep_models=prepared.keep_models, shards=shards,
+            client_store=prepared.cost.client_store,
+        )
     finally:
         if shards is not None:
             shards.__exit__(None, None, None)

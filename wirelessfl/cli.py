@@ -198,7 +198,9 @@ def simulate(
     sc, run_dir, done = prepared.scenario, prepared.run_dir, prepared.done
     started = time.perf_counter()
     try:
-        result = _guard(_run_with_progress, sc, run_dir, quiet, prepared.cost.seconds, keep_models, done, shards)
+        result = _guard(
+            _run_with_progress, sc, run_dir, quiet, prepared.cost.seconds, keep_models, done, shards, prepared.cost.client_store
+        )
     except KeyboardInterrupt:
         _fail(f"interrupted; `wirelessfl simulate --resume {run_dir}` continues from the last checkpoint", code=130)
     finally:
@@ -282,7 +284,7 @@ def _progress() -> Progress:
 
 def _run_with_progress(
     sc, run_dir: Path, quiet: bool, preview_s: float, keep_models: bool = False, done: dict[str, int] | None = None,
-    shards=None,
+    shards=None, client_store: str | None = None,
 ):
     """The run under a progress bar of the trained units' rounds (a resumed run's bar starts at the rounds
     its checkpoints hold, ``done``); without a terminal, under progress lines whose time left starts from the
@@ -295,7 +297,7 @@ def _run_with_progress(
     trained = [key for i, units in enumerate(unit_keys(sc)) if i not in followers for _, key in units]
     total = len(trained) * sc.rounds
     if quiet:
-        return simulate(sc, run_dir, keep_models=keep_models, shards=shards)
+        return simulate(sc, run_dir, keep_models=keep_models, shards=shards, client_store=client_store)
     if not sys.stderr.isatty():
         from wirelessfl.progress_lines import ProgressLines
 
@@ -304,7 +306,9 @@ def _run_with_progress(
         def on_unit(event: str, key: str) -> None:
             (lines.unit_started if event == "start" else lines.unit_done)(key)
 
-        return simulate(sc, run_dir, on_round=lines.round_done, keep_models=keep_models, on_unit=on_unit, shards=shards)
+        return simulate(
+            sc, run_dir, on_round=lines.round_done, keep_models=keep_models, on_unit=on_unit, shards=shards, client_store=client_store
+        )
     with _progress() as progress:
         task = progress.add_task(sc.name, total=total, status="", completed=sum(min((done or {}).get(key, 0), sc.rounds) for key in trained))
 
@@ -314,7 +318,7 @@ def _run_with_progress(
                 status += f" acc={info['avg_acc']:.3f}"
             progress.update(task, advance=1, status=status)
 
-        return simulate(sc, run_dir, on_round=on_round, keep_models=keep_models, shards=shards)
+        return simulate(sc, run_dir, on_round=on_round, keep_models=keep_models, shards=shards, client_store=client_store)
 
 
 def _plain(line: str) -> None:

@@ -577,6 +577,24 @@ class EvaluationConfig(_Strict):
         return clients
 
 
+class ClientStoreConfig(_Strict):
+    """``client_store:``: where per-client state (Local's models, FedPer's heads, kept optimizer state) lives
+    (``learning/client_store.py``); the traces are the same either way."""
+
+    where: Literal["memory", "disk"] = Field(
+        ..., description="memory (RAM) or disk (memory-mapped files; RAM holds the rows a round touches)"
+    )
+    path: str | None = Field(
+        None, description="disk: the folder for the files (default: the run directory's store/ folder)"
+    )
+
+    @model_validator(mode="after")
+    def _path_with_disk(self) -> ClientStoreConfig:
+        if self.path is not None and self.where != "disk":
+            raise ValueError("path: only where: disk takes a path")
+        return self
+
+
 class Scenario(_Strict):
     name: str = Field(
         ..., pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME, description="run name (letters, digits, _ . -)"
@@ -603,6 +621,9 @@ class Scenario(_Strict):
     device: Literal["auto", "cpu", "cuda"] = "auto"
     output: str = "results"
     checkpoint_every: int = Field(5, ge=1, description="rounds between resumable checkpoints")
+    client_store: ClientStoreConfig | None = Field(
+        None, description="{where: memory | disk, path}: where per-client state lives; none: memory, or disk when the memory guard's estimate needs it"
+    )
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
@@ -1167,7 +1188,7 @@ def canonical(scenario: Scenario) -> dict[str, Any]:
 
 
 #: Top-level fields ``canonical`` leaves out at these values (they came after the first fingerprinted runs).
-_LEFT_OUT_AT_DEFAULT = (("tune", None), ("tuned_from", None), ("eval_last", 0), ("eval_train", False))
+_LEFT_OUT_AT_DEFAULT = (("tune", None), ("tuned_from", None), ("eval_last", 0), ("eval_train", False), ("client_store", None))
 #: ``training:`` fields ``canonical`` leaves out when null, for the same reason.
 TRAINING_LEFT_OUT_WHEN_NULL = ("lr_schedule", "scheduling", "compression", "aggregation", "server_optimizer")
 #: ``training.aggregation`` fields ``canonical`` leaves out when null (they came after over-the-air runs were stamped).
@@ -1205,7 +1226,7 @@ def is_dump_of(text: str, scenario: Scenario) -> bool:
 
 #: Fields that cannot change what a unit trains or its records: editing them in a run folder's scenario.yaml
 #: does not make its checkpoints stale (everything else does).
-FINGERPRINT_IGNORES = ("description", "output", "checkpoint_every", "target_accuracy", "sweep", "tune", "tuned_from")
+FINGERPRINT_IGNORES = ("description", "output", "checkpoint_every", "client_store", "target_accuracy", "sweep", "tune", "tuned_from")
 
 
 def scenario_fingerprint(scenario: Scenario) -> str:

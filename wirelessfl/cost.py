@@ -70,12 +70,17 @@ class RunCost:
     notes: tuple[str, ...] = ()
     """Lines the preview prints after ``line()``: physical profiles whose round is mostly the default compute
     floor (``network.compute_floor``)."""
+    client_store: str = "memory"
+    """Where the run keeps per-client state: the scenario's ``client_store.where``, or ``disk`` when it sets none
+    and the estimate fits only so (``learning/client_store.py``)."""
 
     def line(self) -> str:
         """``estimated memory for the run 1.2 GB (beyond the loaded libraries) of 21.0 GB available; training about 40 min on this machine``
         (``... for what is left (12% of the run's rounds)`` when resuming)."""
         where = "on this machine" if self.device == "cpu" else f"on this machine's {self.device}"
         memory = f"estimated memory for the run {format_bytes(self.memory.total)} (beyond the loaded libraries) of {format_bytes(self.available)} available"
+        if self.client_store == "disk":
+            memory += f", per-client state on disk up to {format_bytes(self.memory.disk)} (client_store)"
         if math.isnan(self.seconds):
             return f"{memory}; training time not measured"
         left = "" if self.left >= 1.0 else f" for what is left ({_share(self.left)} of the run's rounds)"
@@ -142,8 +147,10 @@ def _units_per_curve(scenario: Scenario) -> int:
     return len(profiles) if any(p.deadline is not None for p in profiles) else 1
 
 
-def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.device) -> tuple[MemoryEstimate, Architecture]:
-    """The memory estimate of ``scenario`` on ``data`` (no model is allocated)."""
+def estimate_scenario(
+    scenario: Scenario, data: FederatedData, device: torch.device, client_store: str = "memory"
+) -> tuple[MemoryEstimate, Architecture]:
+    """The memory estimate of ``scenario`` on ``data`` with per-client state in ``client_store`` (no model is allocated)."""
     arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
     t = scenario.training
     estimate = estimate_memory(
@@ -163,17 +170,34 @@ def estimate_scenario(scenario: Scenario, data: FederatedData, device: torch.dev
         max_samples=group_samples(device),
         eval_clients=None if scenario.evaluation.clients == "all" else CHUNK_CLIENTS,
         evaluated_rounds=sum(evaluated(r, scenario.rounds, scenario.eval_every, scenario.eval_last) for r in range(1, scenario.rounds + 1)),
+        client_store_on_disk=client_store == "disk",
     )
     return estimate, arch
 
 
-def refusal(estimate: MemoryEstimate, available: int) -> str:
-    """The one line that refuses a run that does not fit; fewer rounds are advised when the round records weigh."""
+def choose_store(scenario: Scenario, data: FederatedData, device: torch.device, free: int) -> tuple[MemoryEstimate, Architecture, str]:
+    """The estimate and where per-client state goes: the scenario's ``client_store``, else RAM unless the estimate
+    exceeds the budget and is smaller with the state on disk (then disk, as the preview or the refusal says)."""
+    if scenario.client_store is not None:
+        where = scenario.client_store.where
+        return (*estimate_scenario(scenario, data, device, where), where)
+    estimate, arch = estimate_scenario(scenario, data, device)
+    if estimate.total > MEMORY_FRACTION * free:
+        on_disk, _ = estimate_scenario(scenario, data, device, "disk")
+        if on_disk.total < estimate.total:  # it fits, or it is refused with the state already on disk
+            return on_disk, arch, "disk"
+    return estimate, arch, "memory"
+
+
+def refusal(estimate: MemoryEstimate, available: int, client_store: str = "memory") -> str:
+    """The one line that refuses a run that does not fit; fewer rounds are advised when the round records weigh.
+    Per-client state on disk is said beside the RAM (it is not counted in it)."""
     advice = ["fewer clients (data.clients)", "a smaller training.batch_size", "a smaller model (model)", "fewer algorithms per run"]
     if estimate.parts.get("round records", 0) >= 0.05 * estimate.total:
         advice.insert(0, "fewer rounds (rounds)")
+    disk = f", with per-client state on disk (up to {format_bytes(estimate.disk)}, client_store)" if client_store == "disk" else ""
     return (
-        f"memory: this run needs about {format_bytes(estimate.total)} at its peak ({estimate.describe(min_share=0.05)}) "
+        f"memory: this run needs about {format_bytes(estimate.total)} at its peak ({estimate.describe(min_share=0.05)}){disk} "
         f"but {format_bytes(available)} is available and a run may use {MEMORY_FRACTION:.0%} of it; "
         f"use {', '.join(advice[:-1])} or {advice[-1]}"
     )
@@ -345,10 +369,10 @@ def check_run(
     if data is None:
         guard.check_data(scenario, available)
         data = build_federated_data(scenario.data_spec(), scenario.seeds[0])
-    estimate, arch = estimate_scenario(scenario, data, dev)
     free = available_memory(dev) if available is None else int(available)
+    estimate, arch, where = choose_store(scenario, data, dev, free)
     if estimate.total > MEMORY_FRACTION * free:
-        raise ValueError(refusal(estimate, free))
+        raise ValueError(refusal(estimate, free, where))
     seconds, spent = math.nan, 0.0
     if probe:
         cfg = scenario.training.train_config()
@@ -361,17 +385,19 @@ def check_run(
         probed = EVAL_CLIENT_PROBE if data.num_clients >= EVAL_CLIENT_PROBE else 0
         speed, spent = measure_throughput(arch, cfg, dev, slots, eval_clients=probed)
         began = time.perf_counter()
-        speed, overhead = probe_rounds(scenario, data, arch, speed, dev) if probed else (speed, 0.0)
+        speed, overhead = probe_rounds(scenario, data, arch, speed, dev, where) if probed else (speed, 0.0)
         spent += time.perf_counter() - began
         seconds = estimate_seconds(scenario, data, arch, speed, done, overhead)
     left = units_left(scenario, done)
     share = sum(left) / max(1, sum(len(units) for units in unit_keys(scenario)))
     notes = compute_floor_notes(scenario, data.num_clients, arch.param_count) if probe else ()  # the preview's; a sweep's per-unit check skips them
-    return RunCost(memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent, left=share, notes=notes)
+    return RunCost(
+        memory=estimate, available=free, device=dev.type, seconds=seconds, probe_s=spent, left=share, notes=notes, client_store=where
+    )
 
 
 def probe_rounds(
-    scenario: Scenario, data: FederatedData, arch: Architecture, speed: Throughput, device: torch.device
+    scenario: Scenario, data: FederatedData, arch: Architecture, speed: Throughput, device: torch.device, client_store: str = "memory"
 ) -> tuple[Throughput, float]:
     """``speed`` with what a client costs the run's own evaluation, and the seconds a round after the first
     takes beyond what :func:`modeled_round` then charges it, both timed for real on the first unit of the run
@@ -386,7 +412,7 @@ def probe_rounds(
     if modeled_round(scenario, data, arch, speed) >= ROUND_PROBE_MAX_S or scenario.rounds <= probe.PROBE_ROUNDS:
         return speed, 0.0
     with probe.kept_random_states():
-        unit = build_units(scenario, scenario.seeds[0], device, data=data, first=True)[0]
+        unit = build_units(scenario, scenario.seeds[0], device, data=data, first=True, client_store=client_store)[0]
         per_round = probe.round_seconds(unit, eval_every=1, test_split=True)
         _, _, sampled, pool = _curve_costs(scenario, data, arch, speed)[0]
         if sampled < pool:  # the last round evaluates every client: time the real evaluation of a chunk of them

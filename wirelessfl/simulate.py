@@ -29,7 +29,7 @@ from wirelessfl.accounting import CLIENT_ROUNDS_LIMIT, client_round_rows
 from wirelessfl.checkpoint import fingerprint_of
 from wirelessfl.config import Scenario, scenario_fingerprint
 from wirelessfl.network import NetworkModel
-from wirelessfl.run.build import build_units, resolve_device
+from wirelessfl.run.build import build_units, resolve_device, store_root
 from wirelessfl.run.checkpoints import PROVENANCE, checkpoint_dir, checkpoint_path, load_unit, save_unit
 from wirelessfl.run.curves import curves_of, has_budgets, profiles_can_change_training
 from wirelessfl.run.folder import remember_keep_models
@@ -69,6 +69,7 @@ def simulate(
     client_rounds: bool = True,
     on_unit: Callable[[str, str], None] | None = None,
     shards=None,
+    client_store: str | None = None,
 ) -> SimulationResult:
     """Run every (seed, curve) of ``scenario``; resume from ``run_dir`` checkpoints.
 
@@ -85,6 +86,9 @@ def simulate(
     that could have more than ``CLIENT_ROUNDS_LIMIT`` rows). ``on_unit`` is called with ``("start", key)`` and
     ``("done", key)`` around each unit's training (the progress lines of a run without a terminal). ``shards``
     runs the local training's slot groups elsewhere (``learning.ray_shards.RayShards``: Ray actors), to the same trace.
+    ``client_store`` (``memory`` or ``disk``; default: the scenario's, else memory) is where per-client state lives
+    (``learning/client_store.py``; the cost check's ``RunCost.client_store`` when it chose); disk files go under
+    ``run_dir/store`` (or ``client_store.path``), and a finished unit keeps only the snapshot its checkpoint refers to.
     """
     client_rounds = client_rounds and client_round_rows(scenario) <= CLIENT_ROUNDS_LIMIT
     dev = resolve_device(device or scenario.device)
@@ -121,7 +125,9 @@ def simulate(
         return state
 
     for seed in scenario.seeds:
-        units = build_units(scenario, seed, dev, per_profile, shards)
+        units = build_units(
+            scenario, seed, dev, per_profile, shards, client_store=client_store, store_root=store_root(scenario, run_dir)
+        )
         trainer_of = followed_units(units)
         finished: set[str] = set()
         # trainers first, so that a follower is reached after the unit it may follow
@@ -157,6 +163,7 @@ def simulate(
             if on_unit is not None:
                 on_unit("done", unit.key)
         for unit in units:
+            unit.stores.release(keep_latest=ckpt_dir is not None and keep_models)
             runtime[unit.key] = unit.runtime()
             extras = {rec.round: rec.diagnostics for rec in unit.records if rec.diagnostics}
             if extras:
@@ -179,6 +186,9 @@ def simulate(
                 if t is not None:
                     per_round.append(t)
                 links.extend(delivery_rows(unit.curve, seed, prof, unit.records, timings))
+    root = store_root(scenario, run_dir)
+    if root is not None and root.is_dir() and not any(root.iterdir()):
+        root.rmdir()  # every unit's store files are gone
     replayed = not per_profile and not any(profiles_can_change_training(profiles, c) for c in curves_of(scenario))
     table = pd.concat(per_round, ignore_index=True) if per_round else None
     return SimulationResult(

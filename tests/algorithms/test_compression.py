@@ -63,12 +63,12 @@ def test_top_k_with_error_feedback_carries_the_residual_by_hand():
     start = torch.zeros(1, 4)
     sent = compressor.apply(np.array([1]), start, torch.tensor([[3.0, -1.0, 0.5, -4.0]]), torch.Generator())
     assert sent.tolist() == [[3.0, 0.0, 0.0, -4.0]]
-    assert compressor.residual.tolist() == [[0.0] * 4, [0.0, -1.0, 0.5, 0.0]]
+    assert compressor.residual.full().tolist() == [[0.0] * 4, [0.0, -1.0, 0.5, 0.0]]
     # next round: p = delta + residual = [0.2, -0.8, 0.7, 0.2]; the two largest are sent, the rest is kept
     sent = compressor.apply(np.array([1]), start, torch.full((1, 4), 0.2), torch.Generator())
     assert torch.allclose(sent, torch.tensor([[0.0, -0.8, 0.7, 0.0]]))
-    assert torch.allclose(compressor.residual[1], torch.tensor([0.2, 0.0, 0.0, 0.2]))
-    assert compressor.residual[0].tolist() == [0.0] * 4  # a client that did not upload keeps its residual
+    assert torch.allclose(compressor.residual.full()[1], torch.tensor([0.2, 0.0, 0.0, 0.2]))
+    assert compressor.residual.full()[0].tolist() == [0.0] * 4  # a client that did not upload keeps its residual
 
 
 def test_scaled_sign_and_top_k_by_hand():

@@ -41,6 +41,7 @@ from wirelessfl.algorithms.server_optimizer import ServerOptimizer, ServerOptimi
 from wirelessfl.algorithms.search_space import COMMON_SEARCH_SPACE, Param
 from wirelessfl.algorithms.spec import AlgorithmSpec, ParamError, Params, spec_from_hparams
 from wirelessfl.learning import optim
+from wirelessfl.learning.client_store import ClientStore, ClientStores
 from wirelessfl.learning.data.federated import FederatedData
 from wirelessfl.learning.lockstep import EvalResult, GradientCorrection, LockstepEngine, TrainConfig
 from wirelessfl.learning.models import Architecture
@@ -85,6 +86,8 @@ class Context:
     #: ``training.aggregation`` with ``mode: async`` (docs/levers.md): the server aggregates once ``buffer`` uploads
     #: have landed (the simulation's timing says which), clients train on the version they last received
     asynchronous: Asynchronous | None = None
+    #: where per-client state lives (``learning.client_store``): RAM, or memory-mapped files under the run directory
+    stores: ClientStores = field(default_factory=ClientStores)
 
     def training_clients(self) -> np.ndarray:
         """The clients that may take part in training (all but the held-out ones and those out of energy), sorted."""
@@ -217,7 +220,7 @@ class Algorithm(ABC):
             if ctx.scheduling is not None else None
         )
         self.compressor = (
-            Compressor(ctx.compression, ctx.num_clients, ctx.arch.param_count) if ctx.compression is not None else None
+            Compressor(ctx.compression, ctx.num_clients, ctx.arch.param_count, ctx.stores) if ctx.compression is not None else None
         )
         self.server_optimizer: ServerOptimizerState | None = None  # a MixingAlgorithm's, over its models
         self.buffered = AsyncBuffer(ctx.asynchronous) if ctx.asynchronous is not None else None
@@ -572,41 +575,62 @@ class ClientOptimizerState:
 
     Rows are clients (or ``rows`` slots, e.g. FedEM's client x component); ``take`` hands the engine the rows of this round's
     participants and ``put`` stores what their training left. A client that has
-    not trained yet has the optimizer's initial state (zeros, step count 0).
+    not trained yet has the optimizer's initial state (zeros, step count 0). The rows live in client stores
+    (``ctx.stores``: RAM or disk), one per tensor of the optimizer's state.
     """
 
     def __init__(self, ctx: Context, rows: int | None = None) -> None:
         self.ctx = ctx
         self.rows = ctx.num_clients if rows is None else rows
-        self.state: tuple | None = None  # allocated on first use, and only when state is kept
+        self.state: tuple | None = None  # stores allocated on first use, and only when state is kept
+
+    def _allocate(self) -> tuple:
+        initial = optim.build(self.ctx.train).init(torch.zeros(1, self.ctx.arch.param_count, device=self.ctx.device))
+        return _map_leaves(lambda t: self.ctx.stores.new("optimizer", self.rows, t[0]), initial)
 
     def take(self, clients: np.ndarray) -> tuple | None:
         if not self.ctx.keep_optimizer_state:
             return None
         if self.state is None:
-            self.state = optim.build(self.ctx.train).init(torch.zeros(self.rows, self.ctx.arch.param_count, device=self.ctx.device))
-        return optim.select_rows(self.state, torch.as_tensor(clients, dtype=torch.long, device=self.ctx.device))
+            self.state = self._allocate()
+        return _map_leaves(lambda store: store.gather(clients), self.state)
 
     def put(self, clients: np.ndarray, trained: tuple) -> None:
         if self.state is None:
             return
-        index = torch.as_tensor(clients, dtype=torch.long, device=self.ctx.device)
-        _scatter_rows(self.state, index, trained)
+        _scatter_rows(self.state, clients, trained)
 
     def state_dict(self) -> tuple | None:
-        return None if self.state is None else optim.map_state(lambda t: t.detach().cpu().clone(), self.state)
+        return None if self.state is None else _map_leaves(lambda store: store.state_dict(), self.state)
 
     def load_state_dict(self, state: tuple | None) -> None:
         if self.ctx.keep_optimizer_state and state is not None:
-            self.state = optim.map_state(lambda t: t.to(self.ctx.device), state)
+            if self.state is None:
+                self.state = self._allocate()
+            _load_leaves(self.state, state)
 
 
-def _scatter_rows(target, index: torch.Tensor, source) -> None:
-    if isinstance(target, torch.Tensor):
-        target.index_copy_(0, index, source.to(target.device, target.dtype))
+def _map_leaves(function: Callable[[Any], Any], state):
+    """``function`` applied to every leaf (tensor or store) of a nested optimizer state."""
+    if isinstance(state, tuple):
+        return tuple(_map_leaves(function, inner) for inner in state)
+    return function(state)
+
+
+def _load_leaves(stores, state) -> None:
+    if isinstance(stores, tuple):
+        for inner_store, inner_state in zip(stores, state):
+            _load_leaves(inner_store, inner_state)
+        return
+    stores.load_state_dict(state)
+
+
+def _scatter_rows(target, clients: np.ndarray, source) -> None:
+    if isinstance(target, ClientStore):
+        target.scatter(clients, source)
         return
     for inner_target, inner_source in zip(target, source):
-        _scatter_rows(inner_target, index, inner_source)
+        _scatter_rows(inner_target, clients, inner_source)
 
 
 def block_mixing(labels: np.ndarray, sizes: np.ndarray) -> tuple[torch.Tensor, np.ndarray]:

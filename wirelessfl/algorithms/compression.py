@@ -34,6 +34,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from wirelessfl.learning.client_store import ClientStore, ClientStores
+
 METHODS = ("qsgd", "top_k", "sign")
 #: bits of one uncompressed value (the float32 the upload carries) and of a scale
 FLOAT_BITS = 32
@@ -127,13 +129,20 @@ def scaled_sign(v: torch.Tensor) -> torch.Tensor:
 
 class Compressor:
     """One algorithm's upload compression: ``payload`` for its plans, ``apply`` in its step; its state is each
-    client's error-feedback residual ``[m, P]`` (float32, zeros until the client first uploads)."""
+    client's error-feedback residual ``[m, P]`` (float32, zeros until the client first uploads), in a client store
+    of ``stores`` (RAM unless given) made on first use."""
 
-    def __init__(self, spec: Compression, num_clients: int, params: int) -> None:
+    def __init__(self, spec: Compression, num_clients: int, params: int, stores: ClientStores | None = None) -> None:
         self.spec = spec
         self.num_clients = num_clients
         self.params = params
-        self.residual: torch.Tensor | None = None
+        self.stores = stores if stores is not None else ClientStores()
+        self.residual: ClientStore | None = None
+
+    def _residual(self, device: torch.device) -> ClientStore:
+        if self.residual is None:
+            self.residual = self.stores.new("residual", self.num_clients, torch.zeros(self.params, dtype=torch.float32, device=device))
+        return self.residual
 
     @property
     def payload(self) -> float:
@@ -145,11 +154,8 @@ class Compressor:
         if self.spec.identity(self.params):
             return trained
         delta = trained.double() - start.double()
-        rows = torch.as_tensor(members, dtype=torch.long, device=trained.device)
         if self.spec.feedback:
-            if self.residual is None:
-                self.residual = torch.zeros(self.num_clients, self.params, dtype=torch.float32, device=trained.device)
-            delta = delta + self.residual[rows].double()
+            delta = delta + self._residual(trained.device).gather(members).double()
         if self.spec.method == "qsgd":
             sent = qsgd(delta, self.spec.bits, generator)
         elif self.spec.method == "top_k":
@@ -157,11 +163,12 @@ class Compressor:
         else:
             sent = scaled_sign(delta)
         if self.spec.feedback:
-            self.residual[rows] = (delta - sent).to(self.residual.dtype)
+            self.residual.scatter(members, (delta - sent).to(torch.float32))
         return (start.double() + sent).to(trained.dtype)
 
     def state_dict(self) -> dict[str, Any]:
-        return {} if self.residual is None else {"residual": self.residual.detach().cpu().clone()}
+        return {} if self.residual is None else {"residual": self.residual.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any], device: torch.device) -> None:
-        self.residual = state["residual"].to(device) if "residual" in state else None
+        if "residual" in state:
+            self._residual(device).load_state_dict(state["residual"])

@@ -89,10 +89,10 @@ class FedPer(Algorithm):
         self.split = arch.split(names)
         init = arch.init_flat(1, torch_generator(ctx.seed, "init")).to(ctx.device)[0]
         self.body = self.split.shared(init).clone()
-        self.heads = self.split.personal(init).expand(ctx.num_clients, -1).clone()
+        self.heads = ctx.stores.new("heads", ctx.num_clients, self.split.personal(init))  # every client's personal layers
         self.weights = torch.as_tensor(ctx.sizes(), dtype=torch.float64)
         if self.compressor is not None:  # what is uploaded, and so compressed, is the body alone
-            self.compressor = Compressor(ctx.compression, ctx.num_clients, self.split.shared_size)
+            self.compressor = Compressor(ctx.compression, ctx.num_clients, self.split.shared_size, ctx.stores)
 
     @property
     def body_fraction(self) -> float:
@@ -112,9 +112,8 @@ class FedPer(Algorithm):
 
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)
-        index = torch.as_tensor(members, device=self.heads.device)
-        trained, loss = self.train_clients(round, members, self.split.join(self.body.expand(len(members), -1), self.heads[index]))
-        self.heads[index] = self.split.personal(trained)
+        trained, loss = self.train_clients(round, members, self.split.join(self.body.expand(len(members), -1), self.heads.gather(members)))
+        self.heads.scatter(members, self.split.personal(trained))
         shared = self.split.shared(trained)
         received = self.body.expand(len(members), -1)
         if self.compressor is not None:
@@ -135,23 +134,22 @@ class FedPer(Algorithm):
         return weights @ stacked
 
     def client_params(self) -> torch.Tensor:
-        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads)
+        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads.full())
 
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """The rows of ``clients`` alone: the shared body beside their heads (no ``[m, P]`` for a sample or a chunk)."""
-        index = torch.as_tensor(clients, dtype=torch.long, device=self.heads.device)
-        return self.split.join(self.body.expand(len(index), -1), self.heads[index])
+        return self.split.join(self.body.expand(len(clients), -1), self.heads.gather(clients))
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "body": self.body.detach().cpu().clone(),
-            "heads": self.heads.detach().cpu().clone(),
+            "heads": self.heads.state_dict(),
             "optimizer": self.optimizer_state.state_dict(),
             **self.lever_state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.body = state["body"].to(self.ctx.device).clone()
-        self.heads = state["heads"].to(self.ctx.device).clone()
+        self.heads.load_state_dict(state["heads"])
         self.optimizer_state.load_state_dict(state["optimizer"])
         self.load_lever_state(state)

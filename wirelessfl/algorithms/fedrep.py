@@ -68,7 +68,7 @@ class FedRep(Algorithm):
         self.personal_mask = self.split.mask
         init = arch.init_flat(1, torch_generator(ctx.seed, "init")).to(ctx.device)[0]
         self.body = self.split.shared(init).clone()
-        self.heads = self.split.personal(init).expand(ctx.num_clients, -1).clone()
+        self.heads = ctx.stores.new("heads", ctx.num_clients, self.split.personal(init))  # every client's personal layers
         self.weights = torch.as_tensor(ctx.sizes(), dtype=torch.float64)
         self.head_optimizer = ClientOptimizerState(ctx)
 
@@ -93,8 +93,7 @@ class FedRep(Algorithm):
 
     def step(self, round: int, arrived: frozenset[int]) -> StepInfo:
         members = self.participants(round)
-        index = torch.as_tensor(members, device=self.heads.device)
-        start = self.split.join(self.body.expand(len(members), -1), self.heads[index])
+        start = self.split.join(self.body.expand(len(members), -1), self.heads.gather(members))
         if self.trains_head:
             head_cfg = replace(self.ctx.train, epochs=int(self.params.head_epochs))
             result = self.ctx.engine.train(
@@ -103,7 +102,7 @@ class FedRep(Algorithm):
             )
             self.head_optimizer.put(members, result.opt_state)
             start = result.params
-            self.heads[index] = self.split.personal(start)
+            self.heads.scatter(members, self.split.personal(start))
         trained, loss = self.train_clients(round, members, start, trainable=~self.personal_mask)
         shared = self.split.shared(trained)
         uploads = {int(i): shared[r] for r, i in enumerate(members) if int(i) in arrived}
@@ -121,23 +120,22 @@ class FedRep(Algorithm):
         return (weights / weights.sum()).to(stacked.device, stacked.dtype) @ stacked
 
     def client_params(self) -> torch.Tensor:
-        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads)
+        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads.full())
 
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """The rows of ``clients`` alone: the shared body beside their heads (no ``[m, P]`` for a sample or a chunk)."""
-        index = torch.as_tensor(clients, dtype=torch.long, device=self.heads.device)
-        return self.split.join(self.body.expand(len(index), -1), self.heads[index])
+        return self.split.join(self.body.expand(len(clients), -1), self.heads.gather(clients))
 
     def state_dict(self) -> dict[str, Any]:
         return {
             "body": self.body.detach().cpu().clone(),
-            "heads": self.heads.detach().cpu().clone(),
+            "heads": self.heads.state_dict(),
             "optimizer": self.optimizer_state.state_dict(),
             "head_optimizer": self.head_optimizer.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.body = state["body"].to(self.ctx.device).clone()
-        self.heads = state["heads"].to(self.ctx.device).clone()
+        self.heads.load_state_dict(state["heads"])
         self.optimizer_state.load_state_dict(state["optimizer"])
         self.head_optimizer.load_state_dict(state["head_optimizer"])

@@ -152,7 +152,9 @@ class Footprint:
     takes at each evaluation (FedAvg+'s fine-tuning), for the time estimate.
     ``eval_by_row``: the evaluation reads the kept models by each client's row
     (``MixingAlgorithm.evaluate``, ``engine.evaluate(..., rows=)``): one slot group's rows
-    per worker are gathered, not ``eval_rows``.
+    per worker are gathered, not ``eval_rows``. ``stored``: the rows of ``kept``/``kept_bytes``
+    (and of ``checkpoint_rows``) held in client stores (``learning/client_store.py``: per-client state
+    that ``client_store: {where: disk}`` moves to disk).
     """
 
     kept: float
@@ -170,6 +172,7 @@ class Footprint:
     work: float = 1.0
     eval_work: float = 0.0
     eval_by_row: bool = False
+    stored: float = 0.0
 
 
 def model_per_client(params: Params, at: FootprintInputs) -> Footprint:

@@ -25,6 +25,12 @@ models every algorithm keeps between rounds, the round records) plus the largest
 * ``checkpoint``: ``state_dict`` clones the state and ``torch.save`` serialises
   it into a buffer that is copied once more: about 3 copies of the state.
 
+Per-client state in client stores (``Footprint.stored``: Local's models, FedPer's
+heads, kept optimizer state; ``learning/client_store.py``) counts as RAM, or with
+``client_store_on_disk`` as disk (``MemoryEstimate.disk``): the live file's rows
+written (at most ``rounds x participants`` per client row) and two snapshots of
+them, while RAM keeps only what a round gathers and a checkpoint's chunks.
+
 How many models an algorithm keeps and how it calls the engine depend on the
 algorithm and its parameters: each algorithm declares that as its
 ``AlgorithmSpec.footprint`` (``wirelessfl/algorithms/specs/<name>.py``, tested
@@ -89,6 +95,8 @@ class MemoryEstimate:
     parts: dict[str, int]
     phase: str
     phases: dict[str, int] = field(default_factory=dict)
+    #: bytes of per-client state in memory-mapped files (``client_store`` on disk), not in ``total``
+    disk: int = 0
 
     @property
     def total(self) -> int:
@@ -245,6 +253,7 @@ def estimate_memory(
     max_samples: int = 512,
     eval_clients: int | None = None,
     evaluated_rounds: int | None = None,
+    client_store_on_disk: bool = False,
 ) -> MemoryEstimate:
     """Peak bytes of a run of ``curves`` (algorithm name, params) on clients of ``sizes``; see the module docstring.
 
@@ -254,6 +263,7 @@ def estimate_memory(
     ``eval_clients``: the most clients one evaluation call gathers the models of (a sampled evaluation's
     chunk, ``run.sampled_evaluation.CHUNK_CLIENTS``); it caps the evaluation of methods that gather one row per client.
     ``evaluated_rounds``: rounds that evaluate (each keeps an accuracy per client; default every round).
+    ``client_store_on_disk``: the algorithms' per-client state is in memory-mapped files (``disk``), not RAM.
 
     Persistent beside the data: the engine's cached data copies (``data cache``): one copy of the
     evaluated splits, the training split once under full participation, else each round's participants' copy,
@@ -275,11 +285,17 @@ def estimate_memory(
             for fp in prints
         ]
 
+    def stored(fp: Footprint) -> float:
+        """Rows of per-client state in client stores."""
+        return fp.stored + (fp.keep_rows * fp.state if keep_optimizer_state else 0)
+
     def persistent(fp: Footprint) -> int:
         kept_state = fp.keep_rows * fp.state * row if keep_optimizer_state else 0
-        return int(fp.kept * row + fp.kept_bytes + kept_state)
+        return int(fp.kept * row + fp.kept_bytes + kept_state - (stored(fp) * row if client_store_on_disk else 0))
 
     kept = units_per_curve * sum(persistent(fp) for fp in prints)
+    written = min(1.0, rounds * T / max(m, 1))  # the share of a store's rows a run can write
+    disk = units_per_curve * sum(3 * written * stored(fp) * row for fp in prints) if client_store_on_disk else 0
     evaluated = rounds if evaluated_rounds is None else evaluated_rounds
     per_participant = RECORD_BYTES_PER_CLIENT_ROUND - ACCURACY_BYTES
     records = units_per_curve * len(prints) * (T * rounds * per_participant + m * evaluated * ACCURACY_BYTES)
@@ -295,7 +311,7 @@ def estimate_memory(
             "train": _train_phase(fp, act, sizes, train, T, row, workers, max_samples, keep_optimizer_state),
             "evaluate": _eval_phase(fp, act, sizes, row, workers, max_samples),
             "algorithm": {"algorithm extras": fp.extra_bytes} if fp.extra_bytes else {},
-            "checkpoint": {"checkpoint": int(CHECKPOINT_COPIES * fp.checkpoint_rows * row)},
+            "checkpoint": {"checkpoint": int(CHECKPOINT_COPIES * (fp.checkpoint_rows - (fp.stored if client_store_on_disk else 0)) * row)},
         }
         for phase, parts in candidates.items():
             size = int(sum(parts.values()))
@@ -306,7 +322,7 @@ def estimate_memory(
     parts = {"data": int(data), "data cache": int(cache), "models kept": int(kept), "round records": int(records + results)}
     for key, value in best[2].items():
         parts[key] = parts.get(key, 0) + int(value)
-    return MemoryEstimate(parts=parts, phase=best[1], phases=phases)
+    return MemoryEstimate(parts=parts, phase=best[1], phases=phases, disk=int(disk))
 
 
 def _train_phase(

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 from wirelessfl.algorithms.base import shared_trainings
 from wirelessfl.config import Scenario
+from wirelessfl.learning.client_store import handover
 from wirelessfl.run.curves import curves_of, has_budgets
 from wirelessfl.run.evaluation import RoundRecord, evaluate_for
 from wirelessfl.run.walltime import charge_follower, mark
@@ -25,7 +26,8 @@ def follow(unit, trainer, round: int, evaluate: bool, test_split: bool, theirs: 
     since = mark(engine)
     unit.follows = trainer.key
     unit.at_round(round)
-    unit.algorithm.follow(trainer.algorithm, round)
+    with handover():  # the trainer's client stores are copied as they are, not snapshotted to files
+        unit.algorithm.follow(trainer.algorithm, round)
     if round == 0:
         with engine.phase("evaluation"):
             metrics, acc = evaluate_for(unit.scenario, unit.algorithm, 0, test_split)

@@ -24,17 +24,18 @@ OUTAGE_REFUSED = 0.9
 could take part, and the rounds would last years."""
 
 
-def preflight(scenario: Scenario, source: str = "scenario") -> None:
+def preflight(scenario: Scenario, source: str = "scenario", client_store: str | None = None) -> None:
     """Build the data, the model and every curve's algorithm once (first seed), as a run starts.
 
     Raises every configuration error the schema cannot see (a missing dataset,
     a parameter out of range for this data) as one ``ScenarioError`` line
     prefixed with ``source``; an algorithm's error also with the YAML path of
-    the parameter its ``ParamError`` names (``config.algorithm_path``).
+    the parameter its ``ParamError`` names (``config.algorithm_path``). ``client_store``: where the
+    algorithms keep per-client state (the cost check's choice; disk stores go to temporary folders here).
     """
     check_links(scenario, source)
     try:
-        units = build_units(scenario, scenario.seeds[0])
+        units = build_units(scenario, scenario.seeds[0], client_store=client_store)
         for unit in units:
             if not is_registered(type(unit.algorithm)):
                 check_checkpointable(unit)

@@ -13,6 +13,7 @@ been read and vouched for it.
 
 from __future__ import annotations
 
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,13 +52,31 @@ def check_new_run(scenario: Scenario, source: str | None = None, probe: bool = T
     missing = missing_dataset(scenario.data.dataset, scenario.data.root, scenario.data.download, scenario.data.options)
     if missing is not None:  # before torch is imported: the answer in a second, not after the whole stack loads
         raise RunRefused(f"{where}: {missing}")
+    check_store_path(scenario, where)
     check_data(scenario, source)  # so is data too big to build
     from wirelessfl.run.preflight import check_links, preflight  # torch loads here, once the torch-free checks have passed
 
     check_links(scenario, where)  # before the cost preview, whose compute-floor note times a round on these links
     run_cost = check_cost(scenario, source, probe=probe)
-    preflight(scenario, where)
+    preflight(scenario, where, run_cost.client_store)
     return run_cost
+
+
+def check_store_path(scenario: Scenario, where: str) -> None:
+    """``client_store.path`` must be a folder this process can write into (or one it can create), before
+    anything is written."""
+    store = scenario.client_store
+    if store is None or store.path is None:
+        return
+    path = Path(store.path)
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is None or not existing.is_dir():
+        why = "not a folder" if existing is not None else "nothing of it exists"
+    elif not os.access(existing, os.W_OK | os.X_OK):
+        why = f"{existing} is not writable"
+    else:
+        return
+    raise RunRefused(f"{where}: client_store.path {store.path}: {why}; give a folder this user can write, or leave path out (the run directory's store/)")
 
 
 def check_data(scenario: Scenario, source: str | None = None) -> None:

@@ -26,6 +26,7 @@ import numpy as np
 from wirelessfl.algorithms import Context, get_algorithm
 from wirelessfl.algorithms.base import draw_held_out, user_errors
 from wirelessfl.config import Scenario
+from wirelessfl.learning.client_store import ClientStores
 from wirelessfl.learning.data.federated import FederatedData
 from wirelessfl.learning.lockstep import LockstepEngine
 from wirelessfl.network import NetworkModel, SystemProfile
@@ -54,8 +55,11 @@ class Unit:
         data: FederatedData,
         engine: LockstepEngine,
         profile: SystemProfile | None,
+        stores: ClientStores | None = None,
     ) -> None:
         self.scenario = scenario
+        #: where the algorithm's per-client state lives (RAM unless given)
+        self.stores = stores if stores is not None else ClientStores()
         self.curve = curve
         self.seed = seed
         self.profile = profile
@@ -80,6 +84,7 @@ class Unit:
             asynchronous=t.aggregation.async_spec() if t.aggregation is not None else None,
             analog=self.round_analog if self.network is not None and curve.over_the_air else None,
             server_optimizer=t.server_optimizer.spec() if t.server_optimizer is not None else None,
+            stores=self.stores,
         )
         kind = get_algorithm(curve.algorithm)
         with user_errors(kind, "__init__"):

@@ -11,7 +11,7 @@ def footprint(params: LocalParams, at: FootprintInputs) -> Footprint:
     """``m`` models, their optimizer state kept per client."""
     del params
     m = at.clients
-    return Footprint(kept=m, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m, eval_by_row=True, eval_slots=m, checkpoint_rows=m, keep_rows=m)
+    return Footprint(kept=m, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m, eval_by_row=True, eval_slots=m, checkpoint_rows=m, keep_rows=m, stored=m)
 
 
 SPEC = AlgorithmSpec(
