@@ -510,18 +510,15 @@ def block_bits_moments(
                 bw.ravel()[users], snr.ravel()[users], coherence_s, fading, k, se, subbands,
                 _users_interference(interference, users))
         return mean, var, empty
-    if interference is not None:
-        return _faded_interference_moments(bw.ravel(), snr.ravel(), coherence_s, fading, k_factor, se, subbands, interference)
-    if subbands > 1:
-        sample = np.random.default_rng(0)
-        gains = draw_fading(sample, (SUBBAND_SAMPLES, subbands), fading, k_factor)
-        mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
-        step = max(1, _CHUNK_ELEMENTS // gains.size)
-        for start in range(0, bw.size, step):
-            part = slice(start, start + step)
-            bits = bw.ravel()[part, None] * subband_se(se, snr.ravel()[part, None, None] * gains[None]) * coherence_s
-            mean[part], square[part], empty[part] = bits.mean(axis=1), (bits * bits).mean(axis=1), (bits <= 0).mean(axis=1)
-        return mean, np.maximum(square - mean * mean, 0.0), empty
+    if interference is not None or subbands > 1:
+        bw, snr = bw.ravel(), snr.ravel()
+
+        def compute(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            if interference is None:
+                return _subband_moments(bw[rows], snr[rows], coherence_s, fading, k_factor, se, subbands)
+            return _faded_interference_moments(bw[rows], snr[rows], coherence_s, fading, k_factor, se, subbands, interference.subset(rows))
+
+        return _remembered(se, (coherence_s, fading, k_factor, subbands), bw, snr, interference, compute)
     gain, weight = _fading_points(fading, k_factor)
     mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
     step = max(1, _CHUNK_ELEMENTS // gain.size)
@@ -531,6 +528,49 @@ def block_bits_moments(
         mean[part] = bits @ weight
         square[part] = (bits * bits) @ weight
         empty[part] = (bits <= 0) @ weight
+    return mean, np.maximum(square - mean * mean, 0.0), empty
+
+
+_MOMENTS: dict[int, tuple[object, dict]] = {}
+"""Per link (by identity, the link held with its table so the identity is not reused): a user's block-bit moments by
+its settings, bandwidth, mean SNR and interference law (``_remembered``)."""
+MOMENTS_KEPT = 1 << 20
+"""Entries a link's table keeps before it is emptied (about 200 MB at most)."""
+
+
+def _remembered(se, settings: tuple, bw: np.ndarray, snr: np.ndarray, interference: FadedInterference | None, compute):
+    """``compute(rows)``'s moments for the users not seen before, the others' from the link's table. Exact: with
+    subbands or faded interference each user's moments are sums over its own row of fixed samples, the same
+    numbers whichever users share the call, and a long transfer's users come back round after round (0.5 s of a
+    10,000-user faded round, ``benchmarks/bench_multicell.py``)."""
+    entry = _MOMENTS.get(id(se))
+    if entry is None or entry[0] is not se:
+        entry = _MOMENTS[id(se)] = (se, {})
+    table = entry[1]
+    columns = [bw.tolist(), snr.tolist()]
+    if interference is not None:
+        columns += [interference.shape.tolist(), interference.scale.tolist()]
+    keys = [(settings, *row) for row in zip(*columns)]
+    missing = [row for row, key in enumerate(keys) if key not in table]
+    if len(table) + len(missing) > MOMENTS_KEPT:
+        table.clear()
+        missing = list(range(len(keys)))
+    if missing:
+        mean, var, empty = compute(np.array(missing, dtype=np.int64))
+        table.update(zip((keys[row] for row in missing), zip(mean.tolist(), var.tolist(), empty.tolist())))
+    values = np.array([table[key] for key in keys], dtype=float).reshape(len(keys), 3)
+    return values[:, 0].copy(), values[:, 1].copy(), values[:, 2].copy()
+
+
+def _subband_moments(bw: np.ndarray, snr: np.ndarray, coherence_s: float, fading: str, k_factor, se, subbands: int):
+    """``block_bits_moments`` of blocks of ``subbands`` subbands: over ``SUBBAND_SAMPLES`` fixed blocks of gains."""
+    gains = draw_fading(np.random.default_rng(0), (SUBBAND_SAMPLES, subbands), fading, k_factor)
+    mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
+    step = max(1, _CHUNK_ELEMENTS // gains.size)
+    for start in range(0, bw.size, step):
+        part = slice(start, start + step)
+        bits = bw[part, None] * subband_se(se, snr[part, None, None] * gains[None]) * coherence_s
+        mean[part], square[part], empty[part] = bits.mean(axis=1), (bits * bits).mean(axis=1), (bits <= 0).mean(axis=1)
     return mean, np.maximum(square - mean * mean, 0.0), empty
 
 
