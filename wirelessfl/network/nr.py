@@ -258,9 +258,18 @@ def snr_index(tables: NrTables, snr) -> np.ndarray:
     """Grid index of linear SINRs, computed as Sionna's ``get_idx_from_grid`` does (float32, half to even).
     An SINR of 0 reads the grid's first point, as -inf dB does in Sionna's clamp."""
     low, _, step = tables.snr_grid
-    db = np.float32(10.0) * np.log10(np.maximum(np.asarray(snr, dtype=np.float32), np.float32(1e-30)))
-    index = np.rint((db - np.float32(low)) / np.float32(step))
-    return np.clip(index, 0, tables.snr_db.size - 1).astype(np.int64)
+    db = np.maximum(np.asarray(snr, dtype=np.float32), np.float32(1e-30))  # a new array: worked on in place below
+    np.log10(db, out=db)
+    np.multiply(np.float32(10.0), db, out=db)
+    np.subtract(db, np.float32(low), out=db)
+    np.divide(db, np.float32(step), out=db)
+    np.rint(db, out=db)
+    return np.clip(db, 0, _grid_size(tables) - 1, out=db).astype(np.int64)
+
+
+def _grid_size(tables: NrTables) -> int:
+    """Points of the SINR grid (``tables.snr_db.size``, without building the grid)."""
+    return tables.bler.shape[3]
 
 
 def tbler_table(tables: NrTables, category: int, prbs: int) -> np.ndarray:
@@ -379,10 +388,20 @@ def eesm_sinr(sinr: np.ndarray, beta) -> np.ndarray:
     In float32 for float32 SINRs (as Sionna computes it, and ten times faster here), else in float64."""
     sinr = np.asarray(sinr)
     sinr = sinr if sinr.dtype == np.float32 else sinr.astype(float)
-    beta = np.asarray(beta, dtype=sinr.dtype)[..., None]
+    return _eesm_of(*_eesm_parts(sinr), beta)
+
+
+def _eesm_parts(sinr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What ``eesm_sinr`` computes of the subbands whatever the beta: their smallest SINR and -(SINR - smallest)."""
     low = sinr.min(axis=-1, keepdims=True)
-    effective = (low - beta * np.log(np.mean(np.exp(-(sinr - low) / beta), axis=-1, keepdims=True)))[..., 0]
-    floor, ceiling = (sinr.dtype.type(10.0 ** (db / 10.0)) for db in EESM_CLAMP_DB)
+    return low, -(sinr - low)
+
+
+def _eesm_of(low: np.ndarray, below: np.ndarray, beta) -> np.ndarray:
+    """``eesm_sinr`` from ``_eesm_parts``: the same operations in the same order, so the same numbers."""
+    beta = np.asarray(beta, dtype=below.dtype)[..., None]
+    effective = (low - beta * np.log(np.mean(np.exp(below / beta), axis=-1, keepdims=True)))[..., 0]
+    floor, ceiling = (below.dtype.type(10.0 ** (db / 10.0)) for db in EESM_CLAMP_DB)
     return np.clip(effective, floor, ceiling)
 
 
@@ -419,13 +438,16 @@ class EesmLink:
         tables = self.link.tables
         index = snr_index(tables, flat.mean(axis=1, dtype=np.float64))
         chosen = self.highest[index]
-        todo = np.flatnonzero(chosen >= 0)
+        served = np.flatnonzero(chosen >= 0)
+        low, below = _eesm_parts(flat[served])  # once: every pass below only changes beta
+        todo, rows = served, np.arange(served.size)
         while todo.size:
             m = chosen[todo]
-            at = snr_index(tables, eesm_sinr(flat[todo], tables.eesm_beta[m]))
+            at = snr_index(tables, _eesm_of(low[rows], below[rows], tables.eesm_beta[m]))
             supported = self.highest[at]
             chosen[todo], index[todo] = supported, at
-            todo = todo[(supported != m) & (supported >= 0)]
+            going = (supported != m) & (supported >= 0)
+            todo, rows = todo[going], rows[going]
         return chosen.reshape(sinr.shape[:-1]), index.reshape(sinr.shape[:-1])
 
     def subbands_se(self, sinr: np.ndarray) -> np.ndarray:
