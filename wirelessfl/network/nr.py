@@ -259,6 +259,9 @@ def snr_index(tables: NrTables, snr) -> np.ndarray:
     An SINR of 0 reads the grid's first point, as -inf dB does in Sionna's clamp."""
     low, _, step = tables.snr_grid
     db = np.maximum(np.asarray(snr, dtype=np.float32), np.float32(1e-30))  # a new array: worked on in place below
+    if db.ndim == 0:
+        index = np.rint((np.float32(10.0) * np.log10(db) - np.float32(low)) / np.float32(step))
+        return np.clip(index, 0, _grid_size(tables) - 1).astype(np.int64)
     np.log10(db, out=db)
     np.multiply(np.float32(10.0), db, out=db)
     np.subtract(db, np.float32(low), out=db)
