@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from wirelessfl.config import Scenario, _UniqueKeyLoader
 from wirelessfl.network.energy import EnergyProfile, split_entry
-from wirelessfl.network.profile import NrSettings, PhysicalChannel, SystemProfile
+from wirelessfl.network.profile import NrSettings, OllaSettings, PhysicalChannel, SystemProfile
 from wirelessfl.network.topology import Topology
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "scenario-reference.md"
@@ -66,6 +66,7 @@ def network_paths() -> list[str]:
     paths = [f"networks[].{key}" for key in [*profile, "energy"]]
     paths += [f"networks[].physical.{key}" for key in _accepted_keys(PhysicalChannel.from_dict, "allowed keys: ")]
     paths += [f"networks[].physical.nr.{key}" for key in _accepted_keys(NrSettings.from_dict, "allowed keys: ")]
+    paths += [f"networks[].physical.nr.olla.{key}" for key in _accepted_keys(OllaSettings.from_dict, "allowed keys: ")]
     paths += [f"networks[].physical.topology.{key}" for key in _accepted_keys(Topology.from_dict, "allowed keys: ")]
     paths += [f"networks[].energy.{key}" for key in _accepted_keys(EnergyProfile.from_dict, "allowed: ")]
     return paths
@@ -130,6 +131,7 @@ def _code_defaults() -> dict[str, object]:
 
     walk(Scenario, "")
     for cls, prefix in ((SystemProfile, "networks[]."), (PhysicalChannel, "networks[].physical."), (NrSettings, "networks[].physical.nr."),
+                        (OllaSettings, "networks[].physical.nr.olla."),
                         (Topology, "networks[].physical.topology."), (EnergyProfile, "networks[].energy.")):  # fmt: skip
         for field in dataclasses.fields(cls):
             if field.default is not dataclasses.MISSING:

@@ -152,7 +152,7 @@ def test_block_fading_uploads_of_nlos_users_spread_as_rayleigh():
     n = 4000
     los = np.arange(n) % 2 == 0
     loss = np.full(n, 60.0)
-    _, uploads, _ = phy.block_durations(profile.physical, loss, loss, (), np.zeros(0), np.full(n, 1e3), np.arange(n),
+    _, uploads, _, _ = phy.block_durations(profile.physical, loss, loss, (), np.zeros(0), np.full(n, 1e3), np.arange(n),
                                         np.random.default_rng(0), (), los)
     rate = 1e3 / uploads
     bw = profile.physical.uplink_bandwidth_hz * profile.physical.time_share("ul")

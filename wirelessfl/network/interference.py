@@ -62,9 +62,14 @@ class FadedInterference:
         """One interference power per element of ``shape`` (users first), in noise units: one
         ``standard_gamma`` call of that shape, each user at its own Gamma shape, times its scale."""
         extra = (1,) * (len(shape) - 1)
-        return self.scale.reshape(-1, *extra) * rng.standard_gamma(np.broadcast_to(self.shape.reshape(-1, *extra), shape))
+        drawn = rng.standard_gamma(np.broadcast_to(self.shape.reshape(-1, *extra), shape))
+        return np.multiply(self.scale.reshape(-1, *extra), drawn, out=drawn)  # in place: the draws are a new array
 
     def sinr(self, snr: np.ndarray, gains: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """``snr·g / (1 + I)`` for gains ``[users, ...]`` of users with signal-to-noise ratios ``snr``, I drawn here."""
+        """``snr·g / (1 + I)`` for gains ``[users, ...]`` of users with signal-to-noise ratios ``snr``, I drawn here
+        (computed in place in the new arrays, the same operations in the same order)."""
         extra = (1,) * (gains.ndim - 1)
-        return np.asarray(snr, dtype=float).reshape(-1, *extra) * gains / (1.0 + self.draw(rng, gains.shape))
+        signal = np.asarray(snr, dtype=float).reshape(-1, *extra) * gains
+        rise = self.draw(rng, gains.shape)
+        np.add(1.0, rise, out=rise)
+        return np.divide(signal, rise, out=signal)

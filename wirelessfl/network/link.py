@@ -224,13 +224,16 @@ class Transfer:
     ``time_s``: seconds to deliver the bits (``inf`` in outage; 0 for 0 bits);
     ``blocks``: coherence blocks used, the last one possibly partly;
     ``outage_blocks``: blocks among those with rate 0; ``outage``: not delivered within
-    ``max_blocks`` blocks (or, with ``coherence_s = inf``, a rate of 0).
+    ``max_blocks`` blocks (or, with ``coherence_s = inf``, a rate of 0); ``mcs`` and ``retransmissions``: with a
+    link that adapts block by block (``nr.OllaLink``), the MCS most blocks used and the HARQ NACKs, else None.
     """
 
     time_s: np.ndarray
     blocks: np.ndarray
     outage_blocks: np.ndarray
     outage: np.ndarray
+    mcs: np.ndarray | None = None
+    retransmissions: np.ndarray | None = None
 
 
 def _check_subbands(subbands: int) -> None:
@@ -322,6 +325,9 @@ def transfer_time(
 
     ``interference`` (one per user, ``interference.FadedInterference``): ``mean_snr`` is then the signal over the
     noise alone, and each block (and subband) divides it by 1 + I, I drawn right after the block's gains.
+
+    A link with a ``start`` method (``nr.OllaLink``) adapts block by block: each user's blocks go through its own
+    loop (``blocks``, then its draws), and the renewal step takes the mean and variance of the blocks it drew.
     """
     _check_common(coherence_s, max_blocks)
     _check_subbands(subbands)
@@ -370,13 +376,15 @@ def transfer_time(
     time[dead], blocks[dead], zero_blocks[dead], outage[dead] = math.inf, max_blocks, max_blocks, True
     todo = todo[(bw[todo] > 0) & (snr[todo] > 0)]
     remaining = b.copy()
-    mean_rate = bw * se(snr if interference is None else snr / (1.0 + interference.mean))
+    mean_sinr = snr if interference is None else snr / (1.0 + interference.mean)
+    mean_rate = bw * se(mean_sinr)
+    adapt = se.start(mean_sinr) if hasattr(se, "start") else None
     used = 0
     drawn = min(max_blocks, exact_blocks or MIN_EXACT_BLOCKS)
     while todo.size and used < drawn:
         chunk = _chunk(remaining[todo], mean_rate[todo], coherence_s, todo.size * subbands, drawn - used)
         rate = bw[todo, None] * block_se(se, snr[todo], rng, chunk, fading, _users_k(k_factor, todo), subbands,
-                                         _users_interference(interference, todo))
+                                         _users_interference(interference, todo), adapt, todo)
         finished, k, owed, total = _crossing(rate * coherence_s, remaining[todo])
         zero = rate <= 0
         counted = np.where(finished[:, None], np.arange(chunk)[None, :] <= k[:, None], True)
@@ -384,6 +392,10 @@ def transfer_time(
         done, going = todo[finished], todo[~finished]
         k_done = k[finished]
         rate_k = np.take_along_axis(rate[finished], k_done[:, None], axis=1)[:, 0]
+        if adapt is not None:
+            share = counted.astype(float)
+            share[np.flatnonzero(finished), k_done] = owed[finished] / (rate_k * coherence_s)
+            adapt.count(todo, share)
         time[done] += k_done * coherence_s + owed[finished] / rate_k
         blocks[done] += k_done + 1
         time[going] += chunk * coherence_s
@@ -394,8 +406,11 @@ def transfer_time(
     if todo.size and used < max_blocks:
         # The rest is a first passage of i.i.d. block bits (mean m, variance v) past what is owed: for R owed bits
         # it takes R/m + sqrt(R·v/m³)·Z blocks (renewal central limit theorem), drawn once per user.
-        mean, var, empty = block_bits_moments(bw[todo], snr[todo], coherence_s, fading, _users_k(k_factor, todo), se, subbands,
-                                              _users_interference(interference, todo))
+        if adapt is None:
+            mean, var, empty = block_bits_moments(bw[todo], snr[todo], coherence_s, fading, _users_k(k_factor, todo), se, subbands,
+                                                  _users_interference(interference, todo))
+        else:
+            mean, var, empty = adapt.moments(todo, bw[todo] * coherence_s)
         owed, served = remaining[todo], mean > 0
         m = np.where(served, mean, 1.0)
         spread = np.sqrt(owed * var / m**3) * rng.standard_normal(todo.size)
@@ -405,10 +420,13 @@ def transfer_time(
         time[done] += more[fits] * coherence_s
         blocks[done] += np.ceil(more[fits]).astype(np.int64)
         zero_blocks[done] += np.rint(empty[fits] * more[fits]).astype(np.int64)
+        if adapt is not None:
+            adapt.extend(done, more[fits])
         todo = todo[~fits]
     time[todo] = math.inf
     outage[todo] = True
-    return Transfer(time.reshape(shape), blocks.reshape(shape), zero_blocks.reshape(shape), outage.reshape(shape))
+    use = (None, None) if adapt is None else tuple(value.reshape(shape) for value in adapt.use())
+    return Transfer(time.reshape(shape), blocks.reshape(shape), zero_blocks.reshape(shape), outage.reshape(shape), *use)
 
 
 @lru_cache(maxsize=32)
@@ -435,15 +453,19 @@ has several subbands."""
 
 
 def block_se(se, mean_snr: np.ndarray, rng: np.random.Generator, blocks: int, fading: str, k_factor: float | np.ndarray | None,
-             subbands: int = 1, interference: FadedInterference | None = None) -> np.ndarray:
+             subbands: int = 1, interference: FadedInterference | None = None, adapt=None, users: np.ndarray | None = None) -> np.ndarray:
     """``[users, blocks]`` spectral efficiency of fading blocks: one gain a block (flat fading), or ``subbands``
     independent gains a block, each subband carrying its share of the band at its own SNR (the mean of their
     efficiencies). Draws: one ``draw_fading`` of shape (users, blocks[, subbands]), row-major; with
-    ``interference``, then one interference draw of the same shape (``FadedInterference.draw``)."""
+    ``interference``, then one interference draw of the same shape (``FadedInterference.draw``). ``adapt``: the
+    transfer's link adaptation loops (``nr.OllaRun``, flat blocks), rows ``users`` of it, which then makes its own
+    draws."""
     snr = np.asarray(mean_snr, dtype=float)[:, None]
     shape = (snr.shape[0], blocks) if subbands == 1 else (snr.shape[0], blocks, subbands)
     gains = draw_fading(rng, shape, fading, k_factor)
     sinr = snr.reshape(-1, *(1,) * (len(shape) - 1)) * gains if interference is None else interference.sinr(snr[:, 0], gains, rng)
+    if adapt is not None:
+        return adapt.blocks(users, sinr, rng)
     return se(sinr) if subbands == 1 else subband_se(se, sinr)
 
 
@@ -488,18 +510,15 @@ def block_bits_moments(
                 bw.ravel()[users], snr.ravel()[users], coherence_s, fading, k, se, subbands,
                 _users_interference(interference, users))
         return mean, var, empty
-    if interference is not None:
-        return _faded_interference_moments(bw.ravel(), snr.ravel(), coherence_s, fading, k_factor, se, subbands, interference)
-    if subbands > 1:
-        sample = np.random.default_rng(0)
-        gains = draw_fading(sample, (SUBBAND_SAMPLES, subbands), fading, k_factor)
-        mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
-        step = max(1, _CHUNK_ELEMENTS // gains.size)
-        for start in range(0, bw.size, step):
-            part = slice(start, start + step)
-            bits = bw.ravel()[part, None] * subband_se(se, snr.ravel()[part, None, None] * gains[None]) * coherence_s
-            mean[part], square[part], empty[part] = bits.mean(axis=1), (bits * bits).mean(axis=1), (bits <= 0).mean(axis=1)
-        return mean, np.maximum(square - mean * mean, 0.0), empty
+    if interference is not None or subbands > 1:
+        bw, snr = bw.ravel(), snr.ravel()
+
+        def compute(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            if interference is None:
+                return _subband_moments(bw[rows], snr[rows], coherence_s, fading, k_factor, se, subbands)
+            return _faded_interference_moments(bw[rows], snr[rows], coherence_s, fading, k_factor, se, subbands, interference.subset(rows))
+
+        return _remembered(se, (coherence_s, fading, k_factor, subbands), bw, snr, interference, compute)
     gain, weight = _fading_points(fading, k_factor)
     mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
     step = max(1, _CHUNK_ELEMENTS // gain.size)
@@ -509,6 +528,49 @@ def block_bits_moments(
         mean[part] = bits @ weight
         square[part] = (bits * bits) @ weight
         empty[part] = (bits <= 0) @ weight
+    return mean, np.maximum(square - mean * mean, 0.0), empty
+
+
+_MOMENTS: dict[int, tuple[object, dict]] = {}
+"""Per link (by identity, the link held with its table so the identity is not reused): a user's block-bit moments by
+its settings, bandwidth, mean SNR and interference law (``_remembered``)."""
+MOMENTS_KEPT = 1 << 20
+"""Entries a link's table keeps before it is emptied (about 200 MB at most)."""
+
+
+def _remembered(se, settings: tuple, bw: np.ndarray, snr: np.ndarray, interference: FadedInterference | None, compute):
+    """``compute(rows)``'s moments for the users not seen before, the others' from the link's table. Exact: with
+    subbands or faded interference each user's moments are sums over its own row of fixed samples, the same
+    numbers whichever users share the call, and a long transfer's users come back round after round (0.5 s of a
+    10,000-user faded round, ``benchmarks/bench_multicell.py``)."""
+    entry = _MOMENTS.get(id(se))
+    if entry is None or entry[0] is not se:
+        entry = _MOMENTS[id(se)] = (se, {})
+    table = entry[1]
+    columns = [bw.tolist(), snr.tolist()]
+    if interference is not None:
+        columns += [interference.shape.tolist(), interference.scale.tolist()]
+    keys = [(settings, *row) for row in zip(*columns)]
+    missing = [row for row, key in enumerate(keys) if key not in table]
+    if len(table) + len(missing) > MOMENTS_KEPT:
+        table.clear()
+        missing = list(range(len(keys)))
+    if missing:
+        mean, var, empty = compute(np.array(missing, dtype=np.int64))
+        table.update(zip((keys[row] for row in missing), zip(mean.tolist(), var.tolist(), empty.tolist())))
+    values = np.array([table[key] for key in keys], dtype=float).reshape(len(keys), 3)
+    return values[:, 0].copy(), values[:, 1].copy(), values[:, 2].copy()
+
+
+def _subband_moments(bw: np.ndarray, snr: np.ndarray, coherence_s: float, fading: str, k_factor, se, subbands: int):
+    """``block_bits_moments`` of blocks of ``subbands`` subbands: over ``SUBBAND_SAMPLES`` fixed blocks of gains."""
+    gains = draw_fading(np.random.default_rng(0), (SUBBAND_SAMPLES, subbands), fading, k_factor)
+    mean, square, empty = np.empty(bw.size), np.empty(bw.size), np.empty(bw.size)
+    step = max(1, _CHUNK_ELEMENTS // gains.size)
+    for start in range(0, bw.size, step):
+        part = slice(start, start + step)
+        bits = bw[part, None] * subband_se(se, snr[part, None, None] * gains[None]) * coherence_s
+        mean[part], square[part], empty[part] = bits.mean(axis=1), (bits * bits).mean(axis=1), (bits <= 0).mean(axis=1)
     return mean, np.maximum(square - mean * mean, 0.0), empty
 
 

@@ -164,13 +164,15 @@ class NetworkModel:
             bits_per_model = plan.model_params * profile.bits_per_parameter
             faded = None if self.signal_loss_db is None else (self.cell.dl_interference, self.cell.ul_interference)
             dl_loss, ul_loss = self.signal_loss_db or (self.path_loss_db, self.uplink_loss_db)
-            stream_durations, upload, deliveries = phy.block_durations(
+            stream_durations, upload, deliveries, upload_use = phy.block_durations(
                 profile.physical, dl_loss, ul_loss, members, payloads * bits_per_model,
                 uplink_payload * bits_per_model, clients, rng, labels, self.los, faded,
             )
             if profile.physical.ul_scheduler != "time_share":
                 ul_share, ul_prb = self._block_prb_share()[clients], self.prb_link(clients)
-            if profile.physical.link == "nr":
+            if upload_use is not None:
+                mcs, retransmissions = upload_use
+            elif profile.physical.link == "nr":
                 if self._block_use is None:
                     self._block_use = phy.uplink_block_use(profile.physical, phy.link_snr(profile.physical, "ul", self.uplink_loss_db), self.los)
                 mcs = self._block_use[0][clients]

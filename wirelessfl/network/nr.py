@@ -258,9 +258,21 @@ def snr_index(tables: NrTables, snr) -> np.ndarray:
     """Grid index of linear SINRs, computed as Sionna's ``get_idx_from_grid`` does (float32, half to even).
     An SINR of 0 reads the grid's first point, as -inf dB does in Sionna's clamp."""
     low, _, step = tables.snr_grid
-    db = np.float32(10.0) * np.log10(np.maximum(np.asarray(snr, dtype=np.float32), np.float32(1e-30)))
-    index = np.rint((db - np.float32(low)) / np.float32(step))
-    return np.clip(index, 0, tables.snr_db.size - 1).astype(np.int64)
+    db = np.maximum(np.asarray(snr, dtype=np.float32), np.float32(1e-30))  # a new array: worked on in place below
+    if db.ndim == 0:
+        index = np.rint((np.float32(10.0) * np.log10(db) - np.float32(low)) / np.float32(step))
+        return np.clip(index, 0, _grid_size(tables) - 1).astype(np.int64)
+    np.log10(db, out=db)
+    np.multiply(np.float32(10.0), db, out=db)
+    np.subtract(db, np.float32(low), out=db)
+    np.divide(db, np.float32(step), out=db)
+    np.rint(db, out=db)
+    return np.clip(db, 0, _grid_size(tables) - 1, out=db).astype(np.int64)
+
+
+def _grid_size(tables: NrTables) -> int:
+    """Points of the SINR grid (``tables.snr_db.size``, without building the grid)."""
+    return tables.bler.shape[3]
 
 
 def tbler_table(tables: NrTables, category: int, prbs: int) -> np.ndarray:
@@ -379,10 +391,20 @@ def eesm_sinr(sinr: np.ndarray, beta) -> np.ndarray:
     In float32 for float32 SINRs (as Sionna computes it, and ten times faster here), else in float64."""
     sinr = np.asarray(sinr)
     sinr = sinr if sinr.dtype == np.float32 else sinr.astype(float)
-    beta = np.asarray(beta, dtype=sinr.dtype)[..., None]
+    return _eesm_of(*_eesm_parts(sinr), beta)
+
+
+def _eesm_parts(sinr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What ``eesm_sinr`` computes of the subbands whatever the beta: their smallest SINR and -(SINR - smallest)."""
     low = sinr.min(axis=-1, keepdims=True)
-    effective = (low - beta * np.log(np.mean(np.exp(-(sinr - low) / beta), axis=-1, keepdims=True)))[..., 0]
-    floor, ceiling = (sinr.dtype.type(10.0 ** (db / 10.0)) for db in EESM_CLAMP_DB)
+    return low, -(sinr - low)
+
+
+def _eesm_of(low: np.ndarray, below: np.ndarray, beta) -> np.ndarray:
+    """``eesm_sinr`` from ``_eesm_parts``: the same operations in the same order, so the same numbers."""
+    beta = np.asarray(beta, dtype=below.dtype)[..., None]
+    effective = (low - beta * np.log(np.mean(np.exp(below / beta), axis=-1, keepdims=True)))[..., 0]
+    floor, ceiling = (below.dtype.type(10.0 ** (db / 10.0)) for db in EESM_CLAMP_DB)
     return np.clip(effective, floor, ceiling)
 
 
@@ -419,13 +441,16 @@ class EesmLink:
         tables = self.link.tables
         index = snr_index(tables, flat.mean(axis=1, dtype=np.float64))
         chosen = self.highest[index]
-        todo = np.flatnonzero(chosen >= 0)
+        served = np.flatnonzero(chosen >= 0)
+        low, below = _eesm_parts(flat[served])  # once: every pass below only changes beta
+        todo, rows = served, np.arange(served.size)
         while todo.size:
             m = chosen[todo]
-            at = snr_index(tables, eesm_sinr(flat[todo], tables.eesm_beta[m]))
+            at = snr_index(tables, _eesm_of(low[rows], below[rows], tables.eesm_beta[m]))
             supported = self.highest[at]
             chosen[todo], index[todo] = supported, at
-            todo = todo[(supported != m) & (supported >= 0)]
+            going = (supported != m) & (supported >= 0)
+            todo, rows = todo[going], rows[going]
         return chosen.reshape(sinr.shape[:-1]), index.reshape(sinr.shape[:-1])
 
     def subbands_se(self, sinr: np.ndarray) -> np.ndarray:
@@ -451,3 +476,151 @@ def eesm_link(link: NrLink) -> EesmLink:
         goodput[m] = np.where(usable[m], tbs[m] * (1.0 - lost) / transmissions, 0.0)
     highest = np.where(usable.any(axis=0), usable.shape[0] - 1 - np.argmax(usable[::-1], axis=0), -1)
     return EesmLink(link=link, usable=usable, goodput_by_mcs=goodput, highest=highest)
+
+
+@dataclass(frozen=True)
+class OllaLink:
+    """An NR direction whose MCS comes from outer-loop link adaptation (Sionna SYS's ``OuterLoopLinkAdaptation``).
+
+    In each fading block the MCS is the highest whose TBLER meets the BLER target at the estimated SINR: the SINR
+    reported ``cqi_delay_blocks`` blocks earlier less an offset (dB); when none does, the lowest MCS, as Sionna's
+    ``InnerLoopLinkAdaptation`` falls back. The block's ``feedbacks_per_block`` transmissions (one per slot) then
+    succeed or fail at the block's true SINR, and the offset moves by +``delta_up_db`` per NACK and
+    -``delta_down_db`` per ACK, clamped to [``offset_min_db``, ``offset_max_db``]: at the loop's equilibrium NACKs
+    are a ``bler_target`` share of the feedback. Called on one SINR it is the inner-loop ``NrLink`` (the mean rates
+    that size draws); ``start`` begins one transfer's loops.
+    """
+
+    link: NrLink
+    delta_up_db: float
+    delta_down_db: float
+    cqi_delay_blocks: int
+    offset_init_db: float
+    offset_min_db: float
+    offset_max_db: float
+    feedbacks_per_block: int
+    lowest: int
+    """The lowest MCS with BLER data: the one sent when no MCS meets the target at the estimate."""
+    nack: np.ndarray
+    """``[mcs, grid]``: the chance that one slot's transmission of MCS m at true grid SINR s fails (a TB's
+    ``E[T] - 1 + p_lost`` failed copies out of its ``E[T]``)."""
+    goodput_by_mcs: np.ndarray
+    """``[mcs, grid]``: expected goodput per slot (bits) of MCS m held at true grid SINR s, HARQ included."""
+
+    def __call__(self, snr) -> np.ndarray:
+        return self.link(snr)
+
+    def estimated_mcs(self, reported_db: np.ndarray, offset_db: np.ndarray) -> np.ndarray:
+        """The MCS chosen for a report (dB) and an offset (dB), as Sionna computes it: the estimate back to a
+        linear float32 SINR, its grid index, the highest MCS meeting the target there, else ``lowest``."""
+        estimate = np.float32(10.0) ** ((np.asarray(reported_db, np.float32) - np.asarray(offset_db, np.float32)) / np.float32(10.0))
+        chosen = self.link.mcs[snr_index(self.link.tables, estimate)]
+        return np.where(chosen >= 0, chosen, self.lowest)
+
+    def step(self, offset_db: np.ndarray, nacks: np.ndarray, acks: np.ndarray) -> np.ndarray:
+        """The offsets after ``nacks`` and ``acks`` feedbacks (float32, as Sionna keeps them), clamped once."""
+        moved = np.asarray(offset_db, np.float32) + np.float32(self.delta_up_db) * np.asarray(nacks, np.float32)
+        moved = moved - np.float32(self.delta_down_db) * np.asarray(acks, np.float32)
+        return np.clip(moved, np.float32(self.offset_min_db), np.float32(self.offset_max_db)).astype(np.float32)
+
+    def start(self, mean_sinr: np.ndarray) -> OllaRun:
+        """The loops of one transfer per user: offsets at ``offset_init_db``, and before the first report
+        arrives, each user's mean SINR as its report (what the gNB knows from the user's long-term CQI)."""
+        return OllaRun(self, np.asarray(mean_sinr, dtype=float))
+
+
+class OllaRun:
+    """One ``link.transfer_time`` call's outer loops, one per user (rows: the call's users): offsets, the SINR
+    reports still on their way, and what the blocks used (MCS counts, NACKs, spectral efficiency moments)."""
+
+    def __init__(self, olla: OllaLink, mean_sinr: np.ndarray) -> None:
+        n = mean_sinr.size
+        self.olla = olla
+        self.offset = np.full(n, olla.offset_init_db, dtype=np.float32)
+        mean_db = (10.0 * np.log10(np.maximum(mean_sinr, 1e-30))).astype(np.float32)
+        self.pending = np.repeat(mean_db[:, None], olla.cqi_delay_blocks, axis=1)  # oldest first
+        self.mcs_blocks = np.zeros((n, olla.nack.shape[0]), dtype=np.int64)
+        self.nacks = np.zeros(n)
+        self.se_sum, self.se_square, self.zero, self.drawn = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+        self.last_mcs = self.last_nacks = np.zeros((0, 0))
+
+    def blocks(self, users: np.ndarray, sinr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Spectral efficiency ``[users, blocks]`` of the next blocks of ``users`` at true SINRs ``sinr``, the offsets
+        moved block by block. Draws: per block, one binomial of the NACKs among its feedbacks for every user."""
+        olla, tables = self.olla, self.olla.link.tables
+        rows, blocks = sinr.shape
+        true_index = snr_index(tables, sinr)
+        true_db = (np.float32(10.0) * np.log10(np.maximum(sinr.astype(np.float32), np.float32(1e-30)))).astype(np.float32)
+        delay = olla.cqi_delay_blocks
+        reports = np.concatenate([self.pending[users], true_db], axis=1) if delay else true_db
+        offset = self.offset[users]
+        mcs = np.empty((rows, blocks), dtype=np.int64)
+        nacks = np.empty((rows, blocks), dtype=np.int64)
+        feedbacks = olla.feedbacks_per_block
+        for b in range(blocks):
+            m = olla.estimated_mcs(reports[:, b], offset)
+            failed = rng.binomial(feedbacks, olla.nack[m, true_index[:, b]])
+            offset = olla.step(offset, failed, feedbacks - failed)
+            mcs[:, b], nacks[:, b] = m, failed
+        self.offset[users] = offset
+        if delay:
+            self.pending[users] = reports[:, -delay:]
+        se = olla.goodput_by_mcs[mcs, true_index] / (olla.link.slot_s * olla.link.bandwidth_hz)
+        self.se_sum[users] += se.sum(axis=1)
+        self.se_square[users] += (se * se).sum(axis=1)
+        self.zero[users] += (se <= 0).sum(axis=1)
+        self.drawn[users] += blocks
+        self.last_mcs, self.last_nacks = mcs, nacks
+        return se
+
+    def count(self, users: np.ndarray, used: np.ndarray) -> None:
+        """Add the last ``blocks`` call's blocks to the users' upload: ``used[users, blocks]`` is the share of each
+        block the transfer used (1, a fraction for the block it ends in, 0 after)."""
+        levels = self.mcs_blocks.shape[1]
+        flat = (np.arange(users.size)[:, None] * levels + self.last_mcs)[used > 0]
+        self.mcs_blocks[users] += np.bincount(flat, minlength=users.size * levels).reshape(users.size, levels)
+        self.nacks[users] += (self.last_nacks * used).sum(axis=1)
+
+    def moments(self, users: np.ndarray, bits_per_se: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per user, the mean and variance of its bits per block and its share of empty blocks, over the blocks it
+        has drawn: the law of the rest of a long transfer (``link.transfer_time``'s renewal step)."""
+        drawn = np.maximum(self.drawn[users], 1.0)
+        mean = self.se_sum[users] / drawn
+        var = np.maximum(self.se_square[users] / drawn - mean * mean, 0.0)
+        return bits_per_se * mean, bits_per_se**2 * var, self.zero[users] / drawn
+
+    def extend(self, users: np.ndarray, blocks: np.ndarray) -> None:
+        """``blocks`` more blocks of ``users``' uploads at the NACK rate of those they drew (renewal step)."""
+        drawn = self.mcs_blocks[users].sum(axis=1)
+        self.nacks[users] += np.where(drawn > 0, self.nacks[users] / np.maximum(drawn, 1), 0.0) * blocks
+
+    def use(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per user, the MCS most of its upload's blocks used (the lowest of a tie; -1 with none) and its NACKs
+        (each a HARQ retransmission), rounded."""
+        modal = np.argmax(self.mcs_blocks, axis=1)
+        return np.where(self.mcs_blocks.sum(axis=1) > 0, modal, -1).astype(np.int64), np.rint(self.nacks).astype(np.int64)
+
+
+def olla_link(
+    link: NrLink, delta_up_db: float = 1.0, cqi_delay_blocks: int = 0, offset_init_db: float = 0.0,
+    offset_min_db: float = -20.0, offset_max_db: float = 20.0, feedbacks_per_block: int = 1,
+) -> OllaLink:
+    """``link`` with outer-loop link adaptation: its per-MCS HARQ statistics at every grid SINR, computed once.
+    ``delta_down_db`` is Sionna's ``delta_up·target/(1 - target)``, computed as Sionna does (in float64)."""
+    tables = link.tables
+    tbler = tbler_table(tables, link.category, link.prbs)
+    valid = np.isfinite(tbler).all(axis=1)
+    nack = np.ones(tbler.shape)
+    goodput = np.zeros(tbler.shape)
+    tbs = tables.tbs[link.category, :, link.prbs - 1].astype(float)
+    for m in np.flatnonzero(valid).tolist():
+        _, transmissions, lost = harq_statistics(tbler, np.full(tbler.shape[1], m), link.harq_retransmissions, tables.snr_grid[2])
+        nack[m] = (transmissions - 1.0 + lost) / transmissions
+        goodput[m] = tbs[m] * (1.0 - lost) / transmissions
+    target = link.bler_target
+    return OllaLink(
+        link=link, delta_up_db=float(delta_up_db), delta_down_db=float(delta_up_db) * target / (1.0 - target),
+        cqi_delay_blocks=int(cqi_delay_blocks), offset_init_db=float(offset_init_db), offset_min_db=float(offset_min_db),
+        offset_max_db=float(offset_max_db), feedbacks_per_block=max(1, int(feedbacks_per_block)),
+        lowest=int(np.flatnonzero(valid)[0]), nack=nack, goodput_by_mcs=goodput,
+    )

@@ -104,10 +104,23 @@ def nr_link(settings: NrSettings, direction: str, bandwidth_hz: float) -> nr.NrL
 def block_link(channel: PhysicalChannel, direction: str):
     """The link abstraction a fading block of a direction is sent with: ``link_model``, or with ``subband_mapping:
     eesm`` the direction's NR link mapping each block's subbands to one effective SINR (``nr.EesmLink``)."""
+    if channel.link == "nr" and channel.nr.olla is not None and direction == "ul":
+        return _olla_link(channel.nr, channel.uplink_bandwidth_hz, channel.block_s * channel.time_share("ul"))
     if channel.subband_mapping != "eesm":
         return link_model(channel, direction)
     bandwidth = channel.bandwidth_hz if direction == "dl" else channel.uplink_bandwidth_hz
     return _eesm_link(channel.nr, direction, bandwidth)
+
+
+@lru_cache(maxsize=32)
+def _olla_link(settings: NrSettings, bandwidth_hz: float, uplink_s_per_block: float) -> nr.OllaLink:
+    """The uplink with ``physical.nr.olla``: one HARQ feedback per uplink slot of a fading block (at least one)."""
+    ul = nr_link(settings, "ul", bandwidth_hz)
+    olla = settings.olla
+    return nr.olla_link(
+        ul, olla.delta_up_db, olla.cqi_delay_blocks, olla.offset_init_db, olla.offset_min_db, olla.offset_max_db,
+        feedbacks_per_block=round(uplink_s_per_block / ul.slot_s),
+    )
 
 
 @lru_cache(maxsize=32)
@@ -319,9 +332,10 @@ def block_durations(
     channel: PhysicalChannel, loss_db: np.ndarray, ul_loss_db: np.ndarray, stream_members: tuple[np.ndarray, ...], stream_bits: np.ndarray,
     upload_bits: np.ndarray, clients: np.ndarray, rng: np.random.Generator, labels: tuple[str, ...] = (),
     los: np.ndarray | None = None, interference: tuple[FadedInterference, FadedInterference] | None = None,
-) -> tuple[np.ndarray, np.ndarray, tuple[StreamDelivery, ...]]:
-    """Stream and upload durations (s) over block fading of length ``channel.block_s``, and each stream's
-    delivery (rate, repairs).
+) -> tuple[np.ndarray, np.ndarray, tuple[StreamDelivery, ...], tuple[np.ndarray, np.ndarray] | None]:
+    """Stream and upload durations (s) over block fading of length ``channel.block_s``, each stream's
+    delivery (rate, repairs), and with ``physical.nr.olla`` each upload's (modal MCS, HARQ retransmissions) as
+    its loop drew them (None without).
 
     Draw order: each stream's receivers' blocks (then its repairs' blocks) in
     stream order, then the uploads' blocks (``link.multicast_transfer``,
@@ -346,10 +360,11 @@ def block_durations(
         for label, bits, members in zip(labels, stream_bits.tolist(), stream_members)
     )
     streams = np.array([d.seconds for d in deliveries])
-    uploads = link.transfer_time(
+    sent = link.transfer_time(
         upload_bits, channel.uplink_bandwidth_hz * channel.time_share("ul"), ul_snr, rng, block, fading, k, block_link(channel, "ul"), MAX_BLOCKS,
         subbands=channel.subbands, interference=ul_faded,
-    ).time_s
+    )
     ul_sinr = ul_snr if ul_faded is None else ul_snr / (1.0 + ul_faded.mean)
-    uploads = np.where(np.asarray(upload_bits) > 0, uploads + harq_tail_s(channel, "ul", ul_sinr), uploads)
-    return streams, np.asarray(uploads, dtype=float), deliveries
+    uploads = np.where(np.asarray(upload_bits) > 0, sent.time_s + harq_tail_s(channel, "ul", ul_sinr), sent.time_s)
+    use = None if sent.mcs is None else (sent.mcs, sent.retransmissions)
+    return streams, np.asarray(uploads, dtype=float), deliveries, use

@@ -208,8 +208,9 @@ def prb_landings(ready, service: np.ndarray, table: np.ndarray, scheduler: str =
     n, m_total = service.size, table.shape[1] - 1
     starts = np.broadcast_to(np.asarray(ready, dtype=float), service.shape)
     landings, airtime, prb_s = np.full(n, math.inf), np.zeros(n), np.zeros(n)
-    order = [int(j) for j in np.argsort(starts, kind="stable") if math.isfinite(service[j])]
-    one_prb = table[:, 1]
+    # Python floats in the event loop: the same IEEE arithmetic as numpy's scalars, several times faster to read.
+    start_at, needs, one_prb = starts.tolist(), service.tolist(), table[:, 1].tolist()
+    order = [j for j in np.argsort(starts, kind="stable").tolist() if math.isfinite(needs[j])]
     active: list[int] = []  # light regime (m <= M): explicit remaining service
     left: dict[int, float] = {}
     heap: list[tuple[float, int]] = []  # heavy regime (m > M): virtual finishing tags
@@ -219,7 +220,7 @@ def prb_landings(ready, service: np.ndarray, table: np.ndarray, scheduler: str =
 
     def to_heavy() -> None:
         for j in active:
-            heapq.heappush(heap, (virtual + left[j] / one_prb[j], j))
+            heapq.heappush(heap, (virtual + _per(left[j], one_prb[j]), j))
             joined[j] = virtual
         active.clear()
         left.clear()
@@ -231,10 +232,10 @@ def prb_landings(ready, service: np.ndarray, table: np.ndarray, scheduler: str =
             prb_s[j] += virtual - joined[j]
             active.append(j)
         heap.clear()
-        active.sort(key=lambda j: starts[j])
+        active.sort(key=lambda j: start_at[j])
 
     while position < len(order) or heap or active:
-        arrival = starts[order[position]] if position < len(order) else math.inf
+        arrival = start_at[order[position]] if position < len(order) else math.inf
         if heap:
             m = len(heap)
             tag, j = heap[0]
@@ -252,7 +253,7 @@ def prb_landings(ready, service: np.ndarray, table: np.ndarray, scheduler: str =
             now = arrival
             j = order[position]
             position += 1
-            heapq.heappush(heap, (virtual + service[j] / one_prb[j], j))
+            heapq.heappush(heap, (virtual + _per(needs[j], one_prb[j]), j))
             joined[j] = virtual
             continue
         if active:
@@ -282,7 +283,14 @@ def prb_landings(ready, service: np.ndarray, table: np.ndarray, scheduler: str =
         j = order[position]
         position += 1
         active.append(j)
-        left[j] = float(service[j])
+        left[j] = needs[j]
         if len(active) > m_total:
             to_heavy()
     return landings, airtime, prb_s
+
+
+def _per(service: float, rate: float) -> float:
+    """``service / rate`` as numpy divides: a rate of 0 gives inf (nan for no service) instead of an error."""
+    if rate:
+        return service / rate
+    return math.inf if service > 0 else math.nan if service == 0 else -math.inf

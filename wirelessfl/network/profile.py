@@ -170,6 +170,53 @@ def _check_keys(where: str, given: Mapping[str, Any], allowed: list[str]) -> Non
 
 
 @dataclass(frozen=True)
+class OllaSettings:
+    """Outer-loop link adaptation of the uploads (``nr.OllaLink``, Sionna SYS's ``OuterLoopLinkAdaptation``).
+
+    Each block's MCS is the highest meeting ``physical.nr.bler_target`` at the SINR reported ``cqi_delay_blocks``
+    blocks ago less an offset (dB) that starts at ``offset_init_db``, rises by ``delta_up_db`` on every NACK and falls
+    by ``delta_up_db·target/(1 - target)`` on every ACK, within [``offset_min_db``, ``offset_max_db``] (Sionna's
+    defaults: 1 dB, -20 dB, 20 dB), so the BLER target is met on average rather than in every block.
+    """
+
+    delta_up_db: float = 1.0
+    cqi_delay_blocks: int = 0
+    offset_init_db: float = 0.0
+    offset_min_db: float = -20.0
+    offset_max_db: float = 20.0
+
+    def __post_init__(self) -> None:
+        up = _number("physical.nr.olla.delta_up_db", self.delta_up_db)
+        if not 0 < up <= 10:
+            raise ValueError(f"physical.nr.olla.delta_up_db must be in (0, 10] dB (Sionna's default is 1), got {up:g}")
+        object.__setattr__(self, "delta_up_db", up)
+        delay = self.cqi_delay_blocks
+        if isinstance(delay, bool) or not isinstance(delay, int) or not 0 <= delay <= 1000:
+            raise ValueError(f"physical.nr.olla.cqi_delay_blocks must be an integer in [0, 1000] (fading blocks), got {delay!r}")
+        for name in ("offset_init_db", "offset_min_db", "offset_max_db"):
+            value = _number(f"physical.nr.olla.{name}", getattr(self, name))
+            if not -100 <= value <= 100:
+                raise ValueError(f"physical.nr.olla.{name} must be in [-100, 100] dB, got {value:g}")
+            object.__setattr__(self, name, value)
+        if not self.offset_min_db < self.offset_max_db:
+            raise ValueError(f"physical.nr.olla.offset_min_db must be below offset_max_db, got {self.offset_min_db:g} and {self.offset_max_db:g}")
+        if not self.offset_min_db <= self.offset_init_db <= self.offset_max_db:
+            raise ValueError(f"physical.nr.olla.offset_init_db must be in [offset_min_db, offset_max_db], got {self.offset_init_db:g}")
+
+    @classmethod
+    def from_dict(cls, values: Any) -> OllaSettings:
+        if isinstance(values, OllaSettings):
+            return values
+        if not isinstance(values, Mapping):
+            raise ValueError(f"physical.nr.olla must be a mapping of outer-loop link adaptation settings (or null), got {values!r}")
+        _check_keys("physical.nr.olla", values, [f.name for f in fields(cls)])
+        return cls(**dict(values))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True)
 class NrSettings:
     """The 5G NR link of ``link: nr`` (``network/nr.py``: Sionna SYS tables, TS 38.214 MCS and TBS).
 
@@ -177,7 +224,8 @@ class NrSettings:
     (TS 38.101-1) and the slot; ``mcs_table`` 1 (up to 64QAM) or 2 (256QAM) serves both
     directions; the MCS of each fading block is the highest meeting ``bler_target``;
     ``harq_retransmissions`` Chase-combined retransmissions per TB, the last TB's
-    costing ``harq_rtt_ms`` each at the end of a transfer.
+    costing ``harq_rtt_ms`` each at the end of a transfer. ``olla``: the uploads' MCS from a stale SINR report and
+    an outer-loop offset (``OllaSettings``) instead of the block's own SINR.
     """
 
     subcarrier_spacing_khz: int = 30
@@ -186,6 +234,7 @@ class NrSettings:
     harq_retransmissions: int = 3
     harq_rtt_ms: float = 2.0
     data_re_per_prb: int = 156
+    olla: OllaSettings | None = None
 
     def __post_init__(self) -> None:
         if self.subcarrier_spacing_khz not in NR_SPACINGS_KHZ:
@@ -204,6 +253,8 @@ class NrSettings:
         if re != int(re):
             raise ValueError(f"physical.nr.data_re_per_prb must be a whole number of resource elements, got {re:g}")
         object.__setattr__(self, "data_re_per_prb", int(re))
+        if self.olla is not None:
+            object.__setattr__(self, "olla", OllaSettings.from_dict(self.olla))
 
     @classmethod
     def from_dict(cls, values: Any) -> NrSettings:
@@ -215,7 +266,9 @@ class NrSettings:
         return cls(**dict(values))
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["olla"] = None if self.olla is None else self.olla.to_dict()
+        return out
 
 
 @dataclass(frozen=True)
@@ -366,6 +419,8 @@ class PhysicalChannel:
             )
         if self.topology is not None and self.topology.interference == "faded" and (self.block_s is None or self.fading == "none"):
             raise ValueError("physical.topology.interference 'faded' needs block fading (set coherence_s or ue_speed_mps) and fading other than 'none'")
+        if self.nr is not None and self.nr.olla is not None and (self.block_s is None or self.fading == "none" or self.subbands > 1):
+            raise ValueError("physical.nr.olla needs flat block fading: set coherence_s or ue_speed_mps, fading other than 'none' and subbands 1")
         if self.multicast == "coverage" and self.block_s is None:
             raise ValueError("physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps")
         self._check_sinr_threshold()

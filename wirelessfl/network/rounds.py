@@ -418,12 +418,13 @@ def shared_landings(ready: float | np.ndarray, service: np.ndarray) -> np.ndarra
     service = np.asarray(service, dtype=float)
     starts = np.broadcast_to(np.asarray(ready, dtype=float), service.shape)
     landings = np.full(service.shape, math.inf)
-    order = [int(j) for j in np.argsort(starts, kind="stable") if math.isfinite(service[j])]
+    start_at, needs = starts.tolist(), service.tolist()  # Python floats: numpy's arithmetic, cheaper to read
+    order = [j for j in np.argsort(starts, kind="stable").tolist() if math.isfinite(needs[j])]
     heap: list[tuple[float, int]] = []
     now = virtual = 0.0
     position = 0
     while position < len(order) or heap:
-        arrival = starts[order[position]] if position < len(order) else math.inf
+        arrival = start_at[order[position]] if position < len(order) else math.inf
         if heap:
             departure = now + (heap[0][0] - virtual) * len(heap)
             if departure <= arrival:
@@ -434,7 +435,7 @@ def shared_landings(ready: float | np.ndarray, service: np.ndarray) -> np.ndarra
             virtual += (arrival - now) / len(heap)
         now = arrival
         j = order[position]
-        heapq.heappush(heap, (virtual + float(service[j]), j))
+        heapq.heappush(heap, (virtual + needs[j], j))
         position += 1
     return landings
 
