@@ -3,8 +3,8 @@ batteries, the timeline adding up to the trace's round time, and bad settings re
 
 from __future__ import annotations
 
-import subprocess
 import sys
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from wirelessfl.algorithms.base import FORWARD_COST
+from wirelessfl.cli import run as cli_run
 from wirelessfl.config import ScenarioError, parse_scenario
 from wirelessfl.results.timeline import round_table
 from wirelessfl.run.build import build_units
@@ -170,13 +171,24 @@ def test_bad_energy_settings_name_the_field(energy, message):
     assert message in str(error.value)
 
 
-def test_the_cli_refuses_bad_energy_in_one_line_and_writes_nothing(tmp_path):
+def _command(monkeypatch, capsys, *args: str) -> SimpleNamespace:
+    """``wirelessfl ARGS`` in this process (the console entry point): its exit code, stdout and stderr."""
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["wirelessfl", *args])
+    try:
+        cli_run()
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
+
+
+def test_the_cli_refuses_bad_energy_in_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys):
     doc = {**SCENARIO, "networks": [{"name": "n", "rho": 1.0, "energy": {"p_tx_w": -1}}]}
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(doc))
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, "-m", "wirelessfl", "simulate", str(path), "--out", str(out), "--quiet"],
-                          capture_output=True, text=True)
+    done = _command(monkeypatch, capsys, "simulate", str(path), "--out", str(out), "--quiet")
     assert done.returncode == 2
     assert "networks[0]: energy.p_tx_w must be a finite number >= 0, got -1" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
@@ -199,7 +211,7 @@ def test_a_sweep_over_an_energy_setting_replays_and_maps_energy_to_target(tmp_pa
         assert (tmp_path / "sweep" / name).is_file()
 
 
-def test_plot_timeline_remakes_one_round_and_refuses_a_round_the_run_lacks(tmp_path):
+def test_plot_timeline_remakes_one_round_and_refuses_a_round_the_run_lacks(tmp_path, monkeypatch, capsys):
     import wirelessfl
 
     run = wirelessfl.simulate({**SCENARIO, "algorithms": [{"name": "fedavg"}, {"name": "fedfomo", "params": {"models_per_client": M}}]},
@@ -207,15 +219,13 @@ def test_plot_timeline_remakes_one_round_and_refuses_a_round_the_run_lacks(tmp_p
     assert (tmp_path / "run" / "timeline.html").is_file() and (tmp_path / "run" / "client_rounds.parquet").is_file()
     assert set(run.figures(target=0.5)) >= {"energy", "timeline", "energy_pareto"}
     (tmp_path / "run" / "timeline.html").unlink()
-    done = subprocess.run([sys.executable, "-m", "wirelessfl", "plot", str(tmp_path / "run"), "--timeline", "2"],
-                          capture_output=True, text=True)
+    done = _command(monkeypatch, capsys, "plot", str(tmp_path / "run"), "--timeline", "2")
     assert done.returncode == 0 and (tmp_path / "run" / "timeline.html").is_file()
     html = (tmp_path / "run" / "timeline.html").read_text(encoding="utf-8")
     assert "Round 2" in html and "fedfomo | wired" in html
     for bad, message in (("7", "--timeline: round 7 is not in this run; rounds are 1..2"),
                          ("0", "--timeline must be a round >= 1, got 0")):
-        done = subprocess.run([sys.executable, "-m", "wirelessfl", "plot", str(tmp_path / "run"), "--timeline", bad],
-                              capture_output=True, text=True)
+        done = _command(monkeypatch, capsys, "plot", str(tmp_path / "run"), "--timeline", bad)
         assert done.returncode == 2 and message in done.stderr and len(done.stderr.strip().splitlines()) == 1
 
 

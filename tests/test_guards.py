@@ -1,20 +1,22 @@
 """Every size a scenario controls is refused before it is allocated, in every command; nonsense is said in one line.
 
-The allocation cases run the command line in a child process under an address-space limit
-(``RLIMIT_AS``) and with the available memory fixed at 16 GB (``learning.data.guard.available_ram``), so a regression
-fails with a MemoryError instead of driving the machine into its OOM killer, and the estimate's verdict
-does not depend on the machine's memory.
+The allocation cases run the command line in one child process under an address-space limit
+(``RLIMIT_AS``) and with the available memory fixed per command (``learning.data.guard.available_ram``), so a
+regression fails with a MemoryError instead of driving the machine into its OOM killer, and the estimate's verdict
+does not depend on the machine's memory. The child imports torch once and runs every such command in turn
+(the ``guarded`` fixture); each test reads its commands' exit codes and output.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
 import sys
-import textwrap
 import warnings
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -52,27 +54,69 @@ OK = {
     "algorithms": [{"name": "fedavg"}],
 }
 CHILD = """
-import resource, sys
+import contextlib, importlib, io, json, os, resource, sys, traceback
 resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit}))
 import wirelessfl.learning.data.guard
-wirelessfl.learning.data.guard.available_ram = lambda: {available}
-{body}
-"""
-CLI_BODY = """
 from wirelessfl.cli import run
-sys.argv = ["wirelessfl", *sys.argv[1:]]
-run()
+
+def stub_png():
+    import wirelessfl.results.static as static
+    static.render = lambda fig, image_format="png": b"a stand-in: this child does not draw its static figures"
+
+jobs_file, results_file = sys.argv[1:3]
+results = []
+for job in json.load(open(jobs_file)):
+    os.chdir(job["cwd"])
+    sys.path.insert(0, job["cwd"])
+    importlib.invalidate_caches()
+    wirelessfl.learning.data.guard.available_ram = lambda available=job["available"]: available
+    if job["no_png"]:
+        stub_png()
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            if job["code"] is not None:
+                exec(job["code"], {{}})
+            else:
+                sys.argv = ["wirelessfl", *job["args"]]
+                run()
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    sys.path.remove(job["cwd"])
+    results.append({{"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()}})
+json.dump(results, open(results_file, "w"))
 """
-CLI_BODY_NO_PNG = """
-import wirelessfl.results.static as static
-static.render = lambda fig, image_format="png": b"a stand-in: this child does not draw its static figures"
-""" + CLI_BODY  # a run to its end without the PNGs (half its CPU), which tests/test_cli.py checks
+API_BODY = """
+import yaml, wirelessfl
+doc = yaml.safe_load(open("ok.yaml"))
+bomb = {**doc, "data": {"dataset": "synthetic", "clients": 10, "options": {"dim": 1000000000}}}
+for call in (lambda: wirelessfl.simulate(bomb, "run"), lambda: wirelessfl.sweep(bomb, {"rho": [1, 2]}, "sweep"),
+             lambda: wirelessfl.tune(bomb, "tuning"),
+             lambda: wirelessfl.sweep(doc, {"model.options.hidden": [[100000000]]}, "sweep")):
+    try:
+        call()
+    except ValueError as err:
+        print(str(err).split(" about ")[0])
+"""
 
 
-def _child(body: str, args: list[str], cwd: Path, available: int = AVAILABLE) -> subprocess.CompletedProcess:
-    code = CHILD.format(limit=ADDRESS_SPACE, available=available, body=textwrap.dedent(body))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(cwd)])}
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+def _children(jobs: list[dict], scratch: Path) -> list[SimpleNamespace]:
+    """Run each job (a command line, or Python code) in turn in one child under the address-space limit;
+    each gets its folder as working directory and on ``sys.path``, and its own available memory."""
+    (scratch / "jobs.json").write_text(json.dumps(jobs), encoding="utf-8")
+    code = CHILD.format(limit=ADDRESS_SPACE)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code, str(scratch / "jobs.json"), str(scratch / "results.json")],
+                          cwd=scratch, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [SimpleNamespace(**r) for r in json.loads((scratch / "results.json").read_text(encoding="utf-8"))]
+
+
+def _job(folder: Path, args: list[str] | None = None, code: str | None = None, available: int = AVAILABLE, no_png: bool = False) -> dict:
+    return {"cwd": str(folder), "args": args, "code": code, "available": available, "no_png": no_png}
 
 
 def _refused(result: subprocess.CompletedProcess, start: str) -> str:
@@ -99,6 +143,51 @@ DATA_BOMBS = [
     ({"dataset": "synthetic", "clients": 10, "options": {"num_samples": 1_000_000_000}}, "2.4 TB", "a pool of 1,000,000,000 samples of 1x1x150, 3 components"),
     ({"dataset": "synthetic", "clients": 10, "options": {"components": 100_000_000}}, "120 GB", "a pool of 100,000 samples of 1x1x150, 100,000,000 components"),
 ]
+
+
+OUTAGE_DOC = {**OK, "data": {**OK["data"], "clients": 10},
+              "networks": [{"preset": "wired", "physical": {"fading": "none", "ue_power_dbm": -14, "bs_power_dbm": 0, "cell_radius_m": 5000}}]}
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory) -> dict[str, tuple[Path, list[SimpleNamespace]]]:
+    """Every command of this file that must run under the address-space limit, run in one child: per case, its
+    folder and its commands' results, in order. The outage run goes first, so no earlier command has shown
+    (and so silenced) a warning it must keep from the user."""
+    cases: dict[str, tuple[Path, list[dict]]] = {}
+    folder = _folder(tmp_path_factory.mktemp("outage"), OUTAGE_DOC)
+    cases["outage"] = folder, [_job(folder, ["simulate", "ok.yaml", "--out", "run", "--quiet"], no_png=True)]
+    for i, (data, _, _) in enumerate(DATA_BOMBS):
+        folder = _folder(tmp_path_factory.mktemp(f"bomb{i}"))
+        cases[f"bomb{i}"] = folder, [_job(folder, ["validate", "ok.yaml", "--build", "--set", f"data={data}"])]
+    folder, bomb = _folder(tmp_path_factory.mktemp("every")), f"data={DATA_BOMBS[0][0]}"
+    cases["every"] = folder, [
+        _job(folder, ["simulate", "ok.yaml", "--set", bomb, "--out", "run", "--quiet"]),
+        _job(folder, ["tune", "ok.yaml", "--set", bomb, "--out", "tuning", "--quiet"]),
+        _job(folder, ["sweep", "ok.yaml", "--set", bomb, "--grid", "rho=1,2", "--out", "sweep", "--quiet"]),
+        _job(folder, ["sweep", "ok.yaml", "--grid", "data.options.dim=1000000000,150", "--set", "data.dataset=synthetic",
+                      "--out", "sweep", "--quiet"]),
+    ]
+    folder = _folder(tmp_path_factory.mktemp("unit"))
+    cases["unit"] = folder, [_job(folder, ["sweep", "ok.yaml", "--grid", "model.options.hidden=[100000000],[16]", "--out", "s", "--quiet"])]
+    folder = _folder(tmp_path_factory.mktemp("api"))
+    cases["api"] = folder, [_job(folder, code=API_BODY)]
+    folder = _folder(tmp_path_factory.mktemp("extend"))
+    with _cwd(folder):
+        assert runner.invoke(app, ["simulate", "ok.yaml", "--out", "run", "--quiet", "--keep-models"]).exit_code == 0
+    cases["extend"] = folder, [_job(folder, ["simulate", "--resume", "run", "--rounds", "100000", "--quiet"], available=100_000_000)]
+    extend_before = _files(folder / "run")
+    folder = _folder(tmp_path_factory.mktemp("factory"), {**OK, "model": {"name": "guards_models:leave"}})
+    (folder / "guards_models.py").write_text(MODULE)
+    (folder / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
+    cases["factory"] = folder, [
+        _job(folder, ["validate", "ok.yaml", "--build"]),
+        _job(folder, ["validate", "ok.yaml", "--set", "model.name=exits_on_import:f"]),
+    ]
+    results = iter(_children([job for _, jobs in cases.values() for job in jobs], tmp_path_factory.mktemp("children")))
+    done = {name: (folder, [next(results) for _ in jobs]) for name, (folder, jobs) in cases.items()}
+    done["extend_before"] = extend_before
+    return done
 
 
 # --------------------------------------------------------------------------- the data's own sizes
@@ -174,58 +263,36 @@ def test_data_that_fits_is_built(monkeypatch):
 # --------------------------------------------------------------------------- every door, under an address-space limit
 
 
-@pytest.mark.parametrize("data,peak,pool", DATA_BOMBS)
-def test_validate_refuses_data_bombs_in_one_line(tmp_path, data, peak, pool):
-    folder = _folder(tmp_path)
-    line = _refused(_child(CLI_BODY, ["validate", "ok.yaml", "--build", "--set", f"data={data}"], folder), "error: ok.yaml: memory: building the data needs")
+@pytest.mark.parametrize("case,peak,pool", [(f"bomb{i}", peak, pool) for i, (_, peak, pool) in enumerate(DATA_BOMBS)])
+def test_validate_refuses_data_bombs_in_one_line(guarded, case, peak, pool):
+    folder, (result,) = guarded[case]
+    line = _refused(result, "error: ok.yaml: memory: building the data needs")
     assert f"about {peak} at its peak ({pool})" in line
     assert sorted(p.name for p in folder.iterdir()) == ["ok.yaml"]
 
 
-def test_every_command_refuses_a_data_bomb_before_writing(tmp_path):
-    folder = _folder(tmp_path)
-    bomb = f"data={DATA_BOMBS[0][0]}"
+def test_every_command_refuses_a_data_bomb_before_writing(guarded):
+    """simulate, tune, sweep with the bomb set, sweep with the bomb in its grid."""
+    folder, (simulate, tune, sweep, grid) = guarded["every"]
     start = "error: ok.yaml: memory: building the data needs about 1,600 TB"
-    _refused(_child(CLI_BODY, ["simulate", "ok.yaml", "--set", bomb, "--out", "run", "--quiet"], folder), start)
-    _refused(_child(CLI_BODY, ["tune", "ok.yaml", "--set", bomb, "--out", "tuning", "--quiet"], folder), start)
-    _refused(
-        _child(CLI_BODY, ["sweep", "ok.yaml", "--set", bomb, "--grid", "rho=1,2", "--out", "sweep", "--quiet"], folder),
-        "error: memory: building the data needs about 1,600 TB",
-    )
-    _refused(
-        _child(CLI_BODY, ["sweep", "ok.yaml", "--grid", "data.options.dim=1000000000,150", "--set", "data.dataset=synthetic",
-                          "--out", "sweep", "--quiet"], folder),
-        "error: --grid data.options.dim=1000000000: memory: building the data needs about 1,600 TB",
-    )
+    _refused(simulate, start)
+    _refused(tune, start)
+    _refused(sweep, "error: memory: building the data needs about 1,600 TB")
+    _refused(grid, "error: --grid data.options.dim=1000000000: memory: building the data needs about 1,600 TB")
     assert sorted(p.name for p in folder.iterdir()) == ["ok.yaml"]
 
 
-def test_sweep_checks_each_unit_like_simulate(tmp_path):
+def test_sweep_checks_each_unit_like_simulate(guarded):
     """``--grid model.options.hidden=[100000000],[16]``: 3 clients of a 6.4e9-parameter model, refused before a unit is built."""
-    folder = _folder(tmp_path)
-    line = _refused(
-        _child(CLI_BODY, ["sweep", "ok.yaml", "--grid", "model.options.hidden=[100000000],[16]", "--out", "s", "--quiet"], folder),
-        "error: --grid model.options.hidden=[100000000]: memory: this run needs about ",
-    )
+    folder, (result,) = guarded["unit"]
+    line = _refused(result, "error: --grid model.options.hidden=[100000000]: memory: this run needs about ")
     assert line.endswith("use fewer clients (data.clients), a smaller training.batch_size, a smaller model (model) or fewer algorithms per run")
     assert sorted(p.name for p in folder.iterdir()) == ["ok.yaml"]
 
 
-def test_the_python_api_refuses_before_allocating_or_writing(tmp_path):
-    _folder(tmp_path)
-    body = """
-    import yaml, wirelessfl
-    doc = yaml.safe_load(open("ok.yaml"))
-    bomb = {**doc, "data": {"dataset": "synthetic", "clients": 10, "options": {"dim": 1000000000}}}
-    for call in (lambda: wirelessfl.simulate(bomb, "run"), lambda: wirelessfl.sweep(bomb, {"rho": [1, 2]}, "sweep"),
-                 lambda: wirelessfl.tune(bomb, "tuning"),
-                 lambda: wirelessfl.sweep(doc, {"model.options.hidden": [[100000000]]}, "sweep")):
-        try:
-            call()
-        except ValueError as err:
-            print(str(err).split(" about ")[0])
-    """
-    result = _child(body, [], tmp_path)
+def test_the_python_api_refuses_before_allocating_or_writing(guarded):
+    """simulate, sweep and tune of a data bomb, and a sweep with a too-large model in its grid (``API_BODY``)."""
+    tmp_path, (result,) = guarded["api"]
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == [
         "memory: building the data needs",
@@ -266,19 +333,13 @@ class _cwd:
         os.chdir(self.before)
 
 
-def test_extending_a_run_beyond_memory_changes_nothing(tmp_path):
+def test_extending_a_run_beyond_memory_changes_nothing(guarded):
     """``--resume RUN --rounds N`` checks the longer run's memory before its checkpoints are restamped: 100,000
     rounds of 3 clients keep (3 x 200 B + 3 kB) x 100,000 = 360 MB of records, over 80% of 100 MB."""
-    folder = _folder(tmp_path)
-    with _cwd(folder):
-        assert runner.invoke(app, ["simulate", "ok.yaml", "--out", "run", "--quiet", "--keep-models"]).exit_code == 0
-    before = _files(folder / "run")
-    line = _refused(
-        _child(CLI_BODY, ["simulate", "--resume", "run", "--rounds", "100000", "--quiet"], folder, available=100_000_000),
-        "error: memory: this run needs about 360 MB at its peak (round records 360 MB) but 100 MB is available",
-    )
+    folder, (result,) = guarded["extend"]
+    line = _refused(result, "error: memory: this run needs about 360 MB at its peak (round records 360 MB) but 100 MB is available")
     assert "use fewer rounds (rounds)" in line
-    assert _files(folder / "run") == before
+    assert _files(folder / "run") == guarded["extend_before"]
 
 
 # --------------------------------------------------------------------------- nonsense said in one line
@@ -329,18 +390,10 @@ def leave(input_shape, num_classes):
 '''
 
 
-def test_a_factory_calling_sys_exit_is_one_line(tmp_path):
-    folder = _folder(tmp_path, {**OK, "model": {"name": "guards_models:leave"}})
-    (folder / "guards_models.py").write_text(MODULE)
-    _refused(
-        _child(CLI_BODY, ["validate", "ok.yaml", "--build"], folder),
-        "error: ok.yaml: model 'guards_models:leave': the factory called sys.exit(0) instead of returning a torch.nn.Module",
-    )
-    (folder / "exits_on_import.py").write_text("import sys\nsys.exit(0)\n")
-    _refused(
-        _child(CLI_BODY, ["validate", "ok.yaml", "--set", "model.name=exits_on_import:f"], folder),
-        "error: ok.yaml: model.name: model 'exits_on_import:f': importing module 'exits_on_import' called sys.exit(0)",
-    )
+def test_a_factory_calling_sys_exit_is_one_line(guarded):
+    _, (factory, module) = guarded["factory"]
+    _refused(factory, "error: ok.yaml: model 'guards_models:leave': the factory called sys.exit(0) instead of returning a torch.nn.Module")
+    _refused(module, "error: ok.yaml: model.name: model 'exits_on_import:f': importing module 'exits_on_import' called sys.exit(0)")
 
 
 def test_a_nan_loss_is_said_in_one_line_and_in_summary(tmp_path, monkeypatch):
@@ -433,16 +486,13 @@ def test_a_link_budget_leaving_every_client_in_outage_is_refused(tmp_path):
     assert sorted(p.name for p in folder.iterdir()) == ["ok.yaml"]
 
 
-def test_a_run_with_most_clients_in_outage_says_so(tmp_path):
+def test_a_run_with_most_clients_in_outage_says_so(guarded):
     """7 of 10 users of a 5 km cell at -14 dBm cannot send the 9,920-bit model within 10,000 s (no fading, so
     every round alike): the run is not refused (under 90%), it warns, on the console and in summary.md, and no
     numpy warning reaches the user."""
-    doc = {**OK, "data": {**OK["data"], "clients": 10},
-           "networks": [{"preset": "wired", "physical": {"fading": "none", "ue_power_dbm": -14, "bs_power_dbm": 0, "cell_radius_m": 5000}}]}
-    folder = _folder(tmp_path, doc)
-    profile = SystemProfile.from_dict(doc["networks"][0])
+    folder, (result,) = guarded["outage"]
+    profile = SystemProfile.from_dict(OUTAGE_DOC["networks"][0])
     assert in_outage(profile.physical, NetworkModel(profile, 10, static_rng(0, profile)).path_loss_db, 310 * 32).sum() == 7
-    result = _child(CLI_BODY_NO_PNG, ["simulate", "ok.yaml", "--out", "run", "--quiet"], folder)
     assert result.returncode == 0, result.stderr[-3000:]
     line = (
         "on wired, 70% of the participants' rounds were in outage (receiving or sending the model took over 10,000 s, "

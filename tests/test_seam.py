@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import subprocess
 import sys
@@ -53,7 +54,27 @@ LAYERS = [
 ]
 """(module, a package it must not import, even indirectly)."""
 
+BASE = ("numpy", "pandas", "scipy", "sklearn", "matplotlib.pyplot", "plotly.graph_objects", "pydantic", "yaml", "rich")
+"""Third-party packages both groups load: imported once, then each group imports its modules in a fork."""
 IMPORTS = "import importlib, sys\nfor name in sys.argv[2:]: importlib.import_module(name)\nsys.exit(1 if sys.argv[1] in sys.modules else 0)"
+FORKED = """
+import importlib, json, os, sys
+for name in BASE:
+    importlib.import_module(name)
+assert not {f for f, _ in GROUPS} & set(sys.modules), "a third-party base package imports a forbidden one"
+codes = {}
+for forbidden, modules in GROUPS:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            for name in modules:
+                importlib.import_module(name)
+            os._exit(1 if forbidden in sys.modules else 0)
+        except BaseException:
+            os._exit(1)
+    codes[forbidden] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+print(json.dumps(codes))
+"""
 
 
 def _imports(modules: list[str], forbidden: str) -> bool:
@@ -61,12 +82,24 @@ def _imports(modules: list[str], forbidden: str) -> bool:
     return subprocess.run([sys.executable, "-c", IMPORTS, forbidden, *modules]).returncode != 0
 
 
+@pytest.fixture(scope="module")
+def layering() -> dict[str, int]:
+    """Per forbidden package, the exit code of importing every module that must not import it: one interpreter
+    imports ``BASE`` (none of which imports a forbidden package) and forks once per package, so the third-party
+    imports (seconds of CPU) are paid once."""
+    groups = [(f, [m for m, g in LAYERS if g == f]) for f in sorted({f for _, f in LAYERS})]
+    code = f"BASE = {BASE!r}\nGROUPS = {groups!r}\n{FORKED}"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
 @pytest.mark.parametrize("forbidden", sorted({f for _, f in LAYERS}))
-def test_layering(forbidden):
-    """All modules that must not import ``forbidden`` in one interpreter (none does, so neither does their union);
-    only on a failure one interpreter each, to name the culprits (a fresh interpreter per module cost ~2 s of CPU each)."""
+def test_layering(forbidden, layering):
+    """All modules that must not import ``forbidden`` in one forked interpreter (none does, so neither does their
+    union); only on a failure one fresh interpreter each, to name the culprits (~2 s of CPU each)."""
     modules = [m for m, f in LAYERS if f == forbidden]
-    if _imports(modules, forbidden):
+    if layering[forbidden] != 0:
         culprits = [m for m in modules if _imports([m], forbidden)]
         pytest.fail(f"{', '.join(culprits) or 'their union'} imports {forbidden}")
 

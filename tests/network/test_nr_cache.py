@@ -20,13 +20,23 @@ PARAMS = {"mcs_table": 1, "re_per_prb": 156}
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """One table-1 file built by Sionna (the real child process), and the tables read from it."""
+def real_build(tmp_path_factory):
+    """The one run of Sionna in this file (the real child process, not the copying stand-in): a table-1 file built
+    over 100 zero bytes in its place. Returns (the path, what reading the damaged file said, the tables
+    ``load_tables`` returned, the folder's file names after)."""
     root = tmp_path_factory.mktemp("nr-cache")
     previous = os.environ.get("WIRELESSFL_CACHE")
     os.environ["WIRELESSFL_CACHE"] = str(root)
     nr.load_tables.cache_clear()
     try:
+        (root / "nr").mkdir()
+        with pytest.MonkeyPatch.context() as patch:  # a build that only records the path asked for
+            patch.setattr(nr, "_build_tables", lambda path, params: path.write_bytes(b"\x00" * 100))
+            with pytest.raises(ValueError, match="after building it again"):
+                nr.load_tables(1, 156)
+        nr.load_tables.cache_clear()
+        (path,) = (root / "nr").iterdir()
+        damaged = nr.read_tables(path, nr.sionna_version(), PARAMS)
         tables = nr.load_tables(1, 156)
     finally:
         nr.load_tables.cache_clear()
@@ -34,7 +44,13 @@ def built(tmp_path_factory):
             del os.environ["WIRELESSFL_CACHE"]
         else:
             os.environ["WIRELESSFL_CACHE"] = previous
-    (path,) = (root / "nr").glob("*.npz")
+    return path, damaged, tables, sorted(p.name for p in path.parent.iterdir())
+
+
+@pytest.fixture(scope="module")
+def built(real_build):
+    """The table-1 file Sionna built, its bytes, and the tables read from it."""
+    path, _, tables, _ = real_build
     return path, path.read_bytes(), tables
 
 
@@ -226,16 +242,13 @@ def test_the_command_line_names_the_cache_folder_in_one_line_and_writes_nothing(
     assert not out.exists()
 
 
-def test_a_real_rebuild_replaces_random_bytes_with_sionnas_tables(built, tmp_path, monkeypatch):
-    """The real child process, not the copying stand-in: it writes the file whole over the damaged one."""
-    monkeypatch.setenv("WIRELESSFL_CACHE", str(tmp_path))
-    path = tmp_path / "nr" / built[0].name
-    path.parent.mkdir(parents=True)
-    path.write_bytes(b"\x00" * 100)
-    nr.load_tables.cache_clear()
-    try:
-        assert_same_tables(nr.load_tables(1, 156), built[2])
-    finally:
-        nr.load_tables.cache_clear()
-    assert nr.read_tables(path, built[2].sionna_version, PARAMS)[1] is None
-    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left behind
+def test_a_real_rebuild_replaces_random_bytes_with_sionnas_tables(real_build, tmp_path):
+    """The real child process (``real_build``), not the copying stand-in: it writes the file whole over the damaged one."""
+    path, damaged, tables, names = real_build
+    assert damaged[0] is None and damaged[1] is not None  # the 100 zero bytes were refused, so Sionna was run
+    assert path.read_bytes() != b"\x00" * 100
+    fresh, problem = nr.read_tables(path, tables.sionna_version, PARAMS)
+    assert problem is None
+    assert_same_tables(fresh, tables)
+    assert tables.sionna_version == nr.sionna_version()
+    assert names == [path.name]  # no temporary left behind
