@@ -7,7 +7,6 @@ import errno
 import json
 import os
 import pickle
-import shutil
 import struct
 from types import MappingProxyType
 
@@ -377,19 +376,11 @@ def test_keep_models_and_a_full_disk_while_writing_results_through_the_cli(tmp_p
     assert pd.read_parquet(run_dir / "trace.parquet")["round"].tolist() == [0, 1]
 
 
-@pytest.fixture(scope="module")
-def stopped_run(tmp_path_factory):
-    """A run directory of SMALL stopped after 2 rounds, with its partial checkpoint (trained once per module)."""
-    run_dir = _run_dir(tmp_path_factory.mktemp("stopped"))
+def _interrupted_run(tmp_path, doc=SMALL):
+    """A run directory stopped after 2 rounds, with its partial checkpoint."""
+    run_dir = _run_dir(tmp_path, doc)
     with pytest.raises(KeyboardInterrupt):
-        simulate(parse_scenario(SMALL), run_dir, stop_after_rounds=2)
-    return run_dir
-
-
-def _interrupted_run(stopped_run, tmp_path):
-    """A test's own copy of ``stopped_run`` at ``tmp_path / "run"``, free to damage or resume."""
-    run_dir = tmp_path / "run"
-    shutil.copytree(stopped_run, run_dir)
+        simulate(parse_scenario(doc), run_dir, stop_after_rounds=2)
     return run_dir, run_dir / "checkpoints" / "seed0__fedavg.partial.safetensors"
 
 
@@ -401,8 +392,8 @@ def _only_line(result) -> str:
     return _error(result)
 
 
-def test_flipped_bytes_in_the_model_tensor_are_refused_in_one_line(tmp_path, stopped_run):
-    run_dir, path = _interrupted_run(stopped_run, tmp_path)
+def test_flipped_bytes_in_the_model_tensor_are_refused_in_one_line(tmp_path):
+    run_dir, path = _interrupted_run(tmp_path)
     data = bytearray(path.read_bytes())
     size = int.from_bytes(data[:8], "little")
     header = json.loads(data[8 : 8 + size])
@@ -431,8 +422,8 @@ def test_a_checkpoint_of_the_previous_format_without_checksums_is_refused():
 
 
 @pytest.mark.parametrize("edit", [("lr: 0.05", "lr: 0.5"), ("rounds: 3", "rounds: 2")])
-def test_resuming_after_the_run_scenario_was_edited_is_refused(tmp_path, edit, stopped_run):
-    run_dir, path = _interrupted_run(stopped_run, tmp_path)
+def test_resuming_after_the_run_scenario_was_edited_is_refused(tmp_path, edit):
+    run_dir, path = _interrupted_run(tmp_path)
     source = run_dir / "scenario.yaml"
     text = source.read_text()
     assert edit[0] in text
@@ -451,10 +442,10 @@ def _files(run_dir):
 
 
 @pytest.mark.parametrize("seeding", [None, "per-algorithm"])
-def test_a_run_started_under_another_seeding_is_refused_and_left_as_it_was(tmp_path, seeding, stopped_run):
+def test_a_run_started_under_another_seeding_is_refused_and_left_as_it_was(tmp_path, seeding):
     """A run folder whose checkpoints were written before common random numbers (no seeding recorded)
     or under another scheme must not continue: its curves would mix two seedings."""
-    run_dir, path = _interrupted_run(stopped_run, tmp_path)
+    run_dir, path = _interrupted_run(tmp_path)
     size = int.from_bytes(path.read_bytes()[:8], "little")
     stamp = json.loads(path.read_bytes()[8 : 8 + size])["__metadata__"]["fingerprint"]
     state = checkpoint.load_checkpoint(path, CHECKPOINT_TYPES, stamp, PROVENANCE)
@@ -470,8 +461,8 @@ def test_a_run_started_under_another_seeding_is_refused_and_left_as_it_was(tmp_p
     assert _files(run_dir) == before
 
 
-def test_a_run_started_under_the_current_seeding_resumes_to_the_uninterrupted_trace(tmp_path, stopped_run):
-    run_dir, path = _interrupted_run(stopped_run, tmp_path)
+def test_a_run_started_under_the_current_seeding_resumes_to_the_uninterrupted_trace(tmp_path):
+    run_dir, path = _interrupted_run(tmp_path)
     size = int.from_bytes(path.read_bytes()[:8], "little")
     meta = json.loads(path.read_bytes()[8 : 8 + size])["__metadata__"]
     assert json.loads(meta["provenance"]) == {"seeding": "common-random-numbers"}
@@ -491,8 +482,8 @@ def test_provenance_is_checked_before_the_fingerprint():
     assert missing.value.found is None
 
 
-def test_settings_that_cannot_change_training_may_be_edited_before_a_resume(tmp_path, stopped_run):
-    run_dir, _ = _interrupted_run(stopped_run, tmp_path)
+def test_settings_that_cannot_change_training_may_be_edited_before_a_resume(tmp_path):
+    run_dir, _ = _interrupted_run(tmp_path)
     source = run_dir / "scenario.yaml"
     source.write_text(source.read_text().replace("target_accuracy: 0.8", "target_accuracy: 0.5"))
     assert runner.invoke(app, ["simulate", "--resume", str(run_dir), "--quiet"]).exit_code == 0
@@ -510,13 +501,13 @@ def test_a_file_where_the_checkpoint_folder_belongs_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("target", ["fifo", "outside"])
-def test_a_checkpoint_that_is_a_symlink_is_refused_without_reading_it(tmp_path, target, stopped_run):
+def test_a_checkpoint_that_is_a_symlink_is_refused_without_reading_it(tmp_path, target):
     run_dir = _run_dir(tmp_path)
     if target == "fifo":
         pointee = tmp_path / "pipe"
         os.mkfifo(pointee)  # opening it to read would block forever
     else:
-        _, real = _interrupted_run(stopped_run, tmp_path / "other")
+        _, real = _interrupted_run(tmp_path / "other")
         pointee = real
     path = run_dir / "checkpoints" / "seed0__fedavg.partial.safetensors"
     path.symlink_to(pointee)
@@ -555,10 +546,10 @@ def test_a_run_that_gains_a_curve_and_a_seed_resumes_without_retraining_its_fini
     assert _only_line(result).startswith(f"error: {run_dir / 'checkpoints' / 'seed0__local.done.safetensors'}: written for")
 
 
-def test_checkpoints_stamped_for_the_whole_scenario_resume_while_it_is_unchanged(tmp_path, stopped_run):
+def test_checkpoints_stamped_for_the_whole_scenario_resume_while_it_is_unchanged(tmp_path):
     """Checkpoints written before units had their own stamp carry the scenario's fingerprint: still read while
     the scenario is the one they were written for (and re-stamped for their unit then), refused once it changed."""
-    run_dir, path = _interrupted_run(stopped_run, tmp_path)
+    run_dir, path = _interrupted_run(tmp_path)
     scenario = parse_scenario(SMALL)
     state = checkpoint.load_checkpoint(path, CHECKPOINT_TYPES)
     checkpoint.save_checkpoint(path, state, CHECKPOINT_TYPES, scenario_fingerprint(scenario), PROVENANCE)
