@@ -6,7 +6,6 @@ import json
 import os
 import re
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
@@ -106,18 +105,17 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
-def test_a_quickstart_sized_run_draws_every_png_with_no_browser_installed(tmp_path):
+def test_a_quickstart_sized_run_draws_every_png_with_no_browser_installed(tmp_path, monkeypatch, capfd):
     """The quickstart's clients, curves and profiles (2 rounds, 1 seed) with a PATH that holds no browser."""
-    env = {**os.environ, "PATH": os.path.dirname(sys.executable), "PYTHONPATH": str(ROOT)}
-    env.pop("BROWSER_PATH", None)
+    monkeypatch.setenv("PATH", os.path.dirname(sys.executable))
+    monkeypatch.delenv("BROWSER_PATH", raising=False)
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "run"
-    done = subprocess.run(
-        [sys.executable, "-m", "wirelessfl", "simulate", str(ROOT / "scenarios" / "quickstart.yaml"), "--out", str(out),
-         "--rounds", "2", "--seed", "0", "--device", "cpu"],
-        capture_output=True, text=True, env=env, cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr
-    assert "PNG export" not in done.stdout + done.stderr and "Chrome" not in done.stdout + done.stderr
+    done = runner.invoke(app, ["simulate", str(ROOT / "scenarios" / "quickstart.yaml"), "--out", str(out),
+                               "--rounds", "2", "--seed", "0", "--device", "cpu"])
+    assert done.exit_code == 0, done.output
+    said = done.output + "".join(capfd.readouterr())
+    assert "PNG export" not in said and "Chrome" not in said
     for name in ("fig3.png", "fig2.png", "energy.png", "energy_pareto.png", "timeline.png"):
         width, height = _png_size(out / name)
         assert 1000 <= width <= 4000 and 500 <= height <= 6000, (name, width, height)
@@ -126,7 +124,9 @@ def test_a_quickstart_sized_run_draws_every_png_with_no_browser_installed(tmp_pa
     assert width > 2 * height  # three profile panels side by side
 
 
-def test_plot_format_pdf_and_svg_and_a_bad_format(run):
+def test_plot_format_pdf_and_svg_and_a_bad_format(run, monkeypatch, capsys):
+    from wirelessfl.cli import run as console
+
     run_dir, _ = run
     for image_format, magic in (("pdf", b"%PDF"), ("svg", b"<?xml")):
         plotted = runner.invoke(app, ["plot", str(run_dir), "--format", image_format])
@@ -135,10 +135,13 @@ def test_plot_format_pdf_and_svg_and_a_bad_format(run):
             assert (run_dir / f"{name}.{image_format}").read_bytes().startswith(magic), (name, image_format)
             assert str(run_dir / f"{name}.{image_format}") in plotted.output
     before = sorted(p.name for p in run_dir.iterdir())
-    done = subprocess.run([sys.executable, "-m", "wirelessfl", "plot", str(run_dir), "--format", "eps"],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr == (
+    capsys.readouterr()
+    monkeypatch.setattr("sys.argv", ["wirelessfl", "plot", str(run_dir), "--format", "eps"])
+    with pytest.raises(SystemExit) as done:
+        console()
+    said = capsys.readouterr()
+    assert done.value.code == 2 and said.out == ""
+    assert said.err == (
         "error: Invalid value for '--format': Value error, 'eps' is not one of 'png', 'pdf', 'svg'. (see `wirelessfl plot --help`)\n"
     )
     assert sorted(p.name for p in run_dir.iterdir()) == before
@@ -291,7 +294,7 @@ def test_a_run_is_extended_only_from_its_models_and_never_shortened(run):
 
 
 @pytest.mark.usefixtures("images_not_drawn")
-def test_without_a_terminal_a_run_prints_progress_lines_and_its_table_at_full_width(tmp_path, monkeypatch):
+def test_without_a_terminal_a_run_prints_progress_lines_and_its_table_at_full_width(tmp_path, monkeypatch, run):
     import wirelessfl.progress_lines
 
     monkeypatch.setattr(wirelessfl.progress_lines, "LINE_EVERY_S", 0.0)  # a round line at every round but the last
@@ -314,8 +317,8 @@ def test_without_a_terminal_a_run_prints_progress_lines_and_its_table_at_full_wi
     assert len(table) == 4 and "…" not in result.output  # 2 curves x 2 profiles, no cell cut short
     assert max(len(line) for line in table) > 80  # wider than the 80 columns rich assumes without a terminal
     assert any(re.fullmatch(r"│ fedavg +│ slow-ul-unreliable +│ \d+\.\d ± \d+\.\d +│.*│", line) for line in table), table
-    quiet = runner.invoke(app, ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(tmp_path / "quiet"), "--quiet"])
-    assert quiet.exit_code == 0 and not [line for line in quiet.output.splitlines() if line.startswith("[")], quiet.output
+    _, quiet = run  # the same scenario with --quiet: not even the started and done lines, which print at any LINE_EVERY_S
+    assert not [line for line in quiet.splitlines() if line.startswith("[")], quiet
 
 
 @pytest.mark.usefixtures("images_not_drawn")

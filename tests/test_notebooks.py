@@ -1,10 +1,13 @@
-"""The notebooks execute end to end at the size their parameter cell sets (the CI size)."""
+"""The notebooks execute end to end, every cell, at a test size appended to their parameter cell (as papermill would
+set it: the committed notebook a user opens keeps its own sizes)."""
 
 from pathlib import Path
 
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+# Fewer rounds, users and rho values than the notebook's CI size; every kind of k ("m", "auto") is kept.
+TEST_SIZE = {"tradeoffs.ipynb": "ROUNDS = 3\nCLIENTS = 12\nRHOS = [0.25, 4]"}
 
 
 @pytest.mark.parametrize("name", ["tradeoffs.ipynb"])
@@ -16,7 +19,7 @@ def test_notebook_runs(name, tmp_path):
     assert all(not cell.get("outputs") for cell in notebook.cells if cell.cell_type == "code"), f"{name} is committed with outputs"
     for cell in notebook.cells:  # runs and sweeps go to the test's folder, not a system temporary one
         if "parameters" in cell.metadata.get("tags", []):
-            cell.source += f"\nOUT_DIR = {str(tmp_path)!r}"
+            cell.source += f"\n{TEST_SIZE[name]}\nOUT_DIR = {str(tmp_path)!r}"
     client = nbclient.NotebookClient(notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(NOTEBOOKS)}})
     client.execute()
     errors = [o for cell in notebook.cells for o in cell.get("outputs", []) if o.get("output_type") == "error"]

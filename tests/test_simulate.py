@@ -179,9 +179,9 @@ def test_runtime_names_each_algorithms_own_pass(algorithm, label):
     assert unit["phases"]["evaluation"] > 0.0
 
 
-def _cell_summary(tmp_path, name: str) -> list[str]:
-    """scenarios/<name>.yaml cut to 2 rounds and one seed: seconds, every round finite and positive;
-    returns summary.md's lines."""
+def _cell_run(tmp_path, name: str):
+    """scenarios/<name>.yaml cut to 2 rounds and one seed: seconds, every round finite and positive; its outputs
+    (no figures) written to ``tmp_path``; returns the scenario and the result."""
     from wirelessfl.config import load_scenario
     from wirelessfl.results.run_outputs import write_run_outputs
 
@@ -192,16 +192,31 @@ def _cell_summary(tmp_path, name: str) -> list[str]:
     assert set(trace["time_unit"]) == {"s"}
     assert np.isfinite(trace["time"]).all() and (trace.loc[trace["round"] > 0, "round_time"] > 0).all()
     write_run_outputs(tmp_path, scenario, result, 1.0, figures="none")
+    return scenario, result
+
+
+def _cell_summary(tmp_path, name: str) -> list[str]:
+    """summary.md's lines of :func:`_cell_run`."""
+    _cell_run(tmp_path, name)
     return (tmp_path / "summary.md").read_text().splitlines()
 
 
-def test_the_uma_cell_scenario_runs_in_seconds(tmp_path):
+@pytest.fixture(scope="module")
+def uma_cell(tmp_path_factory):
+    """scenarios/uma-cell.yaml through :func:`_cell_run` once, for the tests that read its outputs."""
+    out = tmp_path_factory.mktemp("uma-cell")
+    scenario, result = _cell_run(out, "uma-cell")
+    return out, scenario, result
+
+
+def test_the_uma_cell_scenario_runs_in_seconds(uma_cell):
     """scenarios/uma-cell.yaml: TR 38.901 UMa, walking users, truncated Shannon, coverage multicast with
     unicast repairs; summary.md names the channel."""
+    out, _, _ = uma_cell
     assert (
         "- uma-walking: cell 35-500 m, TR 38.901 UMa at 3.5 GHz (with shadowing), Rayleigh fading in 25.9 ms blocks "
         "(1.4 m/s), TR 36.942 truncated Shannon rates, 20 MHz, coverage multicast (q = 0.9, unicast repairs)."
-    ) in _cell_summary(tmp_path, "uma-cell")
+    ) in (out / "summary.md").read_text().splitlines()
 
 
 def test_the_nr_cell_scenario_runs_and_names_its_link(tmp_path):
@@ -232,17 +247,13 @@ def test_the_nr_multicell_scenario_runs_and_names_its_layout(tmp_path):
     ) for line in lines)
 
 
-def test_a_physical_run_reports_every_stream_on_the_air(tmp_path):
+def test_a_physical_run_reports_every_stream_on_the_air(uma_cell, replayed, tmp_path):
     """streams_link.csv: one row per stream of every round, whose bits add up to the trace's downlink bits,
-    and one summary.md line per physical profile; a normalised run writes none."""
-    from wirelessfl.config import load_scenario
+    and one summary.md line per physical profile; a normalised run (TINY's presets) writes none."""
     from wirelessfl.results.run_outputs import write_run_outputs
 
-    path = Path(__file__).resolve().parents[1] / "scenarios" / "uma-cell.yaml"
-    scenario = load_scenario(path, {"rounds": 2, "seeds": [0]})
-    result = simulate(scenario)
-    write_run_outputs(tmp_path, scenario, result, 1.0, figures="none")
-    links = pd.read_csv(tmp_path / "streams_link.csv")
+    out, _, result = uma_cell
+    links = pd.read_csv(out / "streams_link.csv")
     per_round = links.groupby(["curve", "profile", "seed", "round"])["bits"].sum()
     trace = result.trace[result.trace["round"] > 0].set_index(["curve", "profile", "seed", "round"])["dl_bits"]
     pd.testing.assert_series_equal(per_round.sort_index(), trace[trace > 0].sort_index(), check_names=False)
@@ -254,11 +265,9 @@ def test_a_physical_run_reports_every_stream_on_the_air(tmp_path):
     records = result.links.set_index(["curve", "profile", "seed", "round", "stream"])["rate_bps"]
     written = links.set_index(["curve", "profile", "seed", "round", "stream"])["rate_mbps"]
     np.testing.assert_allclose(written.to_numpy(), records.loc[written.index].to_numpy() / 1e6, rtol=1e-12)
-    assert any(line.startswith("- uma-walking streams (streams_link.csv): median rate ") for line in (tmp_path / "summary.md").read_text().splitlines())
-    quick = load_scenario(Path(__file__).resolve().parents[1] / "scenarios" / "quickstart.yaml", {"rounds": 1, "seeds": [0]})
-    (tmp_path / "normalised").mkdir()
-    write_run_outputs(tmp_path / "normalised", quick, simulate(quick), 1.0, figures="none")
-    assert not (tmp_path / "normalised" / "streams_link.csv").exists()
+    assert any(line.startswith("- uma-walking streams (streams_link.csv): median rate ") for line in (out / "summary.md").read_text().splitlines())
+    write_run_outputs(tmp_path, parse_scenario(TINY), replayed, 1.0, figures="none")
+    assert (tmp_path / "summary.md").is_file() and not (tmp_path / "streams_link.csv").exists()
 
 
 def test_eval_last_evaluates_the_last_rounds_besides_every_eval_every_th_and_changes_nothing_else():

@@ -1,5 +1,8 @@
 """Algorithms by import path: a user's ``Algorithm`` subclass from a file outside the package runs through
-simulate, a process-pool sweep, tune and --resume, and everything it gets wrong is one line naming it."""
+simulate, a process-pool sweep, tune and --resume, and everything it gets wrong is one line naming it.
+
+The process-pool sweep here also carries a user's dataset by import path (one pool proves both kinds of user
+code reach the workers; tests/learning/test_user_datasets.py covers the loader itself)."""
 
 from __future__ import annotations
 
@@ -85,17 +88,33 @@ SOURCE = textwrap.dedent('''
         return None
 ''')
 METHOD = f"{MODULE}:ServerMomentum"
+DATA_MODULE = "wfl_user_data"
+DATA_SOURCE = textwrap.dedent('''
+    """A user's dataset: six writers of 8x8 grey images, a stripe per class (learnable), writer w mostly w and w + 1."""
+    import numpy as np
+
+
+    def load(writers=6, per_writer=20):
+        rng = np.random.default_rng(0)
+        ids = np.repeat(np.arange(writers), per_writer)
+        labels = (ids + rng.integers(0, 2, size=len(ids))) % 10
+        images = rng.integers(0, 256, size=(len(ids), 8, 8), dtype=np.uint8)
+        images[np.arange(len(ids)), labels % 8, :] = 255
+        return images, labels, ids
+''')
 
 
 @pytest.fixture(scope="module")
 def user_dir(tmp_path_factory):
-    """The user's module in a folder of its own, on sys.path (a spawned pool worker inherits it)."""
+    """The user's modules in a folder of their own, on sys.path (a spawned pool worker inherits it)."""
     folder = tmp_path_factory.mktemp("user")
     (folder / f"{MODULE}.py").write_text(SOURCE)
+    (folder / f"{DATA_MODULE}.py").write_text(DATA_SOURCE)
     sys.path.insert(0, str(folder))
     yield folder
     sys.path.remove(str(folder))
     sys.modules.pop(MODULE, None)
+    sys.modules.pop(DATA_MODULE, None)
 
 
 def doc(algorithms, **overrides):
@@ -123,12 +142,21 @@ def test_an_interrupted_run_resumes_the_methods_state_to_the_identical_trace(use
     pd.testing.assert_frame_equal(curve(resumed, "momentum"), curve(trace, "momentum"), check_exact=True)
 
 
-def test_a_process_pool_sweep_imports_the_method_in_its_workers(user_dir, trace, tmp_path):
-    swept = wirelessfl.sweep(doc([{"name": METHOD, "label": "momentum"}]), {"training.lr": [0.01, 0.02]}, out=tmp_path / "s",
-                             executor="process", workers=2)
-    assert {o.status for o in swept.outcomes.values()} == {"ok"}, swept.outcomes
-    point = swept.trace[(swept.trace["curve"] == "momentum") & (swept.trace["training.lr"] == 0.01)]
-    pd.testing.assert_frame_equal(curve(point, "momentum", LEARNING), curve(trace, "momentum", LEARNING), check_exact=True)
+def test_a_process_pool_sweep_imports_the_method_and_the_dataset_in_its_workers(user_dir, tmp_path):
+    """One spawned worker imports the user's method and the user's loader by their paths (the parent's sys.path
+    travels with the spawn) and trains both grid points to the in-process sweep's table and curves, exactly."""
+    users = doc([{"name": METHOD, "label": "momentum"}],
+                data={"dataset": f"{DATA_MODULE}:load", "clients": 6, "partition": [{"name": "natural"}]})
+    grid = {"training.lr": [0.01, 0.02]}
+    local = wirelessfl.sweep(users, grid, out=tmp_path / "local", executor="local")
+    pooled = wirelessfl.sweep(users, grid, out=tmp_path / "pool", executor="process", workers=1)
+    assert {o.status for o in pooled.outcomes.values()} == {"ok"}, pooled.outcomes
+    assert len(pooled.computed) == 2
+    pd.testing.assert_frame_equal(pooled.table, local.table)
+    for lr in grid["training.lr"]:
+        point, here = (s.trace[s.trace["training.lr"] == lr] for s in (pooled, local))
+        assert set(point["algorithm"]) == {METHOD}
+        pd.testing.assert_frame_equal(curve(point, "momentum", LEARNING), curve(here, "momentum", LEARNING), check_exact=True)
 
 
 def test_tune_searches_the_methods_own_search_space(user_dir, tmp_path):
@@ -196,6 +224,7 @@ def test_a_state_a_checkpoint_cannot_hold_is_refused_before_anything_is_written(
     assert not out.exists()
 
 
+@pytest.mark.usefixtures("images_not_drawn")  # its subject is the user code; figures are drawn in tests/test_cli.py
 def test_the_plugin_example_runs_through_the_command_line(tmp_path):
     out = tmp_path / "run"
     plugin = "examples.fedprox_plugin:FedProxPlugin"

@@ -1,7 +1,8 @@
 """A user's dataset by import path (``data.dataset: pkg.mod:loader``) and the ``natural`` splitter.
 
 The loader modules are written into ``tmp_path`` and imported from there, as a
-researcher's own file outside the package would be.
+researcher's own file outside the package would be. A process-pool sweep of a user's dataset is checked in
+tests/algorithms/test_plugins.py, in one pool that also carries a user's method.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ def test_uint8_inputs_are_normalised_and_float_features_kept(loaders):
     assert all(tuple(r) in rows for r in features.clients[0].x_train.reshape(-1, 5).tolist())  # used as they are
 
 
+@pytest.mark.usefixtures("images_not_drawn")  # its subject is the user code; figures are drawn in tests/test_cli.py
 def test_a_user_dataset_runs_by_import_path_through_simulate(loaders, tmp_path):
     doc = {
         "name": "writers", "rounds": 2, "device": "cpu", "target_accuracy": 0.3,
@@ -222,21 +224,3 @@ def test_the_memory_guard_leaves_a_user_loader_to_the_run_estimate(loaders):
     assert check_data(scenario, available=1) is None
     with pytest.raises(ValueError, match=r"^memory: this run needs about"):
         check_run(scenario, available=1, probe=False)
-
-
-def test_a_user_dataset_sweeps_with_the_process_executor_as_locally(loaders, tmp_path):
-    """Each pool worker imports the loader by its path (the parent's sys.path travels with the spawn) and builds the
-    same data: the process executor's table equals the local one."""
-    import wirelessfl
-
-    doc = {
-        "name": "writers-sweep", "rounds": 2, "device": "cpu", "target_accuracy": 0.1,
-        "data": {"dataset": f"{loaders}:load", "clients": 6, "partition": [{"name": "natural"}]},
-        "model": {"name": "mlp", "options": {"hidden": [16]}}, "training": {"batch_size": 8},
-        "algorithms": [{"name": "fedavg"}], "networks": [{"preset": "wired"}],
-    }
-    grid = {"training.lr": [0.05, 0.1]}
-    local = wirelessfl.sweep(doc, grid, out=tmp_path / "local", executor="local")
-    pooled = wirelessfl.sweep(doc, grid, out=tmp_path / "pool", executor="process", workers=2)
-    assert len(pooled.computed) == 2
-    pd.testing.assert_frame_equal(pooled.table, local.table)

@@ -104,8 +104,14 @@ def test_seeds_are_aggregated_over_the_seeds_that_reached():
     assert entries.loc[("rho=1 mu=1", "fedavg"), "method"] == "fedavg"
 
 
-def test_time_map_shows_the_fastest_curve_and_not_reached_in_grey():
-    fig = tradeoff_figures(make_table(), AXES)["time_to_target"]
+@pytest.fixture(scope="module")
+def maps():
+    """The maps of ``make_table()`` over AXES, drawn once for the tests that only read them."""
+    return tradeoff_figures(make_table(), AXES)
+
+
+def test_time_map_shows_the_fastest_curve_and_not_reached_in_grey(maps):
+    fig = maps["time_to_target"]
     ((values, grey),) = _traces(fig)
     assert (fig.layout.xaxis.title.text, fig.layout.yaxis.title.text) == ("ρ = T_ul / T_dl", "μ (compute-time rate, 1 / T_dl)")
     assert fig.layout.coloraxis.colorbar.title.text == "time to target (T_dl)"
@@ -123,8 +129,8 @@ def test_time_map_shows_the_fastest_curve_and_not_reached_in_grey():
     assert tradeoff.NOT_REACHED_COLOR in str(grey.colorscale)
 
 
-def test_best_k_ranks_every_seed_first_and_prints_auto_beside_it():
-    fig = tradeoff_figures(make_table(), AXES)["best_k"]
+def test_best_k_ranks_every_seed_first_and_prints_auto_beside_it(maps):
+    fig = maps["best_k"]
     ((values, grey),) = _traces(fig)
     assert list(fig.layout.coloraxis.colorbar.ticktext) == ["1", "4"]
     cells = _cells(values)
@@ -148,8 +154,8 @@ def test_the_best_k_colour_bar_lists_only_the_k_some_cell_took():
     assert list(fig.layout.coloraxis.colorbar.ticktext) == [] and fig.layout.coloraxis.showscale is False
 
 
-def test_best_method_groups_stream_counts_into_one_method():
-    fig = tradeoff_figures(make_table(), AXES)["best_method"]
+def test_best_method_groups_stream_counts_into_one_method(maps):
+    fig = maps["best_method"]
     ((values, _),) = _traces(fig)
     methods = list(fig.layout.coloraxis.colorbar.ticktext)
     assert methods == ["fedavg", "ucfl"]  # ucfl streams=auto wins no cell, so the colour bar does not list it
@@ -267,13 +273,14 @@ def test_base_profile_panels_take_the_given_labels():
     assert [a.text for a in figs["best_method"].layout.annotations] == titles
 
 
-def test_axes_read_back_from_csv_give_the_same_maps(tmp_path):
+def test_axes_read_back_from_csv_give_the_same_maps(tmp_path, maps):
     table = make_table()
     table.to_csv(tmp_path / "sweep.csv", index=False)
     again = pd.read_csv(tmp_path / "sweep.csv")
     assert not pd.api.types.is_numeric_dtype(again[K])  # "1", "4", "auto" and NaN read back as strings
+    figs, figs_again = maps, tradeoff_figures(again, AXES)
     for name in ("time_to_target", "best_k", "best_method"):
-        first, second = tradeoff_figures(table, AXES)[name], tradeoff_figures(again, AXES)[name]
+        first, second = figs[name], figs_again[name]
         assert [list(t.x) for t in first.data] == [list(t.x) for t in second.data]
         assert [list(t.y) for t in first.data] == [list(t.y) for t in second.data]
         np.testing.assert_array_equal(np.asarray(first.data[0].z, float), np.asarray(second.data[0].z, float))
@@ -345,10 +352,10 @@ def test_html_only_says_how_to_get_the_static_maps(tmp_path):
     assert (tmp_path / "time_to_target.html").exists()
 
 
-def test_the_static_maps_show_every_cell_text_and_name_the_winners_on_the_colour_bar():
+def test_the_static_maps_show_every_cell_text_and_name_the_winners_on_the_colour_bar(maps):
     from wirelessfl.results.static import static_figure
 
-    figures = tradeoff_figures(make_table(), AXES)
+    figures = maps
     drawn = static_figure(figures["best_k"])
     texts = {t.get_text() for axes in drawn.axes for t in axes.texts}
     cells = {str(t).replace("<br>", "\n") for trace in figures["best_k"].data for row in trace.text for t in row if t}
