@@ -126,6 +126,7 @@ def test_a_quickstart_sized_run_draws_every_png_with_no_browser_installed(tmp_pa
     assert width > 2 * height  # three profile panels side by side
 
 
+@pytest.mark.draws_figures
 def test_plot_format_pdf_and_svg_and_a_bad_format(run):
     run_dir, _ = run
     for image_format, magic in (("pdf", b"%PDF"), ("svg", b"<?xml")):
