@@ -1,5 +1,5 @@
-"""Shared test helpers: a time limit for tests that would hang on a regression (a FIFO opened for reading), runs
-that draw no static figures, and OpenMP threads that sleep instead of spinning while they wait."""
+"""Shared test helpers: a time limit for tests that would hang on a regression (a FIFO opened for reading), static
+figures drawn only in the tests about them, and OpenMP threads that sleep instead of spinning while they wait."""
 
 from __future__ import annotations
 
@@ -38,22 +38,39 @@ def no_longer_than():
 PNG_STAND_IN = b"\x89PNG\r\n\x1a\n(a stand-in: this test does not draw its static figures)"
 
 
-@pytest.fixture
-def images_not_drawn(monkeypatch):
-    """Static figures (PNG, PDF, SVG) are converted from plotly but not rasterized: their files hold ``PNG_STAND_IN``.
+def _convert_only(fig, image_format="png"):
+    from wirelessfl.results import static
 
-    matplotlib's drawing is about half the CPU of a small CLI run. The tests whose subject is something else
-    (checkpoints, trust, guards, errors) use this; every file name, atomic write and note stays as it was,
-    and the drawing itself is checked where figures are the subject (tests/results/test_static.py,
-    tests/results/test_figures.py and the figure tests of tests/test_cli.py draw for real).
+    static.static_figure(fig)  # the plotly -> matplotlib conversion still runs, and fails as it would
+    return PNG_STAND_IN
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _static_figures_not_drawn():
+    """In every test, static figures (PNG, PDF, SVG) are converted from plotly but not rasterized: their files hold
+    ``PNG_STAND_IN``. Yields the real renderer.
+
+    matplotlib's drawing was about 60% of the CPU of a small CLI run (five figures, 2 s each with constrained layout
+    and the tick labels' extents). Every file name, atomic write and note stays as it was; the drawing itself is
+    checked where figures are the subject: tests marked ``draws_figures`` (tests/results/test_static.py,
+    tests/results/test_figures.py, the trade-off maps and the figure tests of tests/test_cli.py). Child processes
+    are out of this patch's reach: a CLI run in a subprocess draws unless its test says otherwise.
     """
     from wirelessfl.results import static
 
-    def convert_only(fig, image_format="png"):
-        static.static_figure(fig)  # the plotly -> matplotlib conversion still runs, and fails as it would
-        return PNG_STAND_IN
+    real = static.render
+    patch = pytest.MonkeyPatch()
+    patch.setattr(static, "render", _convert_only)
+    yield real
+    patch.undo()
 
-    monkeypatch.setattr(static, "render", convert_only)
+
+@pytest.fixture(autouse=True)
+def _draw_when_marked(request, _static_figures_not_drawn, monkeypatch):
+    if request.node.get_closest_marker("draws_figures") is not None:
+        from wirelessfl.results import static
+
+        monkeypatch.setattr(static, "render", _static_figures_not_drawn)
 
 
 _LAST_RAY_TEST: list[str] = []

@@ -31,7 +31,6 @@ from wirelessfl.run.folder import check_checkpoints
 from wirelessfl.simulate import simulate
 
 runner = CliRunner()
-pytestmark = pytest.mark.usefixtures("images_not_drawn")  # runs draw no PNGs: checked in tests/test_cli.py
 
 SMALL = {
     "name": "ckpt",

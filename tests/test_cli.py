@@ -105,6 +105,7 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
+@pytest.mark.draws_figures
 def test_a_quickstart_sized_run_draws_every_png_with_no_browser_installed(tmp_path, monkeypatch, capfd):
     """The quickstart's clients, curves and profiles (2 rounds, 1 seed) with a PATH that holds no browser."""
     monkeypatch.setenv("PATH", os.path.dirname(sys.executable))
@@ -124,6 +125,7 @@ def test_a_quickstart_sized_run_draws_every_png_with_no_browser_installed(tmp_pa
     assert width > 2 * height  # three profile panels side by side
 
 
+@pytest.mark.draws_figures
 def test_plot_format_pdf_and_svg_and_a_bad_format(run, monkeypatch, capsys):
     from wirelessfl.cli import run as console
 
@@ -177,7 +179,6 @@ def test_report_over_the_last_rounds_says_so_and_refuses_a_sweep(run, tmp_path):
     assert runner.invoke(app, ["report", str(run_dir)]).exit_code == 0
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_overrides_change_rounds_seed_and_device(tmp_path):
     out = tmp_path / "run"
     args = ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--rounds", "1", "--seed", "5", "--device", "cpu", "--quiet"]
@@ -189,7 +190,6 @@ def test_overrides_change_rounds_seed_and_device(tmp_path):
     assert sorted(trace["round"].unique()) == [0, 1] and set(trace["seed"]) == {5}
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_set_overrides_any_field_and_is_recorded_in_the_run(tmp_path):
     out = tmp_path / "run"
     args = ["simulate", str(_write(tmp_path, SCENARIO)), "--out", str(out), "--rounds", "1", "--quiet",
@@ -210,7 +210,6 @@ def test_a_bad_set_is_one_line_and_writes_nothing(tmp_path):
     assert result.exit_code == 2 and "training.lrr: unknown key" in result.output
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_resume_continues_an_interrupted_run_to_the_identical_trace(tmp_path, run):
     from wirelessfl.simulate import simulate
 
@@ -244,7 +243,6 @@ def test_resume_refuses_overrides_and_a_different_scenario(tmp_path, run):
     assert nothing.output.strip() == "error: give a SCENARIO file to run, or --resume RUN_DIR to continue an interrupted run"
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_a_run_kept_with_its_models_extends_to_the_trace_of_a_longer_run(tmp_path, monkeypatch):
     """`--resume RUN --rounds N` trains every unit on from its last round, FedAvg+ still following FedAvg: the
     trace is the one a run started with N rounds gives. An extension killed half-way completes when re-run."""
@@ -293,7 +291,6 @@ def test_a_run_is_extended_only_from_its_models_and_never_shortened(run):
     assert {path: path.read_bytes() for path in files} == files
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_without_a_terminal_a_run_prints_progress_lines_and_its_table_at_full_width(tmp_path, monkeypatch, run):
     import wirelessfl.progress_lines
 
@@ -321,7 +318,6 @@ def test_without_a_terminal_a_run_prints_progress_lines_and_its_table_at_full_wi
     assert not [line for line in quiet.splitlines() if line.startswith("[")], quiet
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_an_interrupted_run_says_how_to_resume(tmp_path, monkeypatch):
     import wirelessfl.simulate
 
@@ -510,7 +506,6 @@ def test_hostile_scenarios_are_one_line_with_the_file_and_exit_2(tmp_path, conte
         ("0", "Input should be greater than or equal to 1 (got 0)"),
     ],
 )
-@pytest.mark.usefixtures("images_not_drawn")
 def test_an_override_does_not_hide_a_bad_value_in_the_file(tmp_path, text, shown):
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(SCENARIO).replace("rounds: 2", f"rounds: {text}"))
@@ -530,7 +525,6 @@ def test_a_set_value_with_thousands_of_digits_is_one_line(tmp_path):
     )
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_a_deadline_that_drops_uploads_is_said_on_the_console_and_in_the_summary(tmp_path):
     doc = {**SCENARIO, "algorithms": [{"name": "fedavg"}, {"name": "local"}], "networks": [{"preset": "slow-ul-unreliable", "deadline": 8}]}
     out = tmp_path / "out"
@@ -551,7 +545,6 @@ def test_a_deadline_that_drops_uploads_is_said_on_the_console_and_in_the_summary
     assert re.search(r"\| local \| slow-ul-unreliable \| .* \| n/a \|$", summary, re.M)
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_curves_still_moving_at_the_end_are_said_on_the_console_and_in_the_summary(tmp_path):
     doc = {**SCENARIO, "rounds": 12, "algorithms": [{"name": "fedavg"}, {"name": "local"}], "networks": [{"preset": "wired"}]}
     out = tmp_path / "out"
@@ -580,7 +573,6 @@ TWO_STREAMS_FOUR_GROUPS = {
 """UCFL with 2 streams for 4 label groups: streams that cannot follow the groups, so a streams section with a warning."""
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
     doc = TWO_STREAMS_FOUR_GROUPS
     result = runner.invoke(app, ["simulate", str(_write(tmp_path, doc)), "--out", str(tmp_path / "out"), "--quiet"])
@@ -593,7 +585,6 @@ def test_the_console_shows_percent_and_time_units_and_stream_warnings(tmp_path):
     assert len(warnings) == 1 and f"- **warning** {warnings[0].removeprefix('warning: ')}" in summary
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_report_keeps_the_streams_section_of_a_run_whose_diagnostics_are_gone(tmp_path):
     doc = TWO_STREAMS_FOUR_GROUPS
     out = tmp_path / "out"
@@ -614,7 +605,6 @@ def test_report_keeps_the_streams_section_of_a_run_whose_diagnostics_are_gone(tm
         assert streams(text) == section and text.count(note) == 1
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_the_paired_ranking_says_whether_the_curves_shared_their_draws_from_provenance_json(tmp_path):
     """A finished run records its seeding; a folder without the record (made before it existed, when each
     algorithm drew its own numbers) keeps its ranking, worded for separate draws, and no summary claims otherwise."""
@@ -663,7 +653,6 @@ def test_list_shows_bracketed_text_as_text():
     assert "2x [conv64 5x5 + maxpool 3x3/2], fc384, fc192, fc" in result.output
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_a_user_model_named_by_import_path_trains_end_to_end(tmp_path):
     """``model: {name: package.module:factory}``: a model with dropout the engine has never seen, through `simulate`."""
     doc = {**SCENARIO, "model": {"name": "examples.user_models:two_conv_dropout", "options": {"width": 4, "hidden": 16}},

@@ -22,7 +22,6 @@ from wirelessfl.learning.data.guard import MEMORY_FRACTION
 from wirelessfl.run.checkpoints import CHECKPOINT_TYPES
 from wirelessfl.simulate import simulate
 
-pytestmark = pytest.mark.usefixtures("images_not_drawn")
 
 # participation 0.5: each round writes some clients' rows and leaves the others at their initial value
 DOC = {

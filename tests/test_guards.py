@@ -40,7 +40,6 @@ from wirelessfl.run.seeds import static_rng
 
 ROOT = Path(__file__).resolve().parents[1]
 runner = CliRunner()
-pytestmark = pytest.mark.usefixtures("images_not_drawn")  # runs draw no PNGs: checked in tests/test_cli.py
 ADDRESS_SPACE = 8 * 2**30
 AVAILABLE = 16_000_000_000
 OK = {

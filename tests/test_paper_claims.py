@@ -25,6 +25,11 @@ from wirelessfl.results.reproduction import Run
 from wirelessfl.simulate import simulate
 
 
+SMALL_CNN = {"name": "examples.user_models:two_conv_dropout", "options": {"width": 8, "hidden": 32, "p": 0.0}}
+"""Two convolutions on the digits' own 8x8 pixels (concept shift: FedAvg 34.7, Local 64.7, Oracle 83.7; rotations:
+FedAvg 39.7, Oracle 78.4): the orderings LeNet-5 upsampled to 32x32 gave, at a third of its CPU."""
+
+
 def scenario(shift: dict, algorithms: list[dict], rounds: int = 12) -> dict:
     return {
         "name": "claims",
@@ -37,7 +42,7 @@ def scenario(shift: dict, algorithms: list[dict], rounds: int = 12) -> dict:
             "samples": {"per_client": 200},
             "partition": [{"name": "iid"}, shift],
         },
-        "model": {"name": "lenet5"},
+        "model": SMALL_CNN,
         "training": {"batch_size": 16, "lr": 0.05, "momentum": 0.9},
         "algorithms": algorithms,
         "networks": [{"preset": "slow-ul-unreliable"}, {"preset": "wired"}],

@@ -15,7 +15,9 @@ from wirelessfl_papers import adaptive_experts, fedem, pflego
 from wirelessfl.results.reproduction import Run
 from wirelessfl.simulate import simulate
 
-NETWORKS = [{"preset": "slow-ul-unreliable"}, {"preset": "wired"}]
+NETWORKS = [{"preset": "wired"}]
+"""One profile: these claims are about accuracy, which every profile shares (a second profile only re-times the
+same learning)."""
 
 
 def run_of(doc: dict) -> Run:
@@ -88,7 +90,7 @@ def experts_doc(p: float) -> dict:
         "name": f"experts-cifar10-p{p}",
         "rounds": 12,
         "data": {"dataset": "digits", "clients": 10, "samples": {"per_client": 150}, "partition": [{"name": "majority", "p": p}]},
-        "model": {"name": "lenet5"},
+        "model": {"name": "examples.user_models:two_conv_dropout", "options": {"width": 8, "hidden": 32, "p": 0.0}},
         "training": {"batch_size": 16, "lr": 0.05, "momentum": 0.9},
         "algorithms": [{"name": "fedmoe", "params": gate}, {"name": "ifca", "params": {"clusters": 3}}, {"name": "local"}],
     }
@@ -101,11 +103,11 @@ def experts_runs() -> dict[str, Run]:
 
 def test_mixture_of_experts_gains_on_ifca_grow_with_the_majority_fraction(experts_runs):
     """Table 2: MoE above IFCA by more as p grows, and Local climbing from far below MoE to near it.
-    Measured here (12 rounds, every curve from the same initial model): MoE vs IFCA 83.3 vs 86.7
-    at p = 0.2 and 97.7 vs 56.7 at p = 1.0; Local 59.0 and 98.0. The p = 0.2 lead (+1.1 in the
-    paper) does not hold at this scale: IFCA is ahead there, so "MoE beats IFCA at every p" is
-    asserted at p = 1.0 only and the growth of the lead on its own. Exploration vs none is left
-    to the paper-scale runs (identical to 0.1 point here)."""
+    Measured here (12 rounds, every curve from the same initial model, a two-convolution CNN on the 8x8 digits:
+    LeNet-5 upsampled to 32x32 gave the same verdicts at 3x the CPU): MoE vs IFCA 76.7 vs 79.7 at p = 0.2 and
+    96.3 vs 70.7 at p = 1.0; Local 58.7 and 98.3. The p = 0.2 lead (+1.1 in the paper) does not hold at this
+    scale: IFCA is ahead there, so "MoE beats IFCA at every p" is asserted at p = 1.0 only and the growth of the
+    lead on its own. Exploration vs none is left to the paper-scale runs."""
     low, high = experts_runs["experts-cifar10-p0.2"], experts_runs["experts-cifar10-p1.0"]
     assert high.acc("fedmoe") > high.acc("ifca") + 20.0
     assert claim(adaptive_experts, "Local climbs from far below MoE").verdict(experts_runs).holds

@@ -190,7 +190,6 @@ def test_ray_missing_is_one_line(tmp_path, monkeypatch):
     assert result.output.strip() == 'error: --executor ray: Ray is not installed; pip install -e ".[ray]"'
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_an_interrupted_sweep_resumes_to_the_same_table(local_sweep, tmp_path, monkeypatch):
     original = wirelessfl.simulate.simulate
 
@@ -212,7 +211,6 @@ def test_an_interrupted_sweep_resumes_to_the_same_table(local_sweep, tmp_path, m
     pd.testing.assert_frame_equal(table, pd.read_parquet(local_sweep.dir / "sweep.parquet"))
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_a_failing_unit_is_retried_once_then_reported(tmp_path, monkeypatch):
     original = wirelessfl.simulate.simulate
     calls = {0.05: 0, 0.1: 0}
@@ -249,7 +247,6 @@ def _copy(local_sweep, tmp_path):
     return copy
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_an_out_holding_another_sweep_is_refused_and_the_same_sweep_is_reused(local_sweep, tmp_path):
     copy = _copy(local_sweep, tmp_path)
     before = (copy / "sweep.csv").read_bytes()
@@ -277,7 +274,6 @@ def test_an_out_holding_another_sweep_is_refused_and_the_same_sweep_is_reused(lo
     pd.testing.assert_frame_equal(pd.read_parquet(copy / "sweep.parquet"), local_sweep.table)
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_rounds_and_seed_override_the_scenario_are_recorded_and_refused_with_resume(tmp_path):
     out = tmp_path / "sw"
     args = ["sweep", str(_write(tmp_path, TINY)), "--grid", "rho=1,4", "--out", str(out), "--rounds", "2", "--seed", "7", "--quiet"]
@@ -294,7 +290,6 @@ def test_rounds_and_seed_override_the_scenario_are_recorded_and_refused_with_res
     )
 
 
-@pytest.mark.usefixtures("images_not_drawn")
 def test_without_a_terminal_each_finished_unit_is_a_line(tmp_path):
     out = tmp_path / "sw"
     args = ["sweep", str(_write(tmp_path, TINY)), "--grid", "training.lr=0.05,0.1", "--out", str(out), "--executor", "local"]

@@ -26,7 +26,6 @@ from wirelessfl.run.checkpoints import CHECKPOINT_TYPES, PROVENANCE
 from wirelessfl.simulate import simulate
 
 runner = CliRunner()
-pytestmark = pytest.mark.usefixtures("images_not_drawn")  # runs draw no PNGs: checked in tests/test_cli.py
 
 SMALL = {
     "name": "trust",

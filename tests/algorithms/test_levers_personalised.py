@@ -115,7 +115,7 @@ TRACE_FILES = ("trace.csv", "clients.csv", "client_rounds.parquet", "diagnostics
     pytest.param("ucfl", {"streams": 2}, "importance", marks=pytest.mark.slow),
     ("ucfl", {"streams": 2}, "age"),
 ])
-def test_a_run_interrupted_with_lever_state_resumes_with_the_cli_to_the_same_files(tmp_path, images_not_drawn, method, params, policy):
+def test_a_run_interrupted_with_lever_state_resumes_with_the_cli_to_the_same_files(tmp_path, method, params, policy):
     """Interrupted after round 2 (the scheduler's state and the top-k residuals nonzero in the partial checkpoint),
     ``wirelessfl simulate --resume`` writes the trace and client tables of an uninterrupted run byte for byte."""
     from typer.testing import CliRunner

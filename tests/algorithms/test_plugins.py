@@ -224,7 +224,6 @@ def test_a_state_a_checkpoint_cannot_hold_is_refused_before_anything_is_written(
     assert not out.exists()
 
 
-@pytest.mark.usefixtures("images_not_drawn")  # its subject is the user code; figures are drawn in tests/test_cli.py
 def test_the_plugin_example_runs_through_the_command_line(tmp_path):
     out = tmp_path / "run"
     plugin = "examples.fedprox_plugin:FedProxPlugin"

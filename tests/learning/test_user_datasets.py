@@ -113,7 +113,6 @@ def test_uint8_inputs_are_normalised_and_float_features_kept(loaders):
     assert all(tuple(r) in rows for r in features.clients[0].x_train.reshape(-1, 5).tolist())  # used as they are
 
 
-@pytest.mark.usefixtures("images_not_drawn")  # its subject is the user code; figures are drawn in tests/test_cli.py
 def test_a_user_dataset_runs_by_import_path_through_simulate(loaders, tmp_path):
     doc = {
         "name": "writers", "rounds": 2, "device": "cpu", "target_accuracy": 0.3,

@@ -21,6 +21,8 @@ from wirelessfl.results.figures import (
 )
 from wirelessfl.results.io import write_trace
 
+pytestmark = pytest.mark.draws_figures  # figures are the subject here: drawn for real
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

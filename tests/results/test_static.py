@@ -13,6 +13,8 @@ from wirelessfl.results.figures import fig_accuracy_vs_time
 from wirelessfl.results.static import render, static_figure, write_static
 from wirelessfl.results.timeline import fig_timeline
 
+pytestmark = pytest.mark.draws_figures  # figures are the subject here: drawn for real
+
 
 def _energy_trace(trace: pd.DataFrame) -> pd.DataFrame:
     """The toy trace with energy columns: Local spends a thousandth of what FedAvg spends."""

@@ -332,6 +332,7 @@ def test_bad_arguments_are_one_line():
         tradeoff_figures(table, [*AXES, "channels"])
 
 
+@pytest.mark.draws_figures
 def test_written_files_share_one_plotly_js_and_each_has_its_png(tmp_path):
     notes = write_tradeoff_figures(tmp_path, make_table(), AXES)
     assert notes == []
