@@ -23,7 +23,7 @@ import yaml
 
 from wirelessfl.results.intervals import interval_half_width, paired_difference
 from wirelessfl.results.io import read_trace
-from wirelessfl.results.tables import first_reached, markdown_table
+from wirelessfl.results.tables import first_reached, last_change, markdown_table
 
 PAIRING_FIELDS = ("data", "model", "networks", "rounds", "eval_every", "target_accuracy")
 """Scenario fields two runs must share for their seeds to pair (the split, the initial model, the profiles' draws)
@@ -77,15 +77,23 @@ def _gap(avg: pd.DataFrame, a: str, b: str) -> str:
 
 
 def accuracy_table(trace: pd.DataFrame, reference: str, best: str) -> str:
-    avg, worst = final_per_seed(trace, "avg_acc"), final_per_seed(trace, "worst_acc")
+    """The last round's accuracies, the gaps paired by seed, and two reasons a curve ranks where it does: its fit to
+    the clients' own training data (``fit_acc``, where the run evaluated it; under- against over-fitting) and how
+    much it still moved over its last 10 rounds (a curve still gaining is ranked by the budget)."""
+    avg, worst, fit = (final_per_seed(trace, c) for c in ("avg_acc", "worst_acc", "fit_acc"))
+    first = trace[trace["profile"] == trace["profile"].iloc[0]]
+    moved = last_change(first).droplevel(1) * 100
     order = sorted(avg.columns, key=lambda c: -avg[c].mean())
     rows = []
     for curve in order:
         run = int(trace.loc[trace["curve"] == curve, "run"].iloc[0])
+        change = "n/a" if math.isnan(moved[curve]) else f"{moved[curve]:+.1f}"
+        fitted = _mean_ci(fit[curve]) if curve in fit.columns and fit[curve].notna().any() else "n/a"
         rows.append([curve, "committed" if run == 0 else "new", str(int(avg[curve].notna().sum())), _mean_ci(avg[curve]),
-                     _mean_ci(worst[curve]), _gap(avg, curve, reference), _gap(avg, curve, best)])  # fmt: skip
-    header = ["curve", "run", "seeds", "avg acc (%)", "worst-user acc (%)", f"- {reference} (points)", f"- {best} (points)"]
-    return markdown_table(header, rows, [False, False, True, True, True, True, True])
+                     _mean_ci(worst[curve]), _gap(avg, curve, reference), _gap(avg, curve, best), fitted, change])  # fmt: skip
+    header = ["curve", "run", "seeds", "avg acc (%)", "worst-user acc (%)", f"- {reference} (points)", f"- {best} (points)",
+              "fit acc (%)", "last 10 rounds (points)"]  # fmt: skip
+    return markdown_table(header, rows, [False, False] + [True] * 7)
 
 
 def to_target_table(trace: pd.DataFrame, target: float, column: str, fmt: str) -> str:

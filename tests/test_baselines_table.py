@@ -42,7 +42,7 @@ def _run(directory: Path, curves: list[str], scenario: dict = SCENARIO) -> Path:
                     rows.append({**dict.fromkeys(TRACE_COLUMNS, 0.0), "scenario": "s", "algorithm": curve, "variant": "",
                                  "curve": curve, "profile": profile, "seed": seed, "round": r, "time_unit": "T_dl",
                                  "time": scale * (seed + 1) * 10.0 * r, "avg_acc": acc, "worst_acc": worst,
-                                 "cum_energy_j": 100.0 * r * (seed + 1)})  # fmt: skip
+                                 "cum_energy_j": 100.0 * r * (seed + 1), "fit_acc": finals[seed] + 0.2})  # fmt: skip
     clients = pd.DataFrame([dict(scenario="s", algorithm=curves[0], variant="", curve=curves[0], profile="a", seed=0,
                                  client=0, group=0, accuracy=0.5)])  # fmt: skip
     directory.mkdir()
@@ -55,14 +55,14 @@ def test_table_by_hand(tmp_path):
     """new - fedavg: +10 in every seed, ± 0; new - best (the oracle is left out): -10, -9, -8, mean -9, sd 1,
     oracle - fedavg 40, 38, 36: sd 2, half-width 4.97;
     half-width t(0.975, 2) / sqrt(3) = 2.48; new's worst 30, 33, 36: 33 ± 3 x 2.484 = 7.45. new reaches 55% at
-    round 1 in every seed: on a at 10, 20, 30 (20 ± 24.8), energy 100, 200, 300 J (200 ± 248); fedavg only in seed
-    2 (54% < 55% in seeds 0 and 1, 0.54 < 0.55)."""
+    round 1 in every seed: on a at 10, 20, 30 (20 ± 24.8), energy 100, 200, 300 J (200 ± 248); fedavg in no seed
+    (50, 52 and 54% < 55%). Fit = final + 20 points; 10 rounds back is before round 0: n/a."""
     module = _load("baselines_table")
     text = module.render([_run(tmp_path / "one", ["fedavg", "best", "oracle"]), _run(tmp_path / "two", ["new"])],
                          reference="fedavg", best=None, target=None)  # fmt: skip
     assert "best curve of the first run (the oracle left out): best; target 55%" in text
-    assert "| new | new | 3 | 62.0 ± 5.0 | 33.0 ± 7.5 | +10.0 ± 0.0 | -9.0 ± 2.5 |" in text
-    assert "| best | committed | 3 | 71.0 ± 2.5 | 50.0 ± 0.0 | +19.0 ± 2.5 | — |" in text
+    assert "| new | new | 3 | 62.0 ± 5.0 | 33.0 ± 7.5 | +10.0 ± 0.0 | -9.0 ± 2.5 | 82.0 ± 5.0 | n/a |" in text
+    assert "| best | committed | 3 | 71.0 ± 2.5 | 50.0 ± 0.0 | +19.0 ± 2.5 | — | 91.0 ± 2.5 | n/a |" in text
     assert "| oracle | committed | 3 | 90.0 ± 0.0 | 80.0 ± 0.0 | +38.0 ± 5.0 | +19.0 ± 2.5 |" in text
     assert "| new | 20 ± 25 (round 1) | 40 ± 50 (round 1) |" in text
     assert "| new | 200 ± 248 (round 1) | 200 ± 248 (round 1) |" in text
