@@ -7,8 +7,8 @@ runs' names differ; the runs' `scenario.yaml` files are compared field by field 
 one line and exit 2. Accuracies are the last round's, mean over seeds ± the half-width of the 95% Student-t interval;
 a gap is the mean of the per-seed differences with its own interval (an interval that holds 0 is a tie).
 
-    python scripts/baselines_table.py docs/runs/cross-paper-emnist-tuned docs/runs/cross-paper-emnist-baselines \\
-        --reference fedavg --out docs/research/cross-paper-baselines-table.md
+    python scripts/baselines_table.py docs/runs/cross-paper-emnist-tuned docs/runs/cross-paper-emnist-baselines/* \\
+        --reference fedavg
 """
 
 from __future__ import annotations
@@ -34,16 +34,19 @@ EXCLUDED_FROM_BEST = ("oracle",)
 
 
 def load_runs(run_dirs: list[Path]) -> tuple[pd.DataFrame, dict]:
-    """All runs' traces in one frame (with ``run``, the index of the run), and the first run's scenario."""
+    """All runs' traces in one frame (with ``run``, the index of the run), and the first run's scenario. A curve may
+come from several runs, one seed each (a long run split by seed, so that each seed's trace is written as it ends)."""
     scenarios = [yaml.safe_load((d / "scenario.yaml").read_text()) for d in run_dirs]
     for directory, scenario in zip(run_dirs[1:], scenarios[1:]):
         for field in PAIRING_FIELDS:
             if scenario.get(field) != scenarios[0].get(field):
                 raise SystemExit(f"error: {directory}: scenario field {field!r} differs from {run_dirs[0]}'s; its seeds do not pair")
     frames = [read_trace(d).assign(run=i) for i, d in enumerate(run_dirs)]
-    twice = pd.concat([f[["curve", "run"]].drop_duplicates() for f in frames]).groupby("curve")["run"].nunique()
+    units = pd.concat([f[["curve", "seed", "run"]].drop_duplicates() for f in frames])
+    twice = units.groupby(["curve", "seed"])["run"].nunique()
     if (twice > 1).any():
-        raise SystemExit(f"error: curve {twice[twice > 1].index[0]!r} is in more than one run; rename one (label:)")
+        curve, seed = twice[twice > 1].index[0]
+        raise SystemExit(f"error: seed {seed} of curve {curve!r} is in more than one run; rename one (label:)")
     return pd.concat(frames, ignore_index=True), scenarios[0]
 
 
@@ -86,7 +89,7 @@ def accuracy_table(trace: pd.DataFrame, reference: str, best: str) -> str:
     order = sorted(avg.columns, key=lambda c: -avg[c].mean())
     rows = []
     for curve in order:
-        run = int(trace.loc[trace["curve"] == curve, "run"].iloc[0])
+        run = int(trace.loc[trace["curve"] == curve, "run"].min())
         change = "n/a" if math.isnan(moved[curve]) else f"{moved[curve]:+.1f}"
         fitted = _mean_ci(fit[curve]) if curve in fit.columns and fit[curve].notna().any() else "n/a"
         rows.append([curve, "committed" if run == 0 else "new", str(int(avg[curve].notna().sum())), _mean_ci(avg[curve]),

@@ -30,14 +30,14 @@ def _load(name: str):
     return module
 
 
-def _run(directory: Path, curves: list[str], scenario: dict = SCENARIO) -> Path:
+def _run(directory: Path, curves: list[str], scenario: dict = SCENARIO, seeds=(0, 1, 2)) -> Path:
     """Rounds 0-2 on profiles a and b; round r of seed s at time (s + 1) * 10 * r on a (twice that on b) and
     cumulative energy 100 * r * (s + 1) J."""
     rows = []
     for curve in curves:
         finals, worsts, firsts = CURVES[curve]
         for profile, scale in (("a", 1), ("b", 2)):
-            for seed in range(3):
+            for seed in seeds:
                 for r, acc, worst in ((0, 0.01, 0.0), (1, firsts[seed], 0.1), (2, finals[seed], worsts[seed])):
                     rows.append({**dict.fromkeys(TRACE_COLUMNS, 0.0), "scenario": "s", "algorithm": curve, "variant": "",
                                  "curve": curve, "profile": profile, "seed": seed, "round": r, "time_unit": "T_dl",
@@ -70,6 +70,14 @@ def test_table_by_hand(tmp_path):
     assert "| new - best | -10.0, -9.0, -8.0 | -9.0 ± 2.5 |" in text
 
 
+def test_a_curve_split_by_seed_over_runs_gives_the_same_table(tmp_path):
+    module = _load("baselines_table")
+    one = _run(tmp_path / "one", ["fedavg", "best", "oracle"])
+    whole = module.render([one, _run(tmp_path / "new", ["new"])], reference="fedavg", best=None, target=None)
+    split = [_run(tmp_path / f"new{s}", ["new"], seeds=(s,)) for s in (2, 0, 1)]
+    assert module.render([one, *split], reference="fedavg", best=None, target=None).split("\n")[1:] == whole.split("\n")[1:]
+
+
 def test_runs_that_do_not_pair_are_refused(tmp_path):
     module = _load("baselines_table")
     one = _run(tmp_path / "one", ["fedavg", "best"])
@@ -77,7 +85,7 @@ def test_runs_that_do_not_pair_are_refused(tmp_path):
     with pytest.raises(SystemExit, match=r"two: scenario field 'rounds' differs from .*one's; its seeds do not pair$"):
         module.render([one, other], reference="fedavg", best=None, target=None)
     again = _run(tmp_path / "three", ["best"])
-    with pytest.raises(SystemExit, match=r"^error: curve 'best' is in more than one run; rename one \(label:\)$"):
+    with pytest.raises(SystemExit, match=r"^error: seed 0 of curve 'best' is in more than one run; rename one \(label:\)$"):
         module.render([one, again], reference="fedavg", best=None, target=None)
     with pytest.raises(SystemExit, match=r"^error: --reference fedprox: no such curve; curves: best, fedavg$"):
         module.render([one], reference="fedprox", best=None, target=None)
