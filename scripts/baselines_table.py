@@ -132,7 +132,16 @@ def per_seed_gaps(trace: pd.DataFrame, curves: list[str], against: list[str]) ->
     return markdown_table(["pair", "per seed (points)", "mean ± 95% interval"], rows, [False, True, True])
 
 
+def in_flight(run_dirs: list[Path]) -> list[Path]:
+    """The folders of runs still training: a scenario and checkpoints, no trace yet (a run writes its trace when
+    its last unit ends)."""
+    return [d for d in run_dirs if not any((d / name).is_file() for name in ("trace.parquet", "trace.csv"))
+            and (d / "checkpoints").is_dir()]  # fmt: skip
+
+
 def render(run_dirs: list[Path], reference: str, best: str | None, target: float | None) -> str:
+    running = in_flight(run_dirs)
+    run_dirs = [d for d in run_dirs if d not in running]
     trace, scenario = load_runs(run_dirs)
     target = float(scenario["target_accuracy"]) if target is None else target
     avg = final_per_seed(trace, "avg_acc")
@@ -144,7 +153,8 @@ def render(run_dirs: list[Path], reference: str, best: str | None, target: float
     new = [c for c in trace.loc[trace["run"] > 0, "curve"].unique()]
     runs = ", ".join(f"`{d}`" for d in run_dirs)
     return "\n".join([
-        f"Runs: {runs}; best curve of the first run (the oracle left out): {best}; target {100 * target:.0f}%.",
+        f"Runs: {runs}; best curve of the first run (the oracle left out): {best}; target {100 * target:.0f}%."
+        + ("" if not running else f" Still training, left out: {', '.join(f'`{d}`' for d in running)}."),
         "", "Final accuracy (last round), mean over seeds ± 95% interval; gaps paired by seed:", "",
         accuracy_table(trace, reference, best), "",
         f"Simulated time to an average accuracy of {100 * target:.0f}%, mean over seeds ± 95% interval (mean round):", "",

@@ -76,6 +76,10 @@ def test_a_curve_split_by_seed_over_runs_gives_the_same_table(tmp_path):
     whole = module.render([one, _run(tmp_path / "new", ["new"])], reference="fedavg", best=None, target=None)
     split = [_run(tmp_path / f"new{s}", ["new"], seeds=(s,)) for s in (2, 0, 1)]
     assert module.render([one, *split], reference="fedavg", best=None, target=None).split("\n")[1:] == whole.split("\n")[1:]
+    (tmp_path / "new3" / "checkpoints").mkdir(parents=True)  # a seed still training: left out, and said so
+    text = module.render([one, *split, tmp_path / "new3"], reference="fedavg", best=None, target=None)
+    assert text.split("\n")[0].endswith(f"target 55%. Still training, left out: `{tmp_path / 'new3'}`.")
+    assert text.split("\n")[1:] == whole.split("\n")[1:]
 
 
 def test_runs_that_do_not_pair_are_refused(tmp_path):
