@@ -40,6 +40,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from wirelessfl.results.io import fsync_directory
+
 WHERE = ("memory", "disk")
 """Where a store's rows live."""
 
@@ -247,7 +249,7 @@ class DiskStore(ClientStore):
         sha = digest.hexdigest()
         name = f"{self.name}.{sha[:16]}{SNAPSHOT_SUFFIX}"
         os.replace(temporary, self.directory / name)
-        _fsync_directory(self.directory)
+        fsync_directory(self.directory)
         self._keep(name)
         return {"store": "disk", "file": name, "rows": ids, "sha256": sha}
 
@@ -301,18 +303,6 @@ def read_snapshot(store: ClientStore, state: Any) -> Iterator[tuple[np.ndarray, 
             yield part, rows
     if digest.hexdigest() != state["sha256"]:
         raise StoreError(f"{path}: checksum mismatch: the client-store snapshot changed after its checkpoint was written; delete the unit's checkpoint to retrain it")
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (where the platform allows opening a folder)."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ClientStores:

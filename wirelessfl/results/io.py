@@ -120,7 +120,7 @@ def validate_clients(df: pd.DataFrame) -> None:
     _check_columns(df, CLIENT_COLUMNS, "clients")
 
 
-def _fsync_directory(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
     """Make the rename itself durable; not every filesystem allows opening a directory."""
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -194,7 +194,7 @@ def atomic_write_bytes(path, data: bytes) -> None:
         if isinstance(err, OSError) and not isinstance(err, WriteFailed):
             raise WriteFailed(err, target, _advice(err, "write it again")) from err
         raise
-    _fsync_directory(target.parent)
+    fsync_directory(target.parent)
 
 
 @contextmanager
