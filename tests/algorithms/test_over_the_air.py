@@ -49,8 +49,8 @@ def _closed_form_mse(n: int, mean_snr: float, threshold: float, r: float) -> flo
 SNRS = [(10.0, 0.0), (10.0, 10.0), (20.0, 10.0), (0.0, -10.0), (5.0, 5.0)]
 """(mean SNR, truncation threshold) in dB of the closed-form checks."""
 
-DRAWS = [pytest.param(4_000, 0.065, id="4k-draws"), pytest.param(40_000, 0.02, id="40k-draws", marks=pytest.mark.slow)]
-"""Draws and relative tolerance: by default 4,000 draws within 6.5% (the 2% of 40,000 draws times sqrt(10), still
+DRAWS = [pytest.param(2_000, 0.09, id="2k-draws"), pytest.param(40_000, 0.02, id="40k-draws", marks=pytest.mark.slow)]
+"""Draws and relative tolerance: by default 2,000 draws within 9% (the 2% of 40,000 draws times sqrt(20), still
 far below the factor of 2 or more of a missing weight, sqrt or eta); 40,000 within 2% under ``-m slow``."""
 
 
@@ -260,7 +260,7 @@ def _cell_mse(n: int, mean_snr: float, threshold: float, r: float) -> float:
     return _closed_form_mse(n, mean_snr, threshold, r) * (1.0 - (1.0 - p) ** n)
 
 
-@pytest.mark.parametrize(("draws", "tolerance"), [pytest.param(1_000, 0.065, id="1k-draws-x4-cells"),
+@pytest.mark.parametrize(("draws", "tolerance"), [pytest.param(500, 0.09, id="500-draws-x4-cells"),
                                                   pytest.param(10_000, 0.02, id="10k-draws-x4-cells", marks=pytest.mark.slow)])
 @pytest.mark.parametrize(("mean_snr_db", "threshold_db"), SNRS)
 def test_the_per_cell_aggregates_mean_squared_error_matches_the_closed_form(mean_snr_db, threshold_db, draws, tolerance):

@@ -176,9 +176,9 @@ def test_success_probability_of_random_and_round_robin_matches_the_closed_form()
     succeeds with probability exp(-θ / γ̄_i). Random and round-robin scheduling (N/k whole groups) schedule each
     client in a fraction k/N of the rounds, so a client's update arrives in a round with probability
     U = (k/N) · (1/N) Σ_i exp(-θ / γ̄_i) averaged over the clients. Through the network's own rounds
-    (``time_round``, 4,000 rounds, k = 10 of N = 20): who arrives is exactly who was scheduled with SINR ≥ θ,
-    and the measured frequency is U within 2%."""
-    n, k, rounds = 20, 10, 4000
+    (``time_round``, 1,000 rounds, k = 10 of N = 20): who arrives is exactly who was scheduled with SINR ≥ θ,
+    and the measured frequency is U within 4% (about 3 standard errors of 5,000 arrivals' frequency)."""
+    n, k, rounds = 20, 10, 1000
     probe = _drop(n, seed=11)
     mean_snr = np.asarray(probe.uplink_channel(network_rng(0, "cell", 1)).mean_snr)
     theta = float(np.median(mean_snr))
@@ -199,7 +199,7 @@ def test_success_probability_of_random_and_round_robin_matches_the_closed_form()
             snr = network.uplink_channel(network_rng(0, "cell", r)).snr
             assert arrived == {c for c in chosen if snr[c] >= theta}
             arrivals += len(arrived)
-        assert arrivals / (n * rounds) == pytest.approx(closed_form, rel=0.02)
+        assert arrivals / (n * rounds) == pytest.approx(closed_form, rel=0.04)
 
 
 def test_without_a_threshold_a_weak_upload_is_slow_not_lost_and_with_one_it_is_lost_and_off_the_air():

@@ -72,6 +72,27 @@ def test_digits_pool():
     assert float(normalised.mean()) == pytest.approx(0.0, abs=1e-5) and float(normalised.std()) == pytest.approx(1.0, abs=1e-3)
 
 
+def test_digits_are_scikit_learns_then_read_from_the_cache_and_a_bad_cache_is_drawn_again(tmp_path, monkeypatch):
+    import sklearn.datasets
+
+    images = sklearn.datasets.load_digits().images
+    first = load_pool("digits", root=tmp_path)
+    (cache_file,) = (tmp_path / ".wirelessfl-cache").iterdir()
+    assert cache_file.name.startswith("digits-scikit-learn-")
+    np.testing.assert_array_equal(first.x[:, 0].numpy(), images)
+    asked = []
+    monkeypatch.setattr(sklearn.datasets, "load_digits", lambda: asked.append(1) or pytest.fail("scikit-learn asked again"))
+    again = load_pool("digits", root=tmp_path)
+    assert asked == [] and torch.equal(again.x, first.x) and torch.equal(again.y, first.y)
+    assert (again.mean, again.std, again.class_names) == (first.mean, first.std, first.class_names)
+    monkeypatch.undo()
+    cache_file.write_bytes(b"\x00" * 64)  # a partial write or a foreign file: drawn from scikit-learn and written again
+    assert torch.equal(load_pool("digits", root=tmp_path).x, first.x) and cache_file.stat().st_size > 64
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("")
+    assert torch.equal(load_pool("digits", root=blocked).x, first.x)  # an unwritable cache is left out
+
+
 def test_root_resolution(monkeypatch, tmp_path):
     monkeypatch.setenv("WIRELESSFL_DATA", str(tmp_path))
     assert resolve_root(None) == tmp_path.resolve()

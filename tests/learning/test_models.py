@@ -194,3 +194,21 @@ def test_user_models_that_cannot_train_in_lockstep_are_one_line_errors():
         get_architecture("examples.user_models:small_resnet", (3, 8, 8), 5, depth=3)
     with pytest.raises(ValueError, match=r"^model head 'nope' names no parameters; the model's layers are 1, 3$"):
         get_architecture("mlp", (1, 2, 2), 3, head="nope")
+
+
+def test_a_small_meta_template_is_shape_checked_on_zeroed_cpu_storage_and_a_large_one_stays_on_meta(monkeypatch):
+    from wirelessfl.learning import models
+
+    with torch.device("meta"):
+        module = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    probe = models.probe_of(module)
+    assert probe is not module and all(p.device.type == "meta" for p in module.parameters())
+    assert [(n, p.shape, p.device.type) for n, p in probe.named_parameters()] == [
+        (n, p.shape, "cpu") for n, p in module.named_parameters()
+    ]
+    assert all(not p.any() for p in probe.parameters())
+    assert probe(torch.zeros(2, 4)).shape == (2, 2)
+    monkeypatch.setattr(models, "PROBE_ON_CPU_BYTES", 4 * (4 * 3 + 3 + 3 * 2 + 2) - 1)
+    assert models.probe_of(module) is module
+    cpu_module = nn.Linear(4, 3)
+    assert models.probe_of(cpu_module) is cpu_module

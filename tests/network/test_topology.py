@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -31,33 +32,60 @@ print(json.dumps(out))
 """
 
 
-def _sionna(case: dict) -> dict:
+SIONNA_SAID = Path(__file__).with_name("sionna_topology.json")
+"""Sionna's answers on :func:`_case` (``python tests/network/test_topology.py`` records them again)."""
+
+
+def _case() -> dict:
+    """20 users' coupling losses to 19 sites x 3 sectors (seed 3, 500 m ISD, UMa, calibration budget) and the
+    budget's power, bandwidth and UT noise figure: Sionna's coupling loss holds every gain, so the element's 8 dBi
+    and the UT's 0 dBi come off."""
+    channel = PhysicalChannel.from_dict({"link_budget": "tr38901-calibration", "path_loss_model": "UMa", "min_distance_m": 35,
+                                         "bandwidth_hz": 20e6, "topology": {"rings": 2, "users": "all"}})
+    drop = topo.drop_federation(channel, channel.topology, 20, np.random.default_rng(3))
+    cl = drop.all_coupling_loss_db - channel.bs_antenna_gain_dbi - channel.ue_antenna_gain_dbi
+    return {"cl": cl.tolist(), "power": channel.bs_power_dbm, "bandwidth": channel.bandwidth_hz, "nf": channel.noise_figure_ue_db}
+
+
+def _sionna_now(case: dict) -> dict:
     done = subprocess.run([sys.executable, "-c", SIONNA_GEOMETRY], input=json.dumps(case), capture_output=True, text=True, check=True)
-    return json.loads(done.stdout)
+    return {**json.loads(done.stdout), "case": case}
+
+
+@pytest.fixture(scope="module")
+def sionna_says() -> dict:
+    return json.loads(SIONNA_SAID.read_text())
+
+
+@pytest.mark.slow
+def test_the_recorded_answers_are_sionnas_own_calls(sionna_says):
+    now = _sionna_now(sionna_says["case"])
+    for key in ("sites1", "sites2", "wrap1", "wrap2", "sinr"):
+        np.testing.assert_allclose(now[key], sionna_says[key], atol=1e-9, err_msg=key)
 
 
 def _as_set(vectors) -> list[tuple[float, float]]:
     return sorted((round(float(x), 6), round(float(y), 6)) for x, y in np.asarray(vectors))
 
 
-def test_sites_wraparound_and_geometry_sinr_equal_sionna_sys():
+def test_sites_wraparound_and_geometry_sinr_equal_sionna_sys(sionna_says):
     """The spiral site order and the wraparound translations of Sionna's TR 38.901 multicell helpers, and its
-    geometry SINR on the same coupling losses (19 sites x 3 sectors, 200 users at 500 m ISD, UMa, calibration
-    budget: 44 dBm, 20 MHz, UT noise figure 9 dB)."""
+    geometry SINR on the same coupling losses (19 sites x 3 sectors, 20 users at 500 m ISD, UMa, calibration
+    budget: 44 dBm, 20 MHz, UT noise figure 9 dB), as Sionna answered (recorded; re-asked under ``-m slow``)."""
+    case = _case()
+    np.testing.assert_allclose(case["cl"], sionna_says["case"]["cl"], atol=1e-9)  # the drop is still the recorded one
+    for rings in (1, 2):
+        np.testing.assert_allclose(topo.site_positions(rings, 500.0), sionna_says[f"sites{rings}"], atol=1e-9)
+        assert _as_set(topo.wrap_vectors(rings, 500.0)) == _as_set(sionna_says[f"wrap{rings}"])
     channel = PhysicalChannel.from_dict({"link_budget": "tr38901-calibration", "path_loss_model": "UMa", "min_distance_m": 35,
                                          "bandwidth_hz": 20e6, "topology": {"rings": 2, "users": "all"}})
-    drop = topo.drop_federation(channel, channel.topology, 200, np.random.default_rng(3))
-    # Sionna's coupling loss holds every gain: the element's 8 dBi and the UT's 0 dBi come off here.
-    cl = drop.all_coupling_loss_db - channel.bs_antenna_gain_dbi - channel.ue_antenna_gain_dbi
-    reference = _sionna({"cl": cl.tolist(), "power": channel.bs_power_dbm, "bandwidth": channel.bandwidth_hz, "nf": channel.noise_figure_ue_db})
-    for rings in (1, 2):
-        np.testing.assert_allclose(topo.site_positions(rings, 500.0), reference[f"sites{rings}"], atol=1e-9)
-        assert _as_set(topo.wrap_vectors(rings, 500.0)) == _as_set(reference[f"wrap{rings}"])
+    cl = np.asarray(case["cl"])
     ours = topo.geometry_sinr_db(cl, channel.bs_power_dbm, channel.noise_dbm_hz("dl") + 10 * math.log10(channel.bandwidth_hz))
-    np.testing.assert_allclose(ours, reference["sinr"], atol=1e-9)
+    np.testing.assert_allclose(ours, sionna_says["sinr"], atol=1e-9)
     # and the model's own SINR is this geometry SINR: coupling loss plus the downlink rise
+    drop = topo.drop_federation(channel, channel.topology, 20, np.random.default_rng(3))
     model_sinr = channel.radiated_dbm("dl") - (drop.coupling_loss_db + drop.dl_rise_db) - channel.noise_dbm_hz("dl") - 10 * math.log10(20e6)
-    np.testing.assert_allclose(model_sinr, reference["sinr"], atol=1e-9)
+    np.testing.assert_allclose(model_sinr, sionna_says["sinr"], atol=1e-9)
 
 
 def test_the_element_pattern_by_hand():
@@ -183,3 +211,7 @@ def test_power_control_lowers_a_near_phones_uplink_snr_and_the_neighbours_interf
     rise_full = topo.drop_federation(layout_full, layout_full.topology, 200, np.random.default_rng(1)).ul_rise_db
     rise_controlled = topo.drop_federation(layout_controlled, layout_controlled.topology, 200, np.random.default_rng(1)).ul_rise_db
     assert np.all(rise_controlled < rise_full)
+
+
+if __name__ == "__main__":
+    SIONNA_SAID.write_text(json.dumps(_sionna_now(_case())) + "\n")

@@ -102,9 +102,9 @@ def test_an_interrupted_search_resumes_to_the_trials_of_an_uninterrupted_one(tmp
 
 
 def test_a_killed_tune_command_resumes_with_resume(tmp_path):
-    """SIGKILL after the first finished trial (trials of 12 rounds, so the others are still to run), then
-    ``wirelessfl tune --resume DIR`` finishes every curve's budget and writes tuned.yaml."""
-    doc = {**TINY, "tune": {**TINY["tune"], "rounds": 12}}
+    """SIGKILL after the first finished trial (trials of 6 rounds, so the others are still to run), then
+    ``wirelessfl tune --resume DIR`` finishes every curve's budget (2 trials, in one batch) and writes tuned.yaml."""
+    doc = {**TINY, "tune": {**TINY["tune"], "rounds": 6, "trials": 2}}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(doc))
     out = tmp_path / "t"
@@ -126,11 +126,11 @@ def test_a_killed_tune_command_resumes_with_resume(tmp_path):
     assert clash.exit_code == 2 and clash.output.startswith(f"error: --resume continues {out} with the scenario in its tune.yaml; leave out --trials")
     result = runner.invoke(app, ["tune", "--resume", str(out), "--quiet", "--executor", "local"])
     assert result.exit_code == 0, result.output
-    assert re.search(r"one trial of every curve [^,]+, the [1-7] of 8 trials left (about|under) ", result.output), result.output
+    assert re.search(r"one trial of every curve [^,]+, the [1-3] of 4 trials left (about|under) ", result.output), result.output
     table = pd.read_csv(out / "study.csv")
     assert (table["state"] == "interrupted").sum() >= 1
     counted = table[table["state"].isin(["complete", "pruned"])].groupby("curve").size()
-    assert counted.to_dict() == {"fedavg": 4, "local": 4}
+    assert counted.to_dict() == {"fedavg": 2, "local": 2}
     assert "interrupted by the earlier stop were run again" in (out / "summary.md").read_text()
     assert [a.label for a in load_scenario(out / "tuned.yaml").algorithms] == ["fedavg", "local"]
 

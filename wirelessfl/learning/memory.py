@@ -55,7 +55,7 @@ from wirelessfl.learning.data.guard import format_bytes
 from wirelessfl.learning.lockstep import DATA_CACHE_BYTES, EVAL_CHUNK, GROUP_MULTIPLE, TrainConfig
 from wirelessfl.learning.schedule import batch_width
 from wirelessfl.learning.workers import balanced_group
-from wirelessfl.learning.models import Architecture
+from wirelessfl.learning.models import Architecture, probe_of
 
 INDEX = 8
 #: Python objects of one round's record per client (CommPlan dicts and frozensets, accuracy array), measured with tracemalloc.
@@ -165,9 +165,8 @@ def _node_outputs(arch: Architecture) -> list[tuple[object, int, int]]:
     import torch
     import torch.fx
     import torch.nn.functional as F
-    from torch.fx.passes.shape_prop import ShapeProp
 
-    module = arch.template
+    module = probe_of(arch.template)
     device = next(module.parameters()).device
     sample = torch.zeros(1, *arch.input_shape, device=device)
     try:
@@ -181,18 +180,28 @@ def _node_outputs(arch: Architecture) -> list[tuple[object, int, int]]:
         for hook in hooks:
             hook.remove()
         return seen
+    shapes = {}
+
+    class ShapeRecorder(torch.fx.Interpreter):
+        """Each tensor-valued node's output shape: torch.fx's ``ShapeProp`` without its fake-tensor machinery, whose
+        import (sympy) costs 1.7 s of CPU in every process."""
+
+        def run_node(self, node):
+            result = super().run_node(node)
+            if isinstance(result, torch.Tensor):
+                shapes[node] = tuple(result.shape)
+            return result
+
     with torch.no_grad(), torch.device(device):
-        ShapeProp(traced).propagate(sample)
+        ShapeRecorder(traced).run(sample)
     modules = dict(traced.named_modules())
     out = []
     for node in traced.graph.nodes:
-        meta = node.meta.get("tensor_meta")
-        if node.op in ("placeholder", "output", "get_attr") or meta is None or not hasattr(meta, "shape"):
+        if node.op in ("placeholder", "output", "get_attr") or node not in shapes:
             continue
-        size = math.prod(meta.shape)
+        size = math.prod(shapes[node])
         first = node.args[0] if node.args else None
-        first_meta = first.meta.get("tensor_meta") if hasattr(first, "meta") else None
-        input_size = math.prod(first_meta.shape) if first_meta is not None and hasattr(first_meta, "shape") else 0
+        input_size = math.prod(shapes[first]) if isinstance(first, torch.fx.Node) and first in shapes else 0
         kind = modules.get(node.target) if node.op == "call_module" else (F_MAX_POOL if node.target in (F.max_pool2d, torch.max_pool2d) else None)
         out.append((kind, size, input_size))
     return out

@@ -38,7 +38,6 @@ from wirelessfl.results.io import (
 from wirelessfl.results.palette import PALETTE as _PALETTE
 from wirelessfl.results.palette import curve_colors, curve_dashes
 from wirelessfl.results.plotly_js import write_plotly_js
-from wirelessfl.results.static import write_static
 from wirelessfl.results.tables import ACCURACY_METRICS, METRIC_LABELS, identical_across_profiles, check_target, summary_markdown
 
 HTML_FIGURES = ("fig3.html", "fig2.html", "worst_clients.html")
@@ -260,6 +259,7 @@ def _write_figures(
         written.append(directory / f"{name}.html")
     if image_format is None:
         return Written(written, [_static_note(directory, [f"{name}.png" for name in figures])])
+    from wirelessfl.results.static import write_static  # matplotlib (1 s to import) only to draw
     return Written(written + write_static(directory, figures, image_format), [])
 
 
@@ -299,6 +299,7 @@ def plot_timeline(run_dir, round: int, image_format: str | None = "png") -> Writ
     written.append(directory / TIMELINE_HTML)
     if image_format is None:
         return Written(written, [_static_note(directory, ["timeline.png"])])
+    from wirelessfl.results.static import write_static  # matplotlib (1 s to import) only to draw
     return Written(written + write_static(directory, {"timeline": fig}, image_format), [])
 
 

@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
-from sklearn.metrics import adjusted_rand_score
 
 from wirelessfl.results.io import atomic_write_text, read_text_file
 from wirelessfl.results.plotly_js import write_plotly_js
@@ -71,6 +70,8 @@ def stream_report(diagnostics: Mapping[str, Mapping[Any, Mapping[str, Any]]], cl
         formed = [(r, extra) for r, extra in ordered if "assignment" in extra]
         if not formed and any("clusters" in extra for _, extra in ordered):
             formed = [(ordered[-1][0], {"assignment": [0] * len(groups), "clusters": 1})]
+        if formed:
+            from sklearn.metrics import adjusted_rand_score  # scikit-learn (1.3 s to import) only for runs that form streams
         for rnd, extra in formed:
             assignment = np.asarray(extra["assignment"], dtype=np.int64)
             if len(assignment) != len(groups):

@@ -54,7 +54,6 @@ from plotly.subplots import make_subplots
 from wirelessfl.results.intervals import CONFIDENCE, interval_half_width, paired_difference
 from wirelessfl.results.io import atomic_write_text
 from wirelessfl.results.plotly_js import write_plotly_js
-from wirelessfl.results.static import write_static
 from wirelessfl.results.tables import REFERENCE_ALGORITHMS
 
 TABLE_COLUMNS = (
@@ -735,5 +734,6 @@ def write_tradeoff_figures(sweep_dir, table: pd.DataFrame, axes, *, image_format
         notes.append("no best_k map: no curve in the sweep has a number of streams (e.g. ucfl streams variants)")
     if image_format is None:
         return [*notes, "trade-off figures as HTML only: `wirelessfl plot SWEEP_DIR` draws their PNGs"]
+    from wirelessfl.results.static import write_static  # matplotlib (1 s to import) only to draw
     write_static(directory, figures, image_format)
     return notes

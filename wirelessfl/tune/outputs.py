@@ -24,7 +24,6 @@ from wirelessfl.results.io import atomic_write_frame, atomic_write_text
 from wirelessfl.results.palette import curve_colors
 from wirelessfl.results.plotly_js import write_plotly_js
 from wirelessfl.results.tables import percent
-from wirelessfl.results.static import write_static
 from wirelessfl.tune.space import merge_training, split_trial
 
 STUDY_COLUMNS = ("curve", "algorithm", "trial", "state", "value", "last_round", "seconds")
@@ -193,6 +192,7 @@ def write_outputs(scenario: Scenario, out_dir: Path, targets, studies, notes: li
     atomic_write_text(out_dir / "history.html", figure.to_html(include_plotlyjs="directory", full_html=True))
     notes = list(notes)
     if png:
+        from wirelessfl.results.static import write_static  # matplotlib (1 s to import) only to draw
         write_static(out_dir, {"history": figure})
     missing = [t.curve for t in targets if t.curve not in best]
     if missing:
