@@ -21,7 +21,7 @@ def footprint(params: FedPerParams, at: FootprintInputs) -> Footprint:
     del params
     m = at.clients
     return Footprint(
-        kept=1, kept_bytes=m * at.head_size * FLOAT, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m,
+        kept=1, kept_bytes=m * at.head_size * FLOAT, train_slots=at.participants, state=at.optimizer_rows, keep_rows=m, eval_rows=m,
         eval_slots=m, checkpoint_rows=1 + m * at.head_size / at.model_params, stored=m * at.head_size / at.model_params,
     )
 
