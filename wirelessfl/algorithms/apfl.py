@@ -121,7 +121,7 @@ class APFL(MixingAlgorithm):
 
     def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
         """v_bar of each distinct row read from the store (on disk: the unwritten clients share one), not of every client."""
-        return self.evaluate_stored(self.personal, split, clients, self.mixed)
+        return self.evaluate_stored(self.personal, split, clients, self.mixed, held_out=self.models[0])
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "personal": self.personal.state_dict(), "alpha": self.alpha.clone()}

@@ -73,7 +73,7 @@ class Ditto(MixingAlgorithm):
 
     def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
         """The personal models read from their store by row (no ``[m, P]`` copy of them)."""
-        return self.evaluate_stored(self.personal, split, clients)
+        return self.evaluate_stored(self.personal, split, clients, held_out=self.models[0])
 
     def state_dict(self) -> dict[str, Any]:
         return {

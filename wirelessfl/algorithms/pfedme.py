@@ -104,7 +104,7 @@ class PFedMe(MixingAlgorithm):
 
     def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
         """The personalized models read from their store by row (no ``[m, P]`` copy of them)."""
-        return self.evaluate_stored(self.personal, split, clients)
+        return self.evaluate_stored(self.personal, split, clients, held_out=self.models[0])
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "personal": self.personal.state_dict()}

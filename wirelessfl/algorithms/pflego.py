@@ -80,7 +80,7 @@ import torch
 from wirelessfl.algorithms.base import Algorithm, Context, StepInfo, mean_finite, numpy_generator, register, torch_generator
 from wirelessfl.algorithms.spec import ParamError
 from wirelessfl.algorithms.specs.pflego import SPEC
-from wirelessfl.algorithms.fedper import no_body_message
+from wirelessfl.algorithms.fedper import SharedBody, no_body_message
 from wirelessfl.learning import optim
 from wirelessfl.seam import CommPlan, Stream
 
@@ -89,7 +89,7 @@ FORWARD_COST = 1.0 / 3.0
 
 
 @register
-class PFLEGO(Algorithm):
+class PFLEGO(SharedBody, Algorithm):
     """Exact distributed SGD on eq. 1; see the module docstring."""
 
     spec = SPEC
@@ -205,13 +205,6 @@ class PFLEGO(Algorithm):
         """The tau - 1 full-batch gradient-descent steps on the heads alone, on cached body features."""
         del round  # full-batch steps draw nothing
         return self.ctx.engine.train_head(params, sets, lr=self.client_lr, steps=int(self.params.tau) - 1)
-
-    def client_params(self) -> torch.Tensor:
-        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads.full())
-
-    def params_of(self, clients: np.ndarray) -> torch.Tensor:
-        """The rows of ``clients`` alone: the shared body beside their heads (no ``[m, P]`` for a sample or a chunk)."""
-        return self.split.join(self.body.expand(len(clients), -1), self.heads.gather(clients))
 
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -13,7 +13,9 @@ class DittoParams(Params):
 
 def footprint(params: DittoParams, at: FootprintInputs) -> Footprint:
     """The global model and ``m`` personal ones (in a client store); two train calls a round over the T
-    participants, each with its own optimizer state kept per client."""
+    participants, each with its own optimizer state kept per client. The evaluation reads the store by row but
+    counts a row per client: on disk each distinct written row is read, in RAM a held-out client's global
+    model is appended to a copy of the rows."""
     del params
     m = at.clients
     return Footprint(
