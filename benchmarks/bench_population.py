@@ -27,14 +27,15 @@ and the timed chunk evaluation (``cost.probe_rounds``), three runs on the same s
 (``OMP_WAIT_POLICY=PASSIVE``: 1.20x and 0.93x), the probes 4.5-6.2 s CPU. The spread is the run's
 own: its trained round's CPU time varied 2-3x between runs.
 
-Per-client state (``--algorithm local`` or ``fedper``, ``--client-store memory|disk``, ``--store-path DIR``
+Per-client state (``--algorithm local``, ``fedper``, ``ditto``, ..., ``--client-store memory|disk``, ``--store-path DIR``
 whose files are measured every round; ``--generated`` for generated data at every N). Measured 2026-11-29
 (2-core EPYC, shared, ``OMP_NUM_THREADS=1``, generated data, Local, k = 100, 5 rounds): peak RSS with the
 client store in memory 1,402 MB at N = 1,000 and 4,073 MB at N = 10,000 (100,000 not run: 24.7 GB of models);
 on disk 1,401 / 1,706 / 6,341 MB at N = 1,000 / 10,000 / 100,000, store files at most 108 / 130 / 134 MB
 (the 500 rows written), libraries 678-680 MB, the data 35 MB / 345 MB / 3.45 GB of float32 images. FedAvg
 (no per-client state) at N = 100,000, the same way: peak RSS 6,346 MB, so what grows with N there is the data
-and its evaluation copies, not the models.
+and its evaluation copies, not the models. Ditto (personal models in a store), the same way at N = 1,000 / 10,000:
+peak RSS 1,488 / 4,101 MB in memory, 1,438 / 1,728 MB on disk (store files at most 108 / 130 MB, libraries 741 MB).
 
 N = 100,000 needs 1.1 million samples (more than EMNIST's 116,323 offline
 images); the parent prints what the memory estimate says such a run needs
@@ -190,7 +191,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--limit-gb", type=float, default=3.0)
     parser.add_argument("--child", type=int)
-    parser.add_argument("--algorithm", default="fedavg", help="fedavg (default), or local / fedper (per-client state)")
+    parser.add_argument("--algorithm", default="fedavg", help="fedavg (default), or a method with per-client state (local, fedper, fedrep, ditto, pfedme, apfl, pflego)")
     parser.add_argument("--client-store", choices=["memory", "disk"], help="the scenario's client_store.where (default: none, automatic)")
     parser.add_argument("--store-path", help="client_store.path for disk (its files are measured every round)")
     parser.add_argument("--generated", action="store_true", help="generated data at every N (not EMNIST where it fits)")
