@@ -12,7 +12,6 @@ import torch.nn.functional as F
 
 from wirelessfl.algorithms import Context, get_algorithm, shuffle_schedule, torch_generator
 from wirelessfl.config import ScenarioError, parse_scenario
-from wirelessfl.learning.client_store import ClientStores
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 
@@ -158,18 +157,3 @@ def test_alpha_zero_is_fedavgs_trace_exactly(trace):
 
 def test_a_personal_share_changes_the_models(trace):
     assert not curve(trace, "apfl alpha=0.5")["mean_loss"].equals(curve(trace, "fedavg")["mean_loss"])
-
-
-@pytest.mark.parametrize("where", ["memory", "disk"])
-def test_the_evaluation_by_stored_row_is_the_evaluation_of_every_clients_mixed_model(where, tmp_path):
-    """v_bar made once per distinct stored row (on disk the unwritten clients 1 and 2 share one) and the held-out
-    client 2 on the global model: the very numbers of evaluating ``client_params`` (or ``params_of`` a sample)."""
-    ctx = replace(make_ctx(participation=0.5), held_out=np.array([2]), stores=ClientStores(where, tmp_path))
-    algo = get_algorithm("apfl")(ctx, alpha=0.3, adaptive_alpha=True, alpha_lr=0.5)
-    algo.step(1, frozenset({0, 3}))
-    assert algo.participants(1).tolist() == [0, 3] and len(set(algo.alpha.tolist())) == 3
-    whole = ctx.engine.evaluate(algo.client_params(), ctx.test_sets(np.arange(4)))
-    sample = np.array([1, 2, 3])
-    part = ctx.engine.evaluate(algo.params_of(sample), ctx.test_sets(sample))
-    for expected, got in ((whole, algo.evaluate("test")), (part, algo.evaluate("test", sample))):
-        assert torch.equal(got.accuracy, expected.accuracy) and torch.equal(got.loss, expected.loss)

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 import wirelessfl.algorithms.fedper  # noqa: F401  (registers fedper)
 from wirelessfl.algorithms import Context, get_algorithm
-from wirelessfl.learning.client_store import ClientStores
 from wirelessfl.learning.lockstep import LockstepEngine, TrainConfig
 from wirelessfl.learning.models import get_architecture
 
@@ -158,21 +156,3 @@ def test_personal_paths_that_name_nothing_or_everything_are_rejected(ctx):
         get_algorithm("fedper")(ctx, personal_params=["1", "3"])
     with pytest.raises(ValueError, match=r"^fedper: personal_params must be a list of parameter paths \(e.g. \[fc2\]\), got '3'$"):
         get_algorithm("fedper")(ctx, personal_params="3")
-
-
-@pytest.mark.parametrize("name", ["fedper", "fedrep", "pflego"])
-def test_the_evaluation_on_disk_joins_the_body_to_each_distinct_head_once(name, tmp_path, monkeypatch):
-    """Two of four clients trained: the engine gets the body beside the initial head and the two written heads
-    (3 rows, not 4), read by each client's row; the very numbers of evaluating ``client_params``."""
-    ctx = replace(make_ctx(participation=0.5), stores=ClientStores("disk", tmp_path))
-    algo = get_algorithm(name)(ctx, **({"tau": 2} if name == "pflego" else {}))
-    algo.step(1, frozenset(range(4)))
-    trained = algo.participants(1)
-    expected = ctx.engine.evaluate(algo.client_params(), ctx.test_sets(np.arange(4)))
-    calls = []
-    evaluate = ctx.engine.evaluate
-    monkeypatch.setattr(ctx.engine, "evaluate", lambda params, sets, rows=None: calls.append((len(params), rows)) or evaluate(params, sets, rows=rows))
-    got = algo.evaluate("test")
-    assert len(trained) == 2 and calls[0][0] == 3
-    assert [int(calls[0][1][i]) for i in range(4)] == [1 + sorted(trained).index(i) if i in trained else 0 for i in range(4)]
-    assert torch.equal(got.accuracy, expected.accuracy) and torch.equal(got.loss, expected.loss)

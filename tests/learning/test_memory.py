@@ -159,9 +159,9 @@ def test_a_sampled_evaluation_gathers_at_most_its_chunk_of_client_rows():
 
 
 def test_methods_that_evaluate_by_row_gather_no_row_per_client():
-    """FedAvg's clients share its model: the evaluation reads it by row (one slot group's rows), while Ditto's
-    per-client models count one row per client (read from its store by row, but on disk each distinct written row
-    is read into RAM, and in RAM a held-out client's global row is appended to a copy of them)."""
+    """FedAvg's clients share its model: the evaluation reads it by row (one slot group's rows), as Ditto's and
+    FedPer's per-client models are made group by group from their stores, while FedEM's mixture gathers a row per
+    client and component."""
     sizes = SplitSizes(train=(7,) * 5000, val=(2,) * 5000, test=(2,) * 5000)
     cfg = TrainConfig(batch_size=10)
 
@@ -169,7 +169,8 @@ def test_methods_that_evaluate_by_row_gather_no_row_per_client():
         return estimate_memory(MLP, sizes, cfg, [(name, {})], workers=1, participation=0.02).phases[f"{name} evaluate"]
 
     row = MLP.param_count * 4
-    assert evaluation("ditto") - evaluation("fedavg") > 0.9 * 5000 * row
+    assert evaluation("ditto") == evaluation("fedper") == evaluation("fedavg")
+    assert evaluation("fedem") - evaluation("fedavg") > 0.9 * 5000 * row
 
 
 HEAD = 32 * 10 + 10  # MLP's personal head: fc2's weights and biases

@@ -120,8 +120,8 @@ class APFL(MixingAlgorithm):
         return self.global_for_held_out(self.mixed(self.personal.gather(clients), clients), clients)
 
     def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
-        """v_bar of each distinct row read from the store (on disk: the unwritten clients share one), not of every client."""
-        return self.evaluate_stored(self.personal, split, clients, self.mixed, held_out=self.models[0])
+        """v_bar made group by group of slots from the rows read from the store (no ``[m, P]`` of them)."""
+        return self.evaluate_in_groups(split, clients)
 
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "personal": self.personal.state_dict(), "alpha": self.alpha.clone()}

@@ -309,36 +309,12 @@ class Algorithm(ABC):
             return self.ctx.engine.evaluate(self.client_params(), sets)
         return self.ctx.engine.evaluate(self.params_of(clients), self.ctx.split_sets(split, clients))
 
-    def evaluate_stored(
-        self,
-        store: ClientStore,
-        split: str,
-        clients: np.ndarray | None,
-        make: Callable[[torch.Tensor, np.ndarray], torch.Tensor] | None = None,
-        held_out: torch.Tensor | None = None,
-    ) -> EvalResult:
-        """Each client's model from its row of ``store``, read by row (``store.compact``: in RAM the rows in place, on
-        disk each distinct written row once), no ``[m, P]`` copy of them where the rows are the models.
-        ``make(rows, owners)`` builds the evaluated models from stored rows ``rows`` of clients ``owners`` (FedPer's
-        body beside the heads, APFL's alpha v + (1 - alpha) w), once per distinct row read; ``held_out``: the model
-        of every held-out client (Ditto's global one), appended as one more row. The same numbers as evaluating
-        the clients' rows of :meth:`client_params`."""
+    def evaluate_in_groups(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
+        """:meth:`evaluate` with each group of slots making its own models by :meth:`params_of` (for a method whose
+        ``params_of`` reads the clients' rows from a client store): the groups running at once hold rows, not the
+        ``[m, P]`` of :meth:`client_params`; the same numbers, its rows being the same."""
         ids = np.arange(self.ctx.num_clients) if clients is None else np.asarray(clients)
-        held = np.isin(ids, self.ctx.held_out) if held_out is not None else np.zeros(len(ids), dtype=bool)
-        params, rows = store.compact(ids)
-        if make is not None:
-            own = torch.from_numpy(~held)
-            used, inverse = torch.unique(rows[own], return_inverse=True)
-            owners = np.empty(len(used), dtype=np.int64)
-            owners[inverse.numpy()] = ids[~held]  # a row shared on disk is the unwritten clients', all alike
-            params = make(params[used.to(params.device)], owners)
-            rows = rows.clone()
-            rows[own] = inverse
-        if held.any():
-            params = torch.cat([params, held_out[None]])
-            rows = rows.clone()
-            rows[torch.from_numpy(held)] = len(params) - 1
-        return self.ctx.engine.evaluate(params, self.ctx.split_sets(split, ids), rows=rows)
+        return self.ctx.engine.evaluate(lambda group: self.params_of(ids[group]), self.ctx.split_sets(split, ids))
 
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """``[len(clients), P]``: the models of ``clients`` (rows of :meth:`client_params`; a method that can

@@ -72,8 +72,8 @@ class Ditto(MixingAlgorithm):
         return self.global_for_held_out(self.personal.gather(clients), clients)
 
     def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
-        """The personal models read from their store by row (no ``[m, P]`` copy of them)."""
-        return self.evaluate_stored(self.personal, split, clients, held_out=self.models[0])
+        """The personal models read from their store group by group of slots (no ``[m, P]`` copy of them)."""
+        return self.evaluate_in_groups(split, clients)
 
     def state_dict(self) -> dict[str, Any]:
         return {

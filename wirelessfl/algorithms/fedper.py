@@ -71,14 +71,8 @@ class SharedBody:
         return self.split.join(self.body.expand(len(clients), -1), self.heads.gather(clients))
 
     def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
-        """The body beside each distinct head read from the store (on disk: the written heads and the initial one),
-        not beside every client's: the same numbers as evaluating :meth:`client_params`."""
-        return self.evaluate_stored(self.heads, split, clients, self.with_body)
-
-    def with_body(self, heads: torch.Tensor, clients: np.ndarray) -> torch.Tensor:
-        """The models of ``clients`` with heads ``heads``: the shared body beside each."""
-        del clients
-        return self.split.join(self.body.expand(len(heads), -1), heads)
+        """The body beside the heads read from the store group by group of slots (no ``[m, P]`` of the models)."""
+        return self.evaluate_in_groups(split, clients)
 
 
 @register

@@ -13,12 +13,12 @@ class FedRepParams(Params):
 def footprint(params: FedRepParams, at: FootprintInputs) -> Footprint:
     """One body plus ``m`` heads (in a client store; the model's head, as FedPer's footprint counts it, none for
     ``personal_layers: 0``); a head train call then a body train call over the T participants, each with its own
-    optimizer state kept per client."""
+    optimizer state kept per client; evaluated group by group of slots."""
     m, P = at.clients, at.model_params
     head = at.head_size if params.personal_layers else 0
     return Footprint(
         kept=1, kept_bytes=m * head * FLOAT, train_slots=at.participants, state=at.optimizer_rows, keep_rows=2 * m,
-        eval_rows=m, eval_slots=m, checkpoint_rows=1 + m * head / P, stored=m * head / P,
+        eval_rows=m, eval_slots=m, eval_by_row=True, checkpoint_rows=1 + m * head / P, stored=m * head / P,
     )
 
 
