@@ -35,7 +35,7 @@ on disk 1,401 / 1,706 / 6,341 MB at N = 1,000 / 10,000 / 100,000, store files at
 (the 500 rows written), libraries 678-680 MB, the data 35 MB / 345 MB / 3.45 GB of float32 images. FedAvg
 (no per-client state) at N = 100,000, the same way: peak RSS 6,346 MB, so what grows with N there is the data
 and its evaluation copies, not the models. Ditto (personal models in a store), the same way at N = 1,000 / 10,000:
-peak RSS 1,488 / 4,101 MB in memory, 1,438 / 1,728 MB on disk (store files at most 108 / 130 MB, libraries 741 MB).
+peak RSS 1,576 / 4,208 MB in memory, 1,435 / 1,799 MB on disk (store files at most 108 / 130 MB, libraries 741 MB).
 
 N = 100,000 needs 1.1 million samples (more than EMNIST's 116,323 offline
 images); the parent prints what the memory estimate says such a run needs

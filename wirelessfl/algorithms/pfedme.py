@@ -49,7 +49,8 @@ from wirelessfl.learning.lockstep import EvalResult, GradientCorrection, shuffle
 
 @register
 class PFedMe(MixingAlgorithm):
-    """The server's model ``models`` and each client's personalized model in the client store ``personal`` (``[m, P]`` rows)."""
+    """The server's model ``models`` and each client's personalized model in the client store ``personal``
+    (``[m, P]`` rows)."""
 
     spec = SPEC
 
