@@ -4,7 +4,7 @@ Every client holds 11 samples (EMNIST byclass when its files are there, else
 generated images of the same shape and classes), so the k participants' training
 is the same work at every N and only the population grows. Evaluation is
 sampled (``evaluation: {clients: 100}``), with the last round evaluating all N
-clients. Each N runs in its own child process (imports, the data, the run), which
+clients (``--evaluation-all``: every client every round). Each N runs in its own child process (imports, the data, the run), which
 reports a trained round's wall and CPU time (rounds 2 to 4: plan, network,
 training, aggregation and the 100-client evaluation; round 1 warms up), the last
 round apart (it also evaluates every client, which grows with N by its nature),
@@ -27,14 +27,17 @@ and the timed chunk evaluation (``cost.probe_rounds``), three runs on the same s
 (``OMP_WAIT_POLICY=PASSIVE``: 1.20x and 0.93x), the probes 4.5-6.2 s CPU. The spread is the run's
 own: its trained round's CPU time varied 2-3x between runs.
 
-Per-client state (``--algorithm local`` or ``fedper``, ``--client-store memory|disk``, ``--store-path DIR``
+Per-client state (``--algorithm local``, ``fedper``, ``ditto``, ..., ``--client-store memory|disk``, ``--store-path DIR``
 whose files are measured every round; ``--generated`` for generated data at every N). Measured 2026-11-29
 (2-core EPYC, shared, ``OMP_NUM_THREADS=1``, generated data, Local, k = 100, 5 rounds): peak RSS with the
 client store in memory 1,402 MB at N = 1,000 and 4,073 MB at N = 10,000 (100,000 not run: 24.7 GB of models);
 on disk 1,401 / 1,706 / 6,341 MB at N = 1,000 / 10,000 / 100,000, store files at most 108 / 130 / 134 MB
 (the 500 rows written), libraries 678-680 MB, the data 35 MB / 345 MB / 3.45 GB of float32 images. FedAvg
 (no per-client state) at N = 100,000, the same way: peak RSS 6,346 MB, so what grows with N there is the data
-and its evaluation copies, not the models.
+and its evaluation copies, not the models. Ditto (personal models in a store), the same way at N = 1,000 / 10,000:
+peak RSS 1,576 / 4,208 MB in memory, 1,435 / 1,799 MB on disk (store files at most 108 / 130 MB, libraries 741 MB).
+With ``--evaluation-all`` at N = 10,000: FedPer (heads in memory) 4,158 MB before the evaluation made its models group
+by group, 2,001 MB after; Ditto 6,546 MB before, 4,300 MB after in memory, 1,909 MB on disk (docs/engine.md).
 
 N = 100,000 needs 1.1 million samples (more than EMNIST's 116,323 offline
 images); the parent prints what the memory estimate says such a run needs
@@ -73,7 +76,9 @@ def generated(clients: int, seed: int = 0):
     return rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8), rng.integers(0, 62, size=n)
 
 
-def scenario(clients: int, emnist: bool, algorithm: str = "fedavg", store: str | None = None, store_path: str | None = None) -> dict:
+def scenario(
+    clients: int, emnist: bool, algorithm: str = "fedavg", store: str | None = None, store_path: str | None = None, every_client: bool = False
+) -> dict:
     data = (
         {"dataset": "emnist", "options": {"split": "byclass", "pool": ["test"]}}
         if emnist else {"dataset": "bench_population:generated", "options": {"clients": clients}}
@@ -83,7 +88,7 @@ def scenario(clients: int, emnist: bool, algorithm: str = "fedavg", store: str |
         "rounds": ROUNDS,
         "device": "cpu",
         "checkpoint_every": 1000,
-        "evaluation": {"clients": PARTICIPANTS},
+        "evaluation": {"clients": "all" if every_client else PARTICIPANTS},
         "data": {**data, "clients": clients, "samples": {"per_client": SAMPLES_PER_CLIENT},
                  "partition": [{"name": "dirichlet", "alpha": 0.4}]},
         "model": {"name": "lenet5"},
@@ -108,7 +113,10 @@ def disk_bytes(folder: str | None) -> int:
     return sum(p.stat().st_blocks * 512 for p in Path(folder).rglob("*") if p.is_file())
 
 
-def child(clients: int, algorithm: str = "fedavg", store: str | None = None, store_path: str | None = None, generated_only: bool = False) -> dict:
+def child(
+    clients: int, algorithm: str = "fedavg", store: str | None = None, store_path: str | None = None, generated_only: bool = False,
+    every_client: bool = False,
+) -> dict:
     """One run in this process (see the module docstring)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from wirelessfl.config import parse_scenario
@@ -117,7 +125,7 @@ def child(clients: int, algorithm: str = "fedavg", store: str | None = None, sto
     from wirelessfl.simulate import simulate
 
     emnist = emnist_fits(clients) and not generated_only
-    parsed = parse_scenario(scenario(clients, emnist, algorithm, store, store_path))
+    parsed = parse_scenario(scenario(clients, emnist, algorithm, store, store_path, every_client))
     libraries_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the imports, before any data
     cpu = time.process_time()
     began = time.perf_counter()
@@ -162,7 +170,7 @@ def child(clients: int, algorithm: str = "fedavg", store: str | None = None, sto
     }
 
 
-def needs(clients: int, algorithm: str = "fedavg", on_disk: bool = False) -> float:
+def needs(clients: int, algorithm: str = "fedavg", on_disk: bool = False, every_client: bool = False) -> float:
     """GB the memory estimate gives a run at ``clients`` (data of the scenario's sizes, nothing allocated)."""
     from wirelessfl.config import parse_scenario
     from wirelessfl.cost import _workers
@@ -179,7 +187,7 @@ def needs(clients: int, algorithm: str = "fedavg", on_disk: bool = False) -> flo
     import torch
 
     estimate = estimate_memory(arch, sizes, t.train_config(), [(algorithm, {})], participation=PARTICIPANTS / clients,
-                               rounds=ROUNDS, workers=_workers(torch.device("cpu")), eval_clients=CHUNK_CLIENTS,
+                               rounds=ROUNDS, workers=_workers(torch.device("cpu")), eval_clients=None if every_client else CHUNK_CLIENTS,
                                client_store_on_disk=on_disk)
     pool = 2 * clients * SAMPLES_PER_CLIENT * 28 * 28  # while the data is built: the uint8 pool and its gathered copy
     return (estimate.total + pool) / 1e9
@@ -190,19 +198,21 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--limit-gb", type=float, default=3.0)
     parser.add_argument("--child", type=int)
-    parser.add_argument("--algorithm", default="fedavg", help="fedavg (default), or local / fedper (per-client state)")
+    parser.add_argument("--algorithm", default="fedavg", help="fedavg (default), or a method with per-client state (local, fedper, fedrep, ditto, pfedme, apfl, pflego)")
     parser.add_argument("--client-store", choices=["memory", "disk"], help="the scenario's client_store.where (default: none, automatic)")
     parser.add_argument("--store-path", help="client_store.path for disk (its files are measured every round)")
     parser.add_argument("--generated", action="store_true", help="generated data at every N (not EMNIST where it fits)")
+    parser.add_argument("--evaluation-all", action="store_true", help="evaluation: {clients: all} (every client every round)")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.algorithm, args.client_store, args.store_path, args.generated)))
+        print(json.dumps(child(args.child, args.algorithm, args.client_store, args.store_path, args.generated, args.evaluation_all)))
         return
     options = ["--algorithm", args.algorithm] + (["--client-store", args.client_store] if args.client_store else [])
     options += (["--store-path", args.store_path] if args.store_path else []) + (["--generated"] if args.generated else [])
+    options += ["--evaluation-all"] if args.evaluation_all else []
     runs = []
     for clients in args.sizes:
-        need = needs(clients, args.algorithm, args.client_store == "disk")
+        need = needs(clients, args.algorithm, args.client_store == "disk", args.evaluation_all)
         if need > args.limit_gb:
             print(f"N = {clients:,}: not run; the memory estimate says about {need:.1f} GB (limit {args.limit_gb} GB)")
             continue

@@ -64,6 +64,28 @@ def test_a_run_with_its_client_state_on_disk_has_the_same_tables_as_in_memory(ma
         pd.testing.assert_frame_equal(getattr(memory, table), getattr(disk, table), check_exact=True)
 
 
+PERSONAL = {
+    "ditto": ({}, ["optimizer", "optimizer-2", "personal"]),
+    "pfedme": ({"inner_steps": 2}, ["personal"]),
+    "apfl": ({"adaptive_alpha": True}, ["optimizer", "personal"]),
+    "pflego": ({"tau": 3}, ["heads"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PERSONAL))
+def test_personal_models_and_heads_on_disk_give_the_same_tables_as_in_memory(name, made):
+    """A held-out client (read as the global model beside the stored rows) and sampled rounds, then a full one."""
+    params, stores = PERSONAL[name]
+    doc = {**DOC, "rounds": 2, "training": {**DOC["training"], "unseen_fraction": 0.25}, "algorithms": [{"name": name, "params": params}]}
+    scenario = parse_scenario(doc)
+    memory = simulate(scenario, client_store="memory")
+    made.clear()
+    disk = simulate(scenario, client_store="disk")
+    assert sorted(made) == [(store, "disk") for store in stores]
+    for table in ("trace", "clients", "client_rounds"):
+        pd.testing.assert_frame_equal(getattr(memory, table), getattr(disk, table), check_exact=True)
+
+
 @pytest.mark.slow
 def test_a_run_with_its_client_state_on_disk_writes_the_same_files_as_in_memory(tmp_path, made):
     wirelessfl.simulate(DOC, out=tmp_path / "memory", client_store={"where": "memory"})
@@ -98,6 +120,23 @@ def test_a_disk_run_interrupted_after_a_checkpoint_resumes_to_the_uninterrupted_
     with pytest.raises(KeyboardInterrupt):
         simulate(scenario, tmp_path / "again", stop_after_rounds=3)  # a checkpoint from RAM resumes on disk
     pd.testing.assert_frame_equal(simulate(scenario, tmp_path / "again", client_store="disk").trace, whole.trace)
+
+
+def test_dittos_personal_models_on_disk_interrupted_after_a_checkpoint_resume_to_the_uninterrupted_trace(tmp_path):
+    """Its personal models and both optimizer states come back from their snapshots, not the live rows round 3 wrote."""
+    doc = {**DOC, "rounds": 4, "checkpoint_every": 2, "algorithms": [{"name": "ditto"}]}
+    scenario = parse_scenario(doc)
+    whole = simulate(scenario, client_store="disk")
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        simulate(scenario, run_dir, stop_after_rounds=3, client_store="disk")
+    partial = load_checkpoint(run_dir / "checkpoints" / "seed0__ditto.partial.safetensors", CHECKPOINT_TYPES)
+    assert partial["records"][-1].round == 2 and partial["algorithm"]["personal"]["store"] == "disk"
+    assert len(snapshots(partial["algorithm"])) == 1 + 2  # the personal models, momentum of both trainings
+    resumed = simulate(scenario, run_dir, client_store="disk")
+    assert resumed.trained_units == 1
+    pd.testing.assert_frame_equal(resumed.trace, whole.trace)
+    pd.testing.assert_frame_equal(resumed.clients, whole.clients)
 
 
 def snapshots(state) -> list[str]:

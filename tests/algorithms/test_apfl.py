@@ -58,8 +58,8 @@ def test_the_personal_and_alpha_steps_by_hand(adaptive, batch_size):
     lr, alpha, alpha_lr = 0.5, 0.4, 2.0
     ctx = make_ctx(train=TrainConfig(epochs=2, batch_size=batch_size, lr=lr, momentum=0.0))
     algo = get_algorithm("apfl")(ctx, alpha=alpha, adaptive_alpha=adaptive, alpha_lr=alpha_lr)
-    algo.personal = algo.personal + 0.3 * torch.randn(algo.personal.shape, generator=torch.Generator().manual_seed(0))
-    w0, v0 = algo.models[0].double(), algo.personal.double()
+    algo.personal.scatter(np.arange(4), algo.personal.full() + 0.3 * torch.randn(algo.personal.full().shape, generator=torch.Generator().manual_seed(0)))
+    w0, v0 = algo.models[0].double(), algo.personal.full().double()
     batches = shuffle_schedule(list(SIZES), batch_size, [2.0] * 4, torch_generator(ctx.seed, 1, "train"))
     expected_v, expected_alpha = v0.clone(), torch.full((4,), alpha, dtype=torch.float64)
     for i, own in enumerate(batches):
@@ -74,7 +74,7 @@ def test_the_personal_and_alpha_steps_by_hand(adaptive, batch_size):
                 a = min(max(a - alpha_lr * slope, 0.0), 1.0)
         expected_v[i], expected_alpha[i] = v, a
     algo.step(1, frozenset({1, 2}))
-    assert torch.allclose(algo.personal.double(), expected_v, atol=1e-6, rtol=0)
+    assert torch.allclose(algo.personal.full().double(), expected_v, atol=1e-6, rtol=0)
     assert torch.allclose(algo.alpha, expected_alpha, atol=1e-6, rtol=0)
     if adaptive:
         assert (algo.alpha != alpha).all()
@@ -93,7 +93,7 @@ def test_learning_alpha_at_rate_zero_is_the_fixed_alpha_run():
 def test_alpha_is_clipped_to_the_unit_interval():
     ctx = make_ctx(train=TrainConfig(epochs=2, batch_size=16, lr=0.5, momentum=0.0))
     algo = get_algorithm("apfl")(ctx, alpha=0.5, adaptive_alpha=True, alpha_lr=1e6)
-    algo.personal = algo.personal + torch.randn(algo.personal.shape, generator=torch.Generator().manual_seed(1))
+    algo.personal.scatter(np.arange(4), algo.personal.full() + torch.randn(algo.personal.full().shape, generator=torch.Generator().manual_seed(1)))
     algo.step(1, frozenset(range(4)))
     assert set(algo.alpha.tolist()) <= {0.0, 1.0}
 
@@ -101,8 +101,8 @@ def test_alpha_is_clipped_to_the_unit_interval():
 @pytest.mark.parametrize("alpha", [0.0, 1.0])
 def test_the_ends_of_alpha_are_allowed_and_pick_one_model(alpha):
     algo = get_algorithm("apfl")(make_ctx(), alpha=alpha)
-    algo.personal = algo.personal + 1.0
-    assert torch.equal(algo.client_params(), algo.personal if alpha == 1.0 else algo.models.expand(4, -1))
+    algo.personal.scatter(np.arange(4), algo.personal.full() + 1.0)
+    assert torch.equal(algo.client_params(), algo.personal.full() if alpha == 1.0 else algo.models.expand(4, -1))
 
 
 def test_held_out_clients_get_the_global_model_and_state_round_trips():

@@ -56,9 +56,9 @@ def test_one_round_by_hand(beta, batch_size):
     sizes = torch.tensor([SIZES[i] for i in arrived], dtype=torch.float64)
     average = sum(n * locals_[i] for n, i in zip(sizes, arrived)) / sizes.sum()
     algo.step(1, frozenset(arrived))
-    assert torch.allclose(algo.personal.double(), torch.stack(thetas), atol=1e-6, rtol=0)
+    assert torch.allclose(algo.personal.full().double(), torch.stack(thetas), atol=1e-6, rtol=0)
     assert torch.allclose(algo.models[0].double(), (1 - beta) * w0 + beta * average, atol=1e-6, rtol=0)
-    assert torch.equal(algo.client_params(), algo.personal)
+    assert torch.equal(algo.client_params(), algo.personal.full())
 
 
 def test_beta_one_is_the_plain_average_exactly():
@@ -75,7 +75,7 @@ def test_no_arrival_keeps_the_global_model_for_any_beta():
     algo = get_algorithm("pfedme")(make_ctx(), beta=2.0)
     before = algo.models.clone()
     algo.step(1, frozenset())
-    assert torch.equal(algo.models, before) and not torch.equal(algo.personal[0], before[0])
+    assert torch.equal(algo.models, before) and not torch.equal(algo.personal.full()[0], before[0])
 
 
 @pytest.mark.parametrize("inner_steps", [1, 4])

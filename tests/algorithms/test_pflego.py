@@ -59,7 +59,7 @@ def test_tau1_full_participation_is_one_gradient_step_on_eq1(ctx, head_step):
     rho = 0.5
     algo = get_algorithm("pflego")(ctx, tau=1, server_lr=rho, final_head_step=head_step)
     body = algo.body.detach().double().clone().requires_grad_(True)
-    heads = algo.heads.detach().double().clone().requires_grad_(True)
+    heads = algo.heads.full().detach().double().clone().requires_grad_(True)
     alpha = alphas(ctx)
     loss = sum(alpha[i] * client_loss(ctx, torch.cat([body, heads[i]]), i) for i in range(len(SIZES)))
     g_body, g_heads = torch.autograd.grad(loss, [body, heads])
@@ -74,7 +74,7 @@ def test_tau1_full_participation_is_one_gradient_step_on_eq1(ctx, head_step):
     assert info.aggregated == len(SIZES) and info.extra["unbiasing_factor"] == 1.0
     assert (expected_body - body).abs().max() > 1e-3  # the step is not trivially small
     assert torch.allclose(algo.body.double(), expected_body, atol=1e-6, rtol=0)
-    assert torch.allclose(algo.heads.double(), expected_heads, atol=1e-6, rtol=0)
+    assert torch.allclose(algo.heads.full().double(), expected_heads, atol=1e-6, rtol=0)
 
 
 def test_tau3_partial_participation_head_steps_then_scaled_step():
@@ -85,7 +85,7 @@ def test_tau3_partial_participation_head_steps_then_scaled_step():
     members = [int(i) for i in algo.participants(4)]
     assert len(members) == 3
     arrived = frozenset(members[:2])
-    body, heads = algo.body.double().clone(), algo.heads.double().clone()
+    body, heads = algo.body.double().clone(), algo.heads.full().double().clone()
     split = body.numel()
     alpha = alphas(ctx)
     expected_heads = heads.clone()
@@ -103,9 +103,9 @@ def test_tau3_partial_participation_head_steps_then_scaled_step():
 
     assert info.aggregated == 2 and info.extra["unbiasing_factor"] == 2.0
     assert torch.allclose(algo.body.double(), body - rho * 2.0 * direction, atol=1e-6, rtol=0)
-    assert torch.allclose(algo.heads.double(), expected_heads, atol=1e-6, rtol=0)
+    assert torch.allclose(algo.heads.full().double(), expected_heads, atol=1e-6, rtol=0)
     others = [i for i in range(len(SIZES)) if i not in members]
-    assert torch.equal(algo.heads[others], heads[others].float())
+    assert torch.equal(algo.heads.full()[others], heads[others].float())
 
 
 def test_binomial_sampling_varies_r_and_scales_by_one_over_participation():
@@ -117,7 +117,7 @@ def test_binomial_sampling_varies_r_and_scales_by_one_over_participation():
     round_ = next(r for r in range(1, 401) if 0 < len(algo.participants(r)) < 6)
     members = [int(i) for i in algo.participants(round_)]
     assert algo.plan(round_).participants == frozenset(members)
-    body, heads = algo.body.double().clone(), algo.heads.double().clone()
+    body, heads = algo.body.double().clone(), algo.heads.full().double().clone()
     alpha = alphas(ctx)
     direction = sum(alpha[i] * client_gradient(ctx, torch.cat([body, heads[i]]), i)[: body.numel()] for i in members)
 
@@ -168,7 +168,7 @@ def test_held_out_tau1_full_participation_is_one_gradient_step_on_the_training_o
     rho = 0.5
     algo = get_algorithm("pflego")(ctx, tau=1, server_lr=rho)
     body = algo.body.detach().double().clone().requires_grad_(True)
-    heads = algo.heads.detach().double().clone().requires_grad_(True)
+    heads = algo.heads.full().detach().double().clone().requires_grad_(True)
     alpha = alphas(ctx)
     assert alpha.sum() == pytest.approx(1.0, abs=1e-15) and alpha[list(HELD)].tolist() == [0.0, 0.0]
     loss = sum(alpha[i] * client_loss(ctx, torch.cat([body, heads[i]]), i) for i in TRAINING)
@@ -178,8 +178,8 @@ def test_held_out_tau1_full_participation_is_one_gradient_step_on_the_training_o
 
     assert info.aggregated == 4 and info.extra["unbiasing_factor"] == 1.0
     assert torch.allclose(algo.body.double(), body - rho * g_body, atol=1e-6, rtol=0)
-    assert torch.allclose(algo.heads.double(), heads - rho * g_heads, atol=1e-6, rtol=0)
-    assert torch.equal(algo.heads[list(HELD)], heads[list(HELD)].detach().float())
+    assert torch.allclose(algo.heads.full().double(), heads - rho * g_heads, atol=1e-6, rtol=0)
+    assert torch.equal(algo.heads.full()[list(HELD)], heads[list(HELD)].detach().float())
 
 
 @pytest.mark.parametrize("sampling", ["fixed", "binomial"])
@@ -190,7 +190,7 @@ def test_held_out_partial_participation_scales_by_training_clients_over_r(sampli
     algo = get_algorithm("pflego")(ctx, tau=1, server_lr=rho, sampling=sampling)
     round_ = next(r for r in range(1, 200) if len(algo.participants(r)) == 2)
     members = [int(i) for i in algo.participants(round_)]
-    body, heads = algo.body.double().clone(), algo.heads.double().clone()
+    body, heads = algo.body.double().clone(), algo.heads.full().double().clone()
     alpha = alphas(ctx)
     direction = sum(alpha[i] * client_gradient(ctx, torch.cat([body, heads[i]]), i)[: body.numel()] for i in members)
 
@@ -206,7 +206,7 @@ def test_a_client_without_training_data_keeps_its_head_and_adds_nothing(head_ste
     ctx = make_ctx(sizes=(3, 0, 5, 12, 2, 9))
     rho, beta = 0.5, 0.7
     algo = get_algorithm("pflego")(ctx, tau=2, server_lr=rho, client_lr=beta, final_head_step=head_step)
-    body, heads = algo.body.double().clone(), algo.heads.clone()
+    body, heads = algo.body.double().clone(), algo.heads.full().clone()
     alpha = alphas(ctx)
     assert alpha[1] == 0.0
     direction = torch.zeros_like(body)
@@ -216,7 +216,7 @@ def test_a_client_without_training_data_keeps_its_head_and_adds_nothing(head_ste
 
     algo.step(1, frozenset(range(6)))
 
-    assert torch.equal(algo.heads[1], heads[1])
+    assert torch.equal(algo.heads.full()[1], heads[1])
     assert torch.allclose(algo.body.double(), body - rho * direction, atol=1e-6, rtol=0)
 
 
@@ -304,7 +304,7 @@ def test_adam_on_the_server_steps_the_body_by_rho_per_coordinate_then_keeps_its_
     m = v = 0.0
     for t in (1, 2):
         body = algo.body.detach().double().clone().requires_grad_(True)
-        heads = algo.heads.detach().double().clone().requires_grad_(True)
+        heads = algo.heads.full().detach().double().clone().requires_grad_(True)
         alpha = alphas(ctx)
         loss = sum(alpha[i] * client_loss(ctx, torch.cat([body, heads[i]]), i) for i in range(len(SIZES)))
         g_body, g_heads = torch.autograd.grad(loss, [body, heads])
@@ -312,7 +312,7 @@ def test_adam_on_the_server_steps_the_body_by_rho_per_coordinate_then_keeps_its_
         expected_body = body - rho * (m / (1 - b1**t)) / ((v / (1 - b2**t)).sqrt() + 1e-8)
         algo.step(t, frozenset(range(len(SIZES))))
         assert torch.allclose(algo.body.double(), expected_body, atol=1e-6, rtol=0)
-        assert torch.allclose(algo.heads.double(), heads - rho * g_heads, atol=1e-6, rtol=0)
+        assert torch.allclose(algo.heads.full().double(), heads - rho * g_heads, atol=1e-6, rtol=0)
     assert (expected_body - body).abs().max() > 0.5 * rho  # about rho per coordinate, not rho times the gradient
 
 

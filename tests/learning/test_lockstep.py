@@ -326,6 +326,29 @@ def test_evaluate_by_rows_equals_the_gathered_rows_bit_for_bit():
         engine.evaluate(models, data, rows=rows[:4])
 
 
+def test_evaluate_with_models_made_per_group_equals_the_whole_tensor_bit_for_bit():
+    """``params`` as a function of the slots: each group makes its own rows once (a split of 2 passes each), the
+    groups together cover every slot once, and the numbers are those of the whole ``[n, P]`` tensor."""
+    arch = get_architecture("lenet5", (1, 8, 8), 10)
+    data = make_data(arch, [7, 3, 5, 2, 6])
+    models = arch.init_flat(5, torch.Generator().manual_seed(4))
+    engine = LockstepEngine(arch, max_samples=4)  # passes of 8 samples: chunks of 4 (7 is two of them), 2 slots or fewer a group
+    asked = []
+
+    def made(group):
+        asked.append((group.start, group.stop))
+        return models[group].clone()
+
+    per_group, whole = engine.evaluate(made, data, batch_size=4), engine.evaluate(models, data, batch_size=4)
+    assert torch.equal(per_group.accuracy, whole.accuracy) and torch.equal(per_group.loss, whole.loss)
+    covered = [slot for start, stop in sorted(asked) for slot in range(start, stop)]
+    assert covered == list(range(5)) and max(stop - start for start, stop in asked) < 5  # once each, never all
+    with pytest.raises(ValueError, match=r"^params made for slots 0\.\.1 have shape \[1, 2410\], expected \[2, 2410\]$".replace("2410", str(arch.param_count))):
+        engine.evaluate(lambda group: models[:1], data, batch_size=4)
+    with pytest.raises(ValueError, match=r"^rows cannot go with params made per group of slots \(a function of the slots\)$"):
+        engine.evaluate(made, data, rows=torch.zeros(5, dtype=torch.long))
+
+
 @pytest.mark.parametrize("name, shape, classes, options", ARCHS, ids=IDS)
 def test_full_gradient_equals_autograd_on_one_module(name, shape, classes, options):
     """Gradients at a point are taken in eval mode (no dropout): deterministic, as UCFL and PFLEGO need."""

@@ -159,8 +159,9 @@ def test_a_sampled_evaluation_gathers_at_most_its_chunk_of_client_rows():
 
 
 def test_methods_that_evaluate_by_row_gather_no_row_per_client():
-    """FedAvg's clients share its model: the evaluation reads it by row (one slot group's rows), while Ditto's
-    per-client models are gathered, one row per client."""
+    """FedAvg's clients share its model: the evaluation reads it by row (one slot group's rows), as Ditto's and
+    FedPer's per-client models are made group by group from their stores, while FedEM's mixture gathers a row per
+    client and component."""
     sizes = SplitSizes(train=(7,) * 5000, val=(2,) * 5000, test=(2,) * 5000)
     cfg = TrainConfig(batch_size=10)
 
@@ -168,7 +169,51 @@ def test_methods_that_evaluate_by_row_gather_no_row_per_client():
         return estimate_memory(MLP, sizes, cfg, [(name, {})], workers=1, participation=0.02).phases[f"{name} evaluate"]
 
     row = MLP.param_count * 4
-    assert evaluation("ditto") - evaluation("fedavg") > 0.9 * 5000 * row
+    assert evaluation("ditto") == evaluation("fedper") == evaluation("fedavg")
+    assert evaluation("fedem") - evaluation("fedavg") > 0.9 * 5000 * row
+
+
+HEAD = 32 * 10 + 10  # MLP's personal head: fc2's weights and biases
+
+
+@pytest.mark.parametrize(("name", "models", "heads", "momenta"), [
+    ("local", 4, 0, 4),
+    ("ditto", 4, 0, 8),  # the global training's momentum and the personal one's
+    ("pfedme", 4, 0, 0),  # the inner solve is plain SGD, nothing kept
+    ("apfl", 4, 0, 4),
+    ("fedper", 0, 4, 4),
+    ("fedrep", 0, 4, 8),  # the head training's momentum and the body's
+    ("pflego", 0, 4, 0),
+])
+def test_per_client_state_in_client_stores_counts_as_disk_when_the_store_is_on_disk(name, models, heads, momenta):
+    """With momentum kept, m = 4 clients all training over 4 rounds: the stored rows (personal models, heads of
+    330 parameters, momenta) leave the RAM kept between rounds and the checkpoint, and the disk holds them three
+    times (the live file and two snapshots)."""
+    row = MLP.param_count * 4
+    stored = models * row + heads * HEAD * 4 + momenta * row
+
+    def estimate(on_disk):
+        return estimate_memory(MLP, SIZES, TrainConfig(batch_size=10), [(name, {})], workers=1, rounds=4,
+                               keep_optimizer_state=True, client_store_on_disk=on_disk)
+
+    ram, disk = estimate(False), estimate(True)
+    assert ram.parts["models kept"] - disk.parts["models kept"] == pytest.approx(stored, abs=1)
+    assert ram.disk == 0 and disk.disk == pytest.approx(3 * stored, abs=3)
+    checkpoint = 3 * (models * row + heads * HEAD * 4)
+    assert ram.phases[f"{name} checkpoint"] - disk.phases[f"{name} checkpoint"] == pytest.approx(checkpoint, abs=1)
+
+
+def test_fedreps_heads_are_kept_as_fedpers_not_a_model_per_client():
+    """One body plus 4 heads, and with momentum kept one more row per client for the head training's."""
+    row = MLP.param_count * 4
+
+    def kept(name, keep):
+        return estimate_memory(MLP, SIZES, TrainConfig(batch_size=10), [(name, {})], workers=1, keep_optimizer_state=keep).parts["models kept"]
+
+    assert kept("fedrep", False) == kept("fedper", False) == row + 4 * HEAD * 4
+    assert kept("fedrep", True) - kept("fedper", True) == 4 * row
+    assert kept("fedrep", False) == estimate_memory(
+        MLP, SIZES, TrainConfig(batch_size=10), [("fedrep", {"personal_layers": 0})], workers=1).parts["models kept"] + 4 * HEAD * 4
 
 
 def test_the_data_cache_grows_with_the_rounds_of_partial_participation_up_to_its_bound():

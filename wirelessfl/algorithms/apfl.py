@@ -46,18 +46,19 @@ import torch
 
 from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, mean_finite, register, torch_generator
 from wirelessfl.algorithms.specs.apfl import SPEC
-from wirelessfl.learning.lockstep import shuffle_schedule
+from wirelessfl.learning.lockstep import EvalResult, shuffle_schedule
 
 
 @register
 class APFL(MixingAlgorithm):
-    """FedAvg's global model ``models``, personal models ``personal`` ``[m, P]`` and weights ``alpha`` ``[m]``."""
+    """FedAvg's global model ``models``, personal models in the client store ``personal`` (``[m, P]`` rows) and
+    weights ``alpha`` ``[m]``."""
 
     spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        self.personal = self.models.expand(ctx.num_clients, -1).clone()
+        self.personal = ctx.stores.new("personal", ctx.num_clients, self.models[0])  # every client's v_i
         self.alpha = torch.full((ctx.num_clients,), float(self.params.alpha), dtype=torch.float64)
 
     def client_work(self) -> float:
@@ -81,8 +82,7 @@ class APFL(MixingAlgorithm):
         cfg, data = self.ctx.train, self.ctx.data
         sizes = [len(data.clients[int(i)].y_train) for i in members]
         batches = shuffle_schedule(sizes, cfg.batch_size, [float(cfg.epochs)] * len(members), torch_generator(self.ctx.seed, round, "train"))
-        index = torch.as_tensor(members, device=self.personal.device)
-        w, v, alpha = start.clone(), self.personal[index].clone(), self.alpha[members].clone()
+        w, v, alpha = start.clone(), self.personal.gather(members), self.alpha[members].clone()
         one_step = replace(cfg, epochs=1)
         state, norms = kept_state, []
         for t in range(max((len(b) for b in batches), default=0)):
@@ -103,24 +103,30 @@ class APFL(MixingAlgorithm):
             v[rows] = v[rows] - cfg.lr * a * grad
             result = self.ctx.engine.train(w, sets, one_step, torch_generator(self.ctx.seed, round, "apfl-retrace", t), opt_state=state)
             w, state = result.params, result.opt_state
-        self.personal[index] = v
+        self.personal.scatter(members, v)
         self.alpha[members] = alpha
         return mean_finite(torch.cat(norms)) if norms else float("nan")
 
+    def mixed(self, personal: torch.Tensor, clients: np.ndarray) -> torch.Tensor:
+        """v_bar of ``clients`` from their rows ``personal`` of v: ``alpha_i v_i + (1 - alpha_i) w``."""
+        alpha = self.alpha[torch.as_tensor(clients, dtype=torch.long)].to(self.models.dtype).to(self.models.device)[:, None]
+        return alpha * personal + (1 - alpha) * self.models[0]
+
     def client_params(self) -> torch.Tensor:
-        alpha = self.alpha.to(self.models.dtype).to(self.models.device)[:, None]
-        return self.global_for_held_out(alpha * self.personal + (1 - alpha) * self.models[0])
+        return self.global_for_held_out(self.mixed(self.personal.full(), np.arange(self.ctx.num_clients)))
 
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """The rows of ``clients`` alone, mixed as :meth:`client_params` mixes them (element by element: the same numbers)."""
-        index = torch.as_tensor(clients, dtype=torch.long, device=self.personal.device)
-        alpha = self.alpha[torch.as_tensor(clients, dtype=torch.long)].to(self.models.dtype).to(self.models.device)[:, None]
-        return self.global_for_held_out(alpha * self.personal[index] + (1 - alpha) * self.models[0], clients)
+        return self.global_for_held_out(self.mixed(self.personal.gather(clients), clients), clients)
+
+    def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
+        """v_bar made group by group of slots from the rows read from the store (no ``[m, P]`` of them)."""
+        return self.evaluate_in_groups(split, clients)
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "personal": self.personal.detach().cpu().clone(), "alpha": self.alpha.clone()}
+        return {**super().state_dict(), "personal": self.personal.state_dict(), "alpha": self.alpha.clone()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
-        self.personal = state["personal"].to(self.ctx.device).clone()
+        self.personal.load_state_dict(state["personal"])
         self.alpha = state["alpha"].to(torch.float64).clone()

@@ -309,6 +309,13 @@ class Algorithm(ABC):
             return self.ctx.engine.evaluate(self.client_params(), sets)
         return self.ctx.engine.evaluate(self.params_of(clients), self.ctx.split_sets(split, clients))
 
+    def evaluate_in_groups(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
+        """:meth:`evaluate` with each group of slots making its own models by :meth:`params_of` (for a method whose
+        ``params_of`` reads the clients' rows from a client store): the groups running at once hold rows, not the
+        ``[m, P]`` of :meth:`client_params`; the same numbers, its rows being the same."""
+        ids = np.arange(self.ctx.num_clients) if clients is None else np.asarray(clients)
+        return self.ctx.engine.evaluate(lambda group: self.params_of(ids[group]), self.ctx.split_sets(split, ids))
+
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """``[len(clients), P]``: the models of ``clients`` (rows of :meth:`client_params`; a method that can
         gather them without building every client's row overrides this)."""

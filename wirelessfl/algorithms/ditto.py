@@ -34,18 +34,19 @@ import torch
 
 from wirelessfl.algorithms.base import ClientOptimizerState, Context, MixingAlgorithm, StepInfo, register
 from wirelessfl.algorithms.specs.ditto import SPEC
-from wirelessfl.learning.lockstep import GradientCorrection
+from wirelessfl.learning.lockstep import EvalResult, GradientCorrection
 
 
 @register
 class Ditto(MixingAlgorithm):
-    """FedAvg's global model (``models``) plus personal models ``personal`` ``[m, P]``; see the module docstring."""
+    """FedAvg's global model (``models``) plus personal models in the client store ``personal`` (``[m, P]`` rows);
+    see the module docstring."""
 
     spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        self.personal = self.models.expand(ctx.num_clients, -1).clone()
+        self.personal = ctx.stores.new("personal", ctx.num_clients, self.models[0])  # every client's v_k, from the initial model
         self.personal_optimizer = ClientOptimizerState(ctx)
 
     def client_work(self) -> float:
@@ -56,30 +57,32 @@ class Ditto(MixingAlgorithm):
         members = self.participants(round)
         start = self.received(members)
         trained, global_loss = self.train_clients(round, members, start)
-        index = torch.as_tensor(members, device=self.personal.device)
         pull = GradientCorrection(float(self.params.lambda_), anchor=start)
-        personal, loss = self.train_clients(round, members, self.personal[index], pull, self.personal_optimizer)
-        self.personal[index] = personal
+        personal, loss = self.train_clients(round, members, self.personal.gather(members), pull, self.personal_optimizer)
+        self.personal.scatter(members, personal)
         uploads = {int(i): trained[r] for r, i in enumerate(members) if int(i) in arrived}
         self.models = self.server_update(self.models, self.aggregate(uploads), bool(uploads))
         return StepInfo(train_loss=loss, aggregated=len(uploads), extra={"global_train_loss": global_loss})
 
     def client_params(self) -> torch.Tensor:
-        return self.global_for_held_out(self.personal.clone())
+        return self.global_for_held_out(self.personal.full().clone())
 
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """The rows of ``clients`` alone (their personal models; the global one for held-out clients)."""
-        index = torch.as_tensor(clients, dtype=torch.long, device=self.personal.device)
-        return self.global_for_held_out(self.personal[index], clients)
+        return self.global_for_held_out(self.personal.gather(clients), clients)
+
+    def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
+        """The personal models read from their store group by group of slots (no ``[m, P]`` copy of them)."""
+        return self.evaluate_in_groups(split, clients)
 
     def state_dict(self) -> dict[str, Any]:
         return {
             **super().state_dict(),
-            "personal": self.personal.detach().cpu().clone(),
+            "personal": self.personal.state_dict(),
             "personal_optimizer": self.personal_optimizer.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
-        self.personal = state["personal"].to(self.ctx.device).clone()
+        self.personal.load_state_dict(state["personal"])
         self.personal_optimizer.load_state_dict(state["personal_optimizer"])

@@ -39,6 +39,7 @@ from wirelessfl.algorithms.base import Algorithm, Context, StepInfo, register, t
 from wirelessfl.algorithms.compression import Compressor
 from wirelessfl.algorithms.spec import ParamError
 from wirelessfl.algorithms.specs.fedper import SPEC
+from wirelessfl.learning.lockstep import EvalResult
 from wirelessfl.learning.models import Architecture
 from wirelessfl.seam import CommPlan, Stream
 
@@ -58,8 +59,24 @@ def no_body_message(name: str, arch: Architecture) -> str:
     )
 
 
+class SharedBody:
+    """Client i's model is the shared ``body`` beside its head, row i of the client store ``heads`` (``split`` joins
+    them): FedPer, FedRep and PFLEGO."""
+
+    def client_params(self) -> torch.Tensor:
+        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads.full())
+
+    def params_of(self, clients: np.ndarray) -> torch.Tensor:
+        """The rows of ``clients`` alone: the shared body beside their heads (no ``[m, P]`` for a sample or a chunk)."""
+        return self.split.join(self.body.expand(len(clients), -1), self.heads.gather(clients))
+
+    def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
+        """The body beside the heads read from the store group by group of slots (no ``[m, P]`` of the models)."""
+        return self.evaluate_in_groups(split, clients)
+
+
 @register
-class FedPer(Algorithm):
+class FedPer(SharedBody, Algorithm):
     """Size-weighted averaging of the base layers; see the module docstring."""
 
     spec = SPEC
@@ -132,13 +149,6 @@ class FedPer(Algorithm):
         weights = self.weights[clients]
         weights = (weights / weights.sum()).to(stacked.device, stacked.dtype)
         return weights @ stacked
-
-    def client_params(self) -> torch.Tensor:
-        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads.full())
-
-    def params_of(self, clients: np.ndarray) -> torch.Tensor:
-        """The rows of ``clients`` alone: the shared body beside their heads (no ``[m, P]`` for a sample or a chunk)."""
-        return self.split.join(self.body.expand(len(clients), -1), self.heads.gather(clients))
 
     def state_dict(self) -> dict[str, Any]:
         return {

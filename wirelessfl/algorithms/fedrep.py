@@ -35,7 +35,6 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 import torch
 
 from wirelessfl.algorithms.base import (
@@ -44,12 +43,12 @@ from wirelessfl.algorithms.base import (
 )
 from wirelessfl.algorithms.spec import ParamError
 from wirelessfl.algorithms.specs.fedrep import SPEC
-from wirelessfl.algorithms.fedper import no_body_message, personal_names
+from wirelessfl.algorithms.fedper import SharedBody, no_body_message, personal_names
 from wirelessfl.seam import CommPlan, Stream
 
 
 @register
-class FedRep(Algorithm):
+class FedRep(SharedBody, Algorithm):
     """Body ``body`` ``[P_body]`` shared, heads ``heads`` ``[m, P_head]`` personal; see the module docstring."""
 
     spec = SPEC
@@ -118,13 +117,6 @@ class FedRep(Algorithm):
         stacked = torch.stack([uploads[i] for i in clients])
         weights = self.weights[clients]
         return (weights / weights.sum()).to(stacked.device, stacked.dtype) @ stacked
-
-    def client_params(self) -> torch.Tensor:
-        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads.full())
-
-    def params_of(self, clients: np.ndarray) -> torch.Tensor:
-        """The rows of ``clients`` alone: the shared body beside their heads (no ``[m, P]`` for a sample or a chunk)."""
-        return self.split.join(self.body.expand(len(clients), -1), self.heads.gather(clients))
 
     def state_dict(self) -> dict[str, Any]:
         return {

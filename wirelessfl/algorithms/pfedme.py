@@ -44,18 +44,19 @@ import torch
 
 from wirelessfl.algorithms.base import Context, MixingAlgorithm, StepInfo, mean_finite, register, torch_generator
 from wirelessfl.algorithms.specs.pfedme import SPEC
-from wirelessfl.learning.lockstep import GradientCorrection, shuffle_schedule
+from wirelessfl.learning.lockstep import EvalResult, GradientCorrection, shuffle_schedule
 
 
 @register
 class PFedMe(MixingAlgorithm):
-    """The server's model ``models`` and each client's personalized model ``personal`` ``[m, P]``."""
+    """The server's model ``models`` and each client's personalized model in the client store ``personal``
+    (``[m, P]`` rows)."""
 
     spec = SPEC
 
     def __init__(self, ctx: Context, **hparams: Any) -> None:
         super().__init__(ctx, **hparams)
-        self.personal = self.models.expand(ctx.num_clients, -1).clone()
+        self.personal = ctx.stores.new("personal", ctx.num_clients, self.models[0])  # every client's last theta_i
 
     def client_work(self) -> float:
         """K inner steps per batch."""
@@ -92,20 +93,23 @@ class PFedMe(MixingAlgorithm):
             rows = torch.as_tensor([r for r in range(len(members)) if t < len(batches[r])], device=w.device)
             w[rows] = w[rows] - cfg.lr * lam * (w[rows] - theta[rows])
             losses.append(result.loss)
-        self.personal[torch.as_tensor(members, device=self.personal.device)] = theta
+        self.personal.scatter(members, theta)
         return w, mean_finite(torch.cat(losses)) if losses else float("nan")
 
     def client_params(self) -> torch.Tensor:
-        return self.global_for_held_out(self.personal.clone())
+        return self.global_for_held_out(self.personal.full().clone())
 
     def params_of(self, clients: np.ndarray) -> torch.Tensor:
         """The rows of ``clients`` alone (their personal models; the global one for held-out clients)."""
-        index = torch.as_tensor(clients, dtype=torch.long, device=self.personal.device)
-        return self.global_for_held_out(self.personal[index], clients)
+        return self.global_for_held_out(self.personal.gather(clients), clients)
+
+    def evaluate(self, split: str = "test", clients: np.ndarray | None = None) -> EvalResult:
+        """The personalized models read from their store group by group of slots (no ``[m, P]`` copy of them)."""
+        return self.evaluate_in_groups(split, clients)
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "personal": self.personal.detach().cpu().clone()}
+        return {**super().state_dict(), "personal": self.personal.state_dict()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         super().load_state_dict(state)
-        self.personal = state["personal"].to(self.ctx.device).clone()
+        self.personal.load_state_dict(state["personal"])

@@ -80,7 +80,7 @@ import torch
 from wirelessfl.algorithms.base import Algorithm, Context, StepInfo, mean_finite, numpy_generator, register, torch_generator
 from wirelessfl.algorithms.spec import ParamError
 from wirelessfl.algorithms.specs.pflego import SPEC
-from wirelessfl.algorithms.fedper import no_body_message
+from wirelessfl.algorithms.fedper import SharedBody, no_body_message
 from wirelessfl.learning import optim
 from wirelessfl.seam import CommPlan, Stream
 
@@ -89,7 +89,7 @@ FORWARD_COST = 1.0 / 3.0
 
 
 @register
-class PFLEGO(Algorithm):
+class PFLEGO(SharedBody, Algorithm):
     """Exact distributed SGD on eq. 1; see the module docstring."""
 
     spec = SPEC
@@ -102,7 +102,7 @@ class PFLEGO(Algorithm):
         self.split = arch.split(arch.head_paths)
         init = arch.init_flat(1, torch_generator(ctx.seed, "init")).to(ctx.device)[0]
         self.body = self.split.shared(init).clone()
-        self.heads = self.split.personal(init).expand(ctx.num_clients, -1).clone()
+        self.heads = ctx.stores.new("heads", ctx.num_clients, self.split.personal(init))  # every client's W_i
         sizes = ctx.sizes().copy()
         sizes[ctx.held_out] = 0.0  # eq. 1 sums over the clients that train: held-out ones have alpha_i = 0
         self.alpha = torch.as_tensor(sizes / sizes.sum(), dtype=torch.float64)
@@ -169,8 +169,7 @@ class PFLEGO(Algorithm):
             return StepInfo(train_loss=float("nan"), aggregated=0)
         engine = self.ctx.engine
         sets = self.ctx.train_sets(members)
-        index = torch.as_tensor(members, device=self.heads.device)
-        params = self.split.join(self.body.expand(len(members), -1), self.heads[index])
+        params = self.split.join(self.body.expand(len(members), -1), self.heads.gather(members))
         with engine.phase("pflego head steps"):
             params = self.head_steps(params, sets, round)
         with engine.phase("pflego gradient"):
@@ -181,7 +180,7 @@ class PFLEGO(Algorithm):
         alpha = self.alpha[members].to(grads.device)
         head_factor = rho * scale * (alpha if self.params.final_head_step == "exact" else torch.ones_like(alpha))
         heads = self.split.personal(params).to(torch.float64) - head_factor[:, None] * self.split.personal(grads)
-        self.heads[index] = heads.to(self.heads.dtype)
+        self.heads.scatter(members, heads.to(self.heads.default.dtype))
         arrived_rows = [r for r, i in enumerate(members) if int(i) in arrived]
         if arrived_rows:
             rows = torch.as_tensor(arrived_rows, device=grads.device)
@@ -207,21 +206,13 @@ class PFLEGO(Algorithm):
         del round  # full-batch steps draw nothing
         return self.ctx.engine.train_head(params, sets, lr=self.client_lr, steps=int(self.params.tau) - 1)
 
-    def client_params(self) -> torch.Tensor:
-        return self.split.join(self.body.expand(self.ctx.num_clients, -1), self.heads)
-
-    def params_of(self, clients: np.ndarray) -> torch.Tensor:
-        """The rows of ``clients`` alone: the shared body beside their heads (no ``[m, P]`` for a sample or a chunk)."""
-        index = torch.as_tensor(clients, dtype=torch.long, device=self.heads.device)
-        return self.split.join(self.body.expand(len(index), -1), self.heads[index])
-
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         server = None if self.server_state is None else optim.map_state(lambda t: t.detach().cpu().clone(), self.server_state)
-        return {"body": self.body.detach().cpu().clone(), "heads": self.heads.detach().cpu().clone(), "server": server}
+        return {"body": self.body.detach().cpu().clone(), "heads": self.heads.state_dict(), "server": server}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.body = state["body"].to(self.ctx.device).clone()
-        self.heads = state["heads"].to(self.ctx.device).clone()
+        self.heads.load_state_dict(state["heads"])
         server = state.get("server")  # absent from checkpoints written before server_optimizer existed
         self.server_state = None if server is None else optim.map_state(lambda t: t.to(self.ctx.device).clone(), server)

@@ -151,10 +151,10 @@ class Footprint:
     round (1.0), and ``eval_work``: epochs of training every client (all m)
     takes at each evaluation (FedAvg+'s fine-tuning), for the time estimate.
     ``eval_by_row``: the evaluation reads the kept models by each client's row
-    (``MixingAlgorithm.evaluate``, ``engine.evaluate(..., rows=)``): one slot group's rows
-    per worker are gathered, not ``eval_rows``. ``stored``: the rows of ``kept``/``kept_bytes``
-    (and of ``checkpoint_rows``) held in client stores (``learning/client_store.py``: per-client state
-    that ``client_store: {where: disk}`` moves to disk).
+    (``MixingAlgorithm.evaluate``, ``engine.evaluate(..., rows=)``) or makes them per slot group
+    (``Algorithm.evaluate_in_groups``): one slot group's rows per worker are held, not ``eval_rows``.
+    ``stored``: the rows of ``kept``/``kept_bytes`` (and of ``checkpoint_rows``) held in client stores
+    (``learning/client_store.py``: per-client state that ``client_store: {where: disk}`` moves to disk).
     """
 
     kept: float

@@ -31,7 +31,7 @@ import itertools
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -237,9 +237,13 @@ class LockstepEngine:
 
     # ----------------------------------------------------------------- checks and data
 
-    def _check(self, params: torch.Tensor, datasets: Sequence[Dataset], rows: torch.Tensor | None = None) -> None:
+    def _check(self, params: torch.Tensor | None, datasets: Sequence[Dataset], rows: torch.Tensor | None = None) -> None:
+        """Shapes of ``params`` (None: made per group, checked there), ``rows`` and ``datasets``."""
         n = len(datasets)
-        if rows is not None:  # slot s is row rows[s] of params
+        if params is None:
+            if rows is not None:
+                raise ValueError("rows cannot go with params made per group of slots (a function of the slots)")
+        elif rows is not None:  # slot s is row rows[s] of params
             if rows.dim() != 1 or len(rows) != n:
                 raise ValueError(f"rows must have shape [len(datasets)] = [{n}], got {list(rows.shape)}")
             if params.dim() != 2 or params.shape[1] != self.arch.param_count:
@@ -247,7 +251,7 @@ class LockstepEngine:
             if n and (int(rows.min()) < 0 or int(rows.max()) >= params.shape[0]):
                 raise ValueError(f"rows must be in [0, {params.shape[0] - 1}] (rows of params)")
         expected = (n, self.arch.param_count)
-        if rows is None and (params.dim() != 2 or tuple(params.shape) != expected):
+        if params is not None and rows is None and (params.dim() != 2 or tuple(params.shape) != expected):
             raise ValueError(f"params must have shape [len(datasets), param_count] = {list(expected)}, got {list(params.shape)}")
         for slot, (x, y) in enumerate(datasets):
             if tuple(x.shape[1:]) != self.arch.input_shape or x.dim() != 4:
@@ -604,19 +608,42 @@ class LockstepEngine:
 
     @timed_entry
     def evaluate(
-        self, params: torch.Tensor, datasets: Sequence[Dataset], batch_size: int = 1024, rows: torch.Tensor | None = None
+        self,
+        params: torch.Tensor | Callable[[slice], torch.Tensor],
+        datasets: Sequence[Dataset],
+        batch_size: int = 1024,
+        rows: torch.Tensor | None = None,
     ) -> EvalResult:
         """Accuracy and mean cross-entropy of every slot on its dataset, all slots batched together.
 
         ``rows`` (int64 ``[len(datasets)]``): slot s evaluates ``params[rows[s]]``, so slots that share a model
         (FedAvg's clients) gather only their group's rows, not an ``[n, P]`` copy (2.5 GB of LeNet-5 rows at
-        10,000 clients); the same numbers as ``evaluate(params[rows], datasets)``."""
-        self._check(params, datasets, rows)
+        10,000 clients); the same numbers as ``evaluate(params[rows], datasets)``.
+
+        ``params`` may instead be a function of a slice of slots that makes their ``[k, P]`` models (per-client
+        models read from a client store, FedPer's body beside each stored head): each group of slots makes its
+        own, once, so only the groups running at once hold rows; the same numbers as
+        ``evaluate(params(slice(0, len(datasets))), datasets)``."""
+        made = callable(params)
+        self._check(None if made else params, datasets, rows)
         n = len(datasets)
         sizes = [len(y) for _, y in datasets]
         x_cat, y_cat, offsets = self._concat(datasets)
-        work = params.detach().to(self.device, torch.float32)
+        work = None if made else params.detach().to(self.device, torch.float32)
         shared = None if rows is None else rows.to(self.device, torch.int64)
+        latest = threading.local()  # each worker thread's group and its models (a group runs on one thread)
+
+        def models(group: slice) -> torch.Tensor:
+            if not made:
+                return work[group] if shared is None else work[shared[group]]
+            if getattr(latest, "group", None) != group:
+                own = params(group).detach().to(self.device, torch.float32)
+                if tuple(own.shape) != (group.stop - group.start, self.arch.param_count):
+                    raise ValueError(f"params made for slots {group.start}..{group.stop - 1} have shape {list(own.shape)}, "
+                                     f"expected {[group.stop - group.start, self.arch.param_count]}")
+                latest.group, latest.models = group, own
+            return latest.models
+
         offsets_t = torch.tensor(offsets, dtype=torch.int64)
         correct = torch.zeros(n, device=self.device)
         loss_sum = torch.zeros(n, device=self.device)
@@ -625,8 +652,7 @@ class LockstepEngine:
             with torch.inference_mode():
                 index = torch.where(local >= 0, local + offsets_t[rows].unsqueeze(1), -1).to(self.device)
                 x, y, w = self._gather(x_cat, y_cat, index, torch.ones(index.shape[0], device=self.device))
-                slots = work[rows] if shared is None else work[shared[rows]]
-                logits = self.model.forward(self.model.views(slots), x, training=False)
+                logits = self.model.forward(self.model.views(models(rows)), x, training=False)
                 loss, _ = _weighted_cross_entropy(logits, y, w, want_grad=False)
                 loss_sum[rows] += loss
                 correct[rows] += ((logits.argmax(-1) == y) * w).sum(1)

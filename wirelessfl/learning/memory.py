@@ -25,8 +25,9 @@ models every algorithm keeps between rounds, the round records) plus the largest
 * ``checkpoint``: ``state_dict`` clones the state and ``torch.save`` serialises
   it into a buffer that is copied once more: about 3 copies of the state.
 
-Per-client state in client stores (``Footprint.stored``: Local's models, FedPer's
-heads, kept optimizer state; ``learning/client_store.py``) counts as RAM, or with
+Per-client state in client stores (``Footprint.stored``: Local's, Ditto's, pFedMe's
+and APFL's per-client models, FedPer's, FedRep's and PFLEGO's heads, kept optimizer
+state; ``learning/client_store.py``) counts as RAM, or with
 ``client_store_on_disk`` as disk (``MemoryEstimate.disk``): the live file's rows
 written (at most ``rounds x participants`` per client row) and two snapshots of
 them, while RAM keeps only what a round gathers and a checkpoint's chunks.

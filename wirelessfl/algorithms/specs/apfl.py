@@ -16,14 +16,15 @@ class APFLParams(Params):
 
 
 def footprint(params: APFLParams, at: FootprintInputs) -> Footprint:
-    """The global model and m personal models; FedAvg's train call over the T participants, then the step-by-step
-    retrace of w beside v (w, v and the mixed rows of the T participants); work: the lockstep call, the retrace
-    and the gradient at v_bar."""
+    """The global model and m personal models (in a client store); FedAvg's train call over the T participants
+    (its optimizer state kept per client), then the step-by-step retrace of w beside v (w, v and the mixed rows
+    of the T participants); work: the lockstep call, the retrace and the gradient at v_bar. Evaluated group by
+    group of slots."""
     del params
     m, T = at.clients, at.participants
     return Footprint(
-        kept=1 + m, train_slots=T, state=at.optimizer_rows, eval_rows=m, eval_slots=m,
-        extra_bytes=3 * T * at.model_params * FLOAT, checkpoint_rows=1 + m, work=3.0,
+        kept=1 + m, train_slots=T, state=at.optimizer_rows, keep_rows=m, eval_rows=m, eval_slots=m,
+        extra_bytes=3 * T * at.model_params * FLOAT, checkpoint_rows=1 + m, work=3.0, eval_by_row=True, stored=m,
     )
 
 

@@ -17,12 +17,12 @@ class FedPerParams(Params):
 
 
 def footprint(params: FedPerParams, at: FootprintInputs) -> Footprint:
-    """One body plus ``m`` heads; one train call over T slots."""
+    """One body plus ``m`` heads (in a client store); one train call over T slots; evaluated group by group."""
     del params
     m = at.clients
     return Footprint(
-        kept=1, kept_bytes=m * at.head_size * FLOAT, train_slots=at.participants, state=at.optimizer_rows, eval_rows=m,
-        eval_slots=m, checkpoint_rows=1 + m * at.head_size / at.model_params, stored=m * at.head_size / at.model_params,
+        kept=1, kept_bytes=m * at.head_size * FLOAT, train_slots=at.participants, state=at.optimizer_rows, keep_rows=m, eval_rows=m,
+        eval_slots=m, eval_by_row=True, checkpoint_rows=1 + m * at.head_size / at.model_params, stored=m * at.head_size / at.model_params,
     )
 
 

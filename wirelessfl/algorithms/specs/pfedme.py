@@ -20,12 +20,13 @@ class PFedMeParams(Params):
 
 
 def footprint(params: PFedMeParams, at: FootprintInputs) -> Footprint:
-    """The server's model and m personalized models; each local step is a train call over the T participants
-    (K passes on its batch), beside the T rows of w and theta."""
+    """The server's model and m personalized models (in a client store); each local step is a train call over
+    the T participants (K passes on its batch), beside the T rows of w and theta; evaluated group by group."""
     m, T = at.clients, at.participants
     return Footprint(
         kept=1 + m, train_slots=T, state=at.optimizer_rows, eval_rows=m, eval_slots=m,
         extra_bytes=2 * T * at.model_params * FLOAT, checkpoint_rows=1 + m, work=float(params.inner_steps),
+        eval_by_row=True, stored=m,
     )
 
 

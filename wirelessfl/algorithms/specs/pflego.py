@@ -17,14 +17,14 @@ class PFLEGOParams(Params):
 
 
 def footprint(params: PFLEGOParams, at: FootprintInputs) -> Footprint:
-    """One body and ``m`` heads; a step holds the joint parameters, the head-step copy, the cached features and
-    the full gradients (float32 and float64)."""
+    """One body and ``m`` heads (in a client store); a step holds the joint parameters, the head-step copy, the cached features and
+    the full gradients (float32 and float64); evaluated group by group of slots."""
     del params
     m, T, P = at.clients, at.participants, at.model_params
     features = T * max(at.train_sizes[:T], default=0) * (at.head_inputs + 1) * FLOAT
     return Footprint(
-        kept=1, kept_bytes=m * at.head_size * FLOAT, train_slots=0, state=0, eval_rows=m, eval_slots=m,
-        extra_bytes=T * P * (FLOAT * 3 + 8) + features, checkpoint_rows=1 + m * at.head_size / P,
+        kept=1, kept_bytes=m * at.head_size * FLOAT, train_slots=0, state=0, eval_rows=m, eval_slots=m, eval_by_row=True,
+        extra_bytes=T * P * (FLOAT * 3 + 8) + features, checkpoint_rows=1 + m * at.head_size / P, stored=m * at.head_size / P,
     )
 
 
