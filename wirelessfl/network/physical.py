@@ -367,7 +367,7 @@ def block_durations(
 
     Draw order: each stream's receivers' blocks (then its repairs' blocks) in
     stream order, then the uploads' blocks (``link.multicast_transfer``,
-    ``link.transfer_time``).
+    ``link.transfer_time``; with ``physical.nr.olla`` a one-receiver stream's are ``link.transfer_time``'s).
     Downlink and uplink draws are independent (no TDD reciprocity across blocks).
     A transfer still unfinished after ``MAX_BLOCKS`` blocks is in outage and
     lasts ``inf``: it misses any deadline. ``los``: every user's LOS state (``k_factor``), None under log-distance.
