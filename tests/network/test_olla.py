@@ -158,10 +158,17 @@ def test_bad_settings_get_one_line(olla, error):
         NrSettings.from_dict({"olla": olla})
 
 
-@pytest.mark.parametrize("where", [{}, {"coherence_s": 0.01, "fading": "none"}, {"coherence_s": 0.01, "subbands": 4}])
-def test_the_loop_needs_flat_fading_blocks(where):
-    with pytest.raises(ValueError, match=r"^physical.nr.olla needs flat block fading: set coherence_s or ue_speed_mps, fading other than 'none' and subbands 1$"):
+@pytest.mark.parametrize("where", [{}, {"coherence_s": 0.01, "fading": "none"}])
+def test_the_loop_needs_fading_blocks(where):
+    with pytest.raises(ValueError, match=r"^physical.nr.olla needs block fading: set coherence_s or ue_speed_mps and fading other than 'none'$"):
         PhysicalChannel(link="nr", bandwidth_hz=20e6, nr={"olla": {}}, **where)
+
+
+def test_the_loop_over_subbands_needs_eesm():
+    with pytest.raises(ValueError, match=r"^physical.nr.olla with subbands > 1 needs subband_mapping 'eesm' \(one MCS per transport block, "
+                                         r"whose effective SINR the loop reports\), got 'mean'$"):
+        PhysicalChannel(link="nr", bandwidth_hz=20e6, nr={"olla": {}}, coherence_s=0.01, subbands=4)
+    PhysicalChannel(link="nr", bandwidth_hz=20e6, nr={"olla": {}}, coherence_s=0.01, subbands=4, subband_mapping="eesm")
 
 
 def test_the_settings_round_trip_and_default_to_none():

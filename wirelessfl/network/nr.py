@@ -489,6 +489,10 @@ class OllaLink:
     -``delta_down_db`` per ACK, clamped to [``offset_min_db``, ``offset_max_db``]: at the loop's equilibrium NACKs
     are a ``bler_target`` share of the feedback. Called on one SINR it is the inner-loop ``NrLink`` (the mean rates
     that size draws); ``start`` begins one transfer's loops.
+
+    With ``eesm`` (blocks of subbands, ``EesmLink``) a block's outcome is taken at its effective SINR for the MCS in
+    use (that MCS's beta), and its report is its effective SINR for the MCS the inner loop picks there (what a CQI
+    is: the highest MCS the receiver could decode at the target), so the report does not depend on the loop's offset.
     """
 
     link: NrLink
@@ -506,9 +510,18 @@ class OllaLink:
     ``E[T] - 1 + p_lost`` failed copies out of its ``E[T]``)."""
     goodput_by_mcs: np.ndarray
     """``[mcs, grid]``: expected goodput per slot (bits) of MCS m held at true grid SINR s, HARQ included."""
+    eesm: EesmLink | None = None
+    """The link's EESM over subbands, for blocks of subbands (None: flat blocks only)."""
 
     def __call__(self, snr) -> np.ndarray:
         return self.link(snr)
+
+    def reported_sinr(self, sinr: np.ndarray) -> np.ndarray:
+        """The SINR a block of subbands ``[..., subbands]`` reports (linear, float32): its effective SINR for the MCS
+        the inner loop picks there (``EesmLink.mcs_and_index``), for ``lowest`` where it picks none."""
+        sinr = np.asarray(sinr, dtype=np.float32)
+        inner, _ = self.eesm.mcs_and_index(sinr)
+        return _eesm_of(*_eesm_parts(sinr), self.link.tables.eesm_beta[np.where(inner >= 0, inner, self.lowest)])
 
     def estimated_mcs(self, reported_db: np.ndarray, offset_db: np.ndarray) -> np.ndarray:
         """The MCS chosen for a report (dB) and an offset (dB), as Sionna computes it: the estimate back to a
@@ -545,12 +558,22 @@ class OllaRun:
         self.last_mcs = self.last_nacks = np.zeros((0, 0))
 
     def blocks(self, users: np.ndarray, sinr: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Spectral efficiency ``[users, blocks]`` of the next blocks of ``users`` at true SINRs ``sinr``, the offsets
-        moved block by block. Draws: per block, one binomial of the NACKs among its feedbacks for every user."""
+        """Spectral efficiency ``[users, blocks]`` of the next blocks of ``users`` at true SINRs ``sinr`` (``[users,
+        blocks]``, or ``[users, blocks, subbands]`` with ``eesm``), the offsets moved block by block. Draws: per block,
+        one binomial of the NACKs among its feedbacks for every user."""
         olla, tables = self.olla, self.olla.link.tables
-        rows, blocks = sinr.shape
-        true_index = snr_index(tables, sinr)
-        true_db = (np.float32(10.0) * np.log10(np.maximum(sinr.astype(np.float32), np.float32(1e-30)))).astype(np.float32)
+        rows, blocks = sinr.shape[:2]
+        subbands = sinr.ndim == 3
+        if subbands and olla.eesm is None:
+            raise ValueError("blocks of subbands need an OllaLink built with eesm")
+        if subbands:
+            low, below = _eesm_parts(np.asarray(sinr, dtype=np.float32))
+            true_index = np.empty((rows, blocks), dtype=np.int64)
+            true_db = olla.reported_sinr(sinr)
+        else:
+            true_index = snr_index(tables, sinr)
+            true_db = sinr.astype(np.float32)
+        true_db = (np.float32(10.0) * np.log10(np.maximum(true_db, np.float32(1e-30)))).astype(np.float32)
         delay = olla.cqi_delay_blocks
         reports = np.concatenate([self.pending[users], true_db], axis=1) if delay else true_db
         offset = self.offset[users]
@@ -559,6 +582,8 @@ class OllaRun:
         feedbacks = olla.feedbacks_per_block
         for b in range(blocks):
             m = olla.estimated_mcs(reports[:, b], offset)
+            if subbands:  # the block's effective SINR for the MCS in use
+                true_index[:, b] = snr_index(tables, _eesm_of(low[:, b], below[:, b], tables.eesm_beta[m]))
             failed = rng.binomial(feedbacks, olla.nack[m, true_index[:, b]])
             offset = olla.step(offset, failed, feedbacks - failed)
             mcs[:, b], nacks[:, b] = m, failed
@@ -603,10 +628,11 @@ class OllaRun:
 
 def olla_link(
     link: NrLink, delta_up_db: float = 1.0, cqi_delay_blocks: int = 0, offset_init_db: float = 0.0,
-    offset_min_db: float = -20.0, offset_max_db: float = 20.0, feedbacks_per_block: int = 1,
+    offset_min_db: float = -20.0, offset_max_db: float = 20.0, feedbacks_per_block: int = 1, eesm: bool = False,
 ) -> OllaLink:
     """``link`` with outer-loop link adaptation: its per-MCS HARQ statistics at every grid SINR, computed once.
-    ``delta_down_db`` is Sionna's ``delta_up·target/(1 - target)``, computed as Sionna does (in float64)."""
+    ``delta_down_db`` is Sionna's ``delta_up·target/(1 - target)``, computed as Sionna does (in float64). ``eesm``: also
+    for blocks of subbands, through ``eesm_link(link)``."""
     tables = link.tables
     tbler = tbler_table(tables, link.category, link.prbs)
     valid = np.isfinite(tbler).all(axis=1)
@@ -622,5 +648,5 @@ def olla_link(
         link=link, delta_up_db=float(delta_up_db), delta_down_db=float(delta_up_db) * target / (1.0 - target),
         cqi_delay_blocks=int(cqi_delay_blocks), offset_init_db=float(offset_init_db), offset_min_db=float(offset_min_db),
         offset_max_db=float(offset_max_db), feedbacks_per_block=max(1, int(feedbacks_per_block)),
-        lowest=int(np.flatnonzero(valid)[0]), nack=nack, goodput_by_mcs=goodput,
+        lowest=int(np.flatnonzero(valid)[0]), nack=nack, goodput_by_mcs=goodput, eesm=eesm_link(link) if eesm else None,
     )

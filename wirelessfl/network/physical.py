@@ -6,6 +6,7 @@ piece can be checked against a hand computation.
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 
 import numpy as np
@@ -105,21 +106,30 @@ def block_link(channel: PhysicalChannel, direction: str):
     """The link abstraction a fading block of a direction is sent with: ``link_model``, or with ``subband_mapping:
     eesm`` the direction's NR link mapping each block's subbands to one effective SINR (``nr.EesmLink``)."""
     if channel.link == "nr" and channel.nr.olla is not None and direction == "ul":
-        return _olla_link(channel.nr, channel.uplink_bandwidth_hz, channel.block_s * channel.time_share("ul"))
+        return olla_link(channel, "ul")
     if channel.subband_mapping != "eesm":
         return link_model(channel, direction)
     bandwidth = channel.bandwidth_hz if direction == "dl" else channel.uplink_bandwidth_hz
     return _eesm_link(channel.nr, direction, bandwidth)
 
 
+def olla_link(channel: PhysicalChannel, direction: str) -> nr.OllaLink:
+    """A direction's NR link under ``physical.nr.olla`` (the uplink; the downlink of a stream with one receiver):
+    one HARQ feedback per slot of the direction's TDD share of a fading block, and EESM over subbands with
+    ``subband_mapping: eesm``."""
+    bandwidth = channel.bandwidth_hz if direction == "dl" else channel.uplink_bandwidth_hz
+    eesm = channel.subbands > 1 and channel.subband_mapping == "eesm"
+    return _olla_link(channel.nr, direction, bandwidth, channel.block_s * channel.time_share(direction), eesm)
+
+
 @lru_cache(maxsize=32)
-def _olla_link(settings: NrSettings, bandwidth_hz: float, uplink_s_per_block: float) -> nr.OllaLink:
-    """The uplink with ``physical.nr.olla``: one HARQ feedback per uplink slot of a fading block (at least one)."""
-    ul = nr_link(settings, "ul", bandwidth_hz)
+def _olla_link(settings: NrSettings, direction: str, bandwidth_hz: float, s_per_block: float, eesm: bool) -> nr.OllaLink:
+    """One HARQ feedback per slot of the direction in a fading block (at least one)."""
+    base = nr_link(settings, direction, bandwidth_hz)
     olla = settings.olla
     return nr.olla_link(
-        ul, olla.delta_up_db, olla.cqi_delay_blocks, olla.offset_init_db, olla.offset_min_db, olla.offset_max_db,
-        feedbacks_per_block=round(uplink_s_per_block / ul.slot_s),
+        base, olla.delta_up_db, olla.cqi_delay_blocks, olla.offset_init_db, olla.offset_min_db, olla.offset_max_db,
+        feedbacks_per_block=round(s_per_block / base.slot_s), eesm=eesm,
     )
 
 
@@ -311,9 +321,12 @@ def _stream_delivery(
     """A multicast over fading blocks, plus the unicast repairs of the receivers its rate left behind
     (``coverage``), sent one after another on the same carrier after it: the stream counts as received
     when the last repair lands. ``k``: the receivers' K-factors (``k_factor``); ``interference``: theirs when it fades
-    (``snr`` is then the signal over the noise alone; the HARQ tail is taken at the mean SINR)."""
+    (``snr`` is then the signal over the noise alone; the HARQ tail is taken at the mean SINR). With
+    ``physical.nr.olla`` a stream with one receiver is a unicast: ``_unicast_delivery``."""
     block, fading, dl = channel.block_s, channel.fading, block_link(channel, "dl")
     bandwidth = channel.bandwidth_hz * channel.time_share("dl")  # a fading block's bits come in its downlink slots
+    if channel.link == "nr" and channel.nr.olla is not None and snr.size == 1:
+        return _unicast_delivery(channel, label, bits, snr, rng, k, interference)
     sent = link.multicast_transfer(bits, bandwidth, snr, rng, block, fading, k, dl, channel.multicast, channel.coverage_q, MAX_BLOCKS,
                                    subbands=channel.subbands, interference=interference)
     mean_sinr = snr if interference is None else snr / (1.0 + interference.mean)
@@ -328,6 +341,21 @@ def _stream_delivery(
     return StreamDelivery(label, int(snr.size), float(bits), seconds, float(sent.rate_bps), float(repair.sum()), int(owed.sum()))
 
 
+def _unicast_delivery(
+    channel: PhysicalChannel, label: str, bits: float, snr: np.ndarray, rng: np.random.Generator, k, interference: FadedInterference | None,
+) -> StreamDelivery:
+    """A stream to one receiver under ``physical.nr.olla``: sent as an upload is (``link.transfer_time``), through the
+    receiver's own outer loop on the downlink (``olla_link``), then the HARQ tail at its mean SINR."""
+    bandwidth = channel.bandwidth_hz * channel.time_share("dl")
+    sent = link.transfer_time(np.array([bits]), bandwidth, snr, rng, channel.block_s, channel.fading, k, olla_link(channel, "dl"), MAX_BLOCKS,
+                              subbands=channel.subbands, interference=interference)
+    mean_sinr = snr if interference is None else snr / (1.0 + interference.mean)
+    seconds = float(sent.time_s[0])
+    tail = float(harq_tail_s(channel, "dl", mean_sinr)[0]) if bits > 0 else 0.0
+    rate = bits / seconds if 0 < seconds < math.inf else 0.0
+    return StreamDelivery(label, 1, float(bits), seconds + tail, rate)
+
+
 def block_durations(
     channel: PhysicalChannel, loss_db: np.ndarray, ul_loss_db: np.ndarray, stream_members: tuple[np.ndarray, ...], stream_bits: np.ndarray,
     upload_bits: np.ndarray, clients: np.ndarray, rng: np.random.Generator, labels: tuple[str, ...] = (),
@@ -339,7 +367,7 @@ def block_durations(
 
     Draw order: each stream's receivers' blocks (then its repairs' blocks) in
     stream order, then the uploads' blocks (``link.multicast_transfer``,
-    ``link.transfer_time``).
+    ``link.transfer_time``; with ``physical.nr.olla`` a one-receiver stream's are ``link.transfer_time``'s).
     Downlink and uplink draws are independent (no TDD reciprocity across blocks).
     A transfer still unfinished after ``MAX_BLOCKS`` blocks is in outage and
     lasts ``inf``: it misses any deadline. ``los``: every user's LOS state (``k_factor``), None under log-distance.

@@ -171,7 +171,8 @@ def _check_keys(where: str, given: Mapping[str, Any], allowed: list[str]) -> Non
 
 @dataclass(frozen=True)
 class OllaSettings:
-    """Outer-loop link adaptation of the uploads (``nr.OllaLink``, Sionna SYS's ``OuterLoopLinkAdaptation``).
+    """Outer-loop link adaptation of the uploads and of the downlink streams with one receiver (``nr.OllaLink``,
+    Sionna SYS's ``OuterLoopLinkAdaptation``).
 
     Each block's MCS is the highest meeting ``physical.nr.bler_target`` at the SINR reported ``cqi_delay_blocks``
     blocks ago less an offset (dB) that starts at ``offset_init_db``, rises by ``delta_up_db`` on every NACK and falls
@@ -224,8 +225,8 @@ class NrSettings:
     (TS 38.101-1) and the slot; ``mcs_table`` 1 (up to 64QAM) or 2 (256QAM) serves both
     directions; the MCS of each fading block is the highest meeting ``bler_target``;
     ``harq_retransmissions`` Chase-combined retransmissions per TB, the last TB's
-    costing ``harq_rtt_ms`` each at the end of a transfer. ``olla``: the uploads' MCS from a stale SINR report and
-    an outer-loop offset (``OllaSettings``) instead of the block's own SINR.
+    costing ``harq_rtt_ms`` each at the end of a transfer. ``olla``: the uploads' (and one-receiver streams') MCS
+    from a stale SINR report and an outer-loop offset (``OllaSettings``) instead of the block's own SINR.
     """
 
     subcarrier_spacing_khz: int = 30
@@ -419,8 +420,13 @@ class PhysicalChannel:
             )
         if self.topology is not None and self.topology.interference == "faded" and (self.block_s is None or self.fading == "none"):
             raise ValueError("physical.topology.interference 'faded' needs block fading (set coherence_s or ue_speed_mps) and fading other than 'none'")
-        if self.nr is not None and self.nr.olla is not None and (self.block_s is None or self.fading == "none" or self.subbands > 1):
-            raise ValueError("physical.nr.olla needs flat block fading: set coherence_s or ue_speed_mps, fading other than 'none' and subbands 1")
+        if self.nr is not None and self.nr.olla is not None and (self.block_s is None or self.fading == "none"):
+            raise ValueError("physical.nr.olla needs block fading: set coherence_s or ue_speed_mps and fading other than 'none'")
+        if self.nr is not None and self.nr.olla is not None and self.subbands > 1 and self.subband_mapping != "eesm":
+            raise ValueError(
+                "physical.nr.olla with subbands > 1 needs subband_mapping 'eesm' (one MCS per transport block, whose "
+                f"effective SINR the loop reports), got {self.subband_mapping!r}"
+            )
         if self.multicast == "coverage" and self.block_s is None:
             raise ValueError("physical.multicast 'coverage' needs block fading: set coherence_s or ue_speed_mps")
         self._check_sinr_threshold()
