@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-# Fewer rounds, users and rho values than the notebook's CI size; every kind of k ("m", "auto") is kept.
-TEST_SIZE = {"tradeoffs.ipynb": "ROUNDS = 2\nCLIENTS = 12\nRHOS = [4]"}
+# Fewer rounds, users, rho values and stream counts than the notebook's CI size; every kind of k (a count, "m", "auto") is kept.
+TEST_SIZE = {"tradeoffs.ipynb": "ROUNDS = 2\nCLIENTS = 12\nRHOS = [4]\nSTREAMS = [2, \"m\", \"auto\"]"}
 
 
 @pytest.mark.parametrize("name", ["tradeoffs.ipynb"])
