@@ -23,6 +23,7 @@ Examples (from the repository root)::
     python tools/mutation_check.py wirelessfl/network/link.py wirelessfl/network/nr.py \\
         --tests-for "wirelessfl/network/nr.py=tests/network/test_nr.py tests/network/test_eesm.py"
     python tools/mutation_check.py wirelessfl/network/rounds.py --select covered --json rounds.json
+    python tools/mutation_check.py wirelessfl/network/link.py --at wirelessfl/network/link.py:55 --select covered
 
 Each file is judged by its own tests: ``--tests-for FILE=TESTS`` (repeatable), else
 ``DEFAULT_TESTS``, else ``tests/<its package>/test_<its name>.py``, else the tests of
@@ -85,7 +86,7 @@ DEFAULT_TESTS = {
     "wirelessfl/network/link.py": (
         "tests/network/test_channel.py tests/network/test_transfer_edges.py tests/network/test_faded_interference.py "
         "tests/network/test_network_standard_channel.py tests/network/test_los_fading.py tests/network/test_nr_link_use.py "
-        "tests/network/test_olla.py"
+        "tests/network/test_olla.py tests/network/test_input_edges.py"
     ),
     "wirelessfl/network/nr.py": (
         "tests/network/test_nr.py tests/network/test_nr_cache.py tests/network/test_eesm.py tests/network/test_transfer_edges.py "
@@ -534,6 +535,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--take", nargs="*", default=[], help="paths copied from the working tree over --rev's files")
     parser.add_argument("--max-per-file", type=int, default=0, help="sample at most this many mutants per file (0: all)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sample")
+    parser.add_argument("--at", action="append", default=[], metavar="FILE:LINE",
+                        help="only the mutants on this line (repeatable; to run again the survivors of a run)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per mutant before it is stopped and reported as timeout")
     parser.add_argument("--subprocess", action="store_true", help="fresh interpreter per mutant instead of fork")
     parser.add_argument("--select", choices=("all", "covered"), default="all",
@@ -562,10 +565,12 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             text = (root / path).read_text()
             mutants = mutants_of(path, text)
+            if args.at:
+                mutants = [m for m in mutants if f"{path}:{m.line}" in args.at]
             if args.max_per_file and len(mutants) > args.max_per_file:
                 rng = random.Random(f"{args.seed}:{path}")
                 mutants = sorted(rng.sample(mutants, args.max_per_file), key=lambda m: m.start)
-            mutants += known_breaks(path, text)
+            mutants += [m for m in known_breaks(path, text) if not args.at or f"{path}:{m.line}" in args.at]
             plan.append((path, tests_for(path, root, args.tests, per_file), mutants))
         if args.list:
             for path, tests, mutants in plan:

@@ -120,3 +120,36 @@ def test_eesm_keeps_float32_sinrs_in_float32():
     """The link's search runs in float32, as Sionna's EESM does; float64 SINRs stay float64."""
     assert nr.eesm_sinr(np.array([1.0, 10.0], dtype=np.float32), 4.71).dtype == np.float32
     assert nr.eesm_sinr(np.array([1.0, 10.0]), 4.71).dtype == np.float64
+
+
+def test_a_multicast_draws_max_256_or_2_to_the_20_over_its_receivers_blocks():
+    """``exact_blocks_for``: the documented rule ``max(256, 2^20 // receivers)``, an integer (0 receivers: as 1)."""
+    assert [link.exact_blocks_for(rows) for rows in (0, 1, 1000, 4096, 5000)] == [2**20, 2**20, 1048, 256, 256]
+    assert isinstance(link.exact_blocks_for(1000), int)
+
+
+def test_a_unicast_transfer_draws_256_blocks_then_ends_after_its_renewal_number_of_blocks():
+    """One user, Rayleigh, Shannon, B = 1 MHz, T_c = 1 ms, SNR 1, R = 1,000 bits more than its first 256 blocks carry:
+    those are the generator's first 256 exponential draws, and the rest takes R/m + sqrt(R·v/m³)·Z blocks, Z the
+    next standard normal, m and v ``block_bits_moments``'s."""
+    reference = np.random.default_rng(5)
+    per_block = 1e6 * np.log2(1.0 + reference.standard_exponential(256)) * 1e-3
+    owed = 1e3
+    z = reference.standard_normal(1)[0]
+    m, v, _ = link.block_bits_moments(1e6, 1.0, 1e-3)
+    more = max(owed / m[0] + math.sqrt(owed * v[0] / m[0] ** 3) * z, 0.0)
+    sent = link.transfer_time(float(per_block.sum()) + owed, 1e6, 1.0, np.random.default_rng(5), 1e-3)
+    assert sent.time_s == pytest.approx(256e-3 + more * 1e-3, rel=1e-12)
+    assert sent.blocks == 256 + math.ceil(more) and not sent.outage
+
+
+def test_a_transfer_that_needs_exactly_its_cap_of_blocks_is_delivered():
+    """A link of 1 bit/s/Hz at any SNR: 1,000 bits a 1 ms block of 1 MHz, so 4,000 bits end exactly with block 4."""
+    sent = link.transfer_time(4e3, 1e6, 1.0, np.random.default_rng(0), 1e-3, link=np.ones_like, max_blocks=4)
+    assert (sent.time_s, sent.blocks, sent.outage) == (pytest.approx(4e-3, rel=1e-12), 4, False)
+
+
+def test_a_transfer_of_less_than_one_bit_takes_its_time():
+    """Half a bit at 1 bit/s/Hz over 1 MHz (SNR 1, no fading): 0.5 µs, not 0."""
+    sent = link.transfer_time(np.array([0.5, 0.0]), 1e6, 1.0, np.random.default_rng(0), 1e-3, fading="none")
+    assert sent.time_s.tolist() == [pytest.approx(5e-7, rel=1e-12), 0.0] and sent.blocks.tolist() == [1, 0]
