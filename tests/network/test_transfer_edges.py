@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from wirelessfl.network import NetworkModel, SystemProfile, link, nr
+from wirelessfl.network.interference import FadedInterference
 from wirelessfl.seam import CommPlan, Stream
 
 
@@ -180,7 +181,7 @@ def test_a_seed_reproduces_a_mixed_call_to_the_last_bit():
     """A seed reproduces every result (the rule the traces keep byte for byte): five Rayleigh users of 16 to 755 blocks
     (several passes of ``_chunk``'s sizes, the last past its 256 drawn blocks), and under truncated Shannon one user
     whose mean rate is 0 (SNR 0.05 < SINR_min 0.1: no estimate, so a pass draws every block left); two users with
-a tenth of a block each (the 4-block floor of a pass); 5,000 users of about 230 blocks (the memory cap on a pass,
+a tenth of a block each (the 4-block floor of a pass); two users under faded interference; 5,000 users of about 230 blocks (the memory cap on a pass,
 2^20 draws). Recorded values:
     a change here changes which draws each user gets, which must be a deliberate, documented one."""
     sent = link.transfer_time(np.array([3e3, 5e4, 2e5, 1e5, 4e5]), 1e6, np.array([0.05, 1.0, 10.0, 100.0, 0.5]),
@@ -194,5 +195,8 @@ a tenth of a block each (the 4-block floor of a pass); 5,000 users of about 230 
     assert capped.blocks.tolist() == [133, 44, 2] and capped.outage_blocks.tolist() == [118, 6, 0]
     tiny = link.transfer_time(np.array([100.0, 100.0]), 1e6, 1.0, np.random.default_rng(10), 1e-3)  # passes of 4 blocks
     assert tiny.time_s.tolist() == [0.00012087995597013558, 4.870033114540477e-05]
+    faded = FadedInterference.from_moments(np.array([1.0, 3.0]), np.array([1.0, 9.0]))  # passes sized at the mean SINR
+    interfered = link.transfer_time(np.array([3e4, 6e4]), 1e6, np.array([10.0, 30.0]), np.random.default_rng(11), 1e-3, interference=faded)
+    assert interfered.time_s.tolist() == [0.015196765148502907, 0.026039199341180434]
     many = link.transfer_time(np.full(5000, 2e5), 1e6, 1.0, np.random.default_rng(9), 1e-3)  # 2^20 // 5000 = 209 a pass
     assert (many.time_s[0], many.time_s[-1], many.blocks.sum()) == (0.2314987043711537, 0.24772582025889656, 1166358)
