@@ -175,6 +175,8 @@ def test_under_block_fading_half_a_hertz_delivers_and_snr_0_or_no_bandwidth_is_o
     assert 0 < sent.time_s[0] < math.inf and sent.time_s[0] == alone.time_s and sent.blocks[0] == alone.blocks
     assert sent.time_s[1:].tolist() == [math.inf, math.inf] and sent.outage.tolist() == [False, True, True]
     assert sent.blocks[1:].tolist() == [50, 50] and sent.outage_blocks[1:].tolist() == [50, 50]
+    slow = link.transfer_time(3.0, 0.5, 1.0, np.random.default_rng(4), 1.0, max_blocks=50)  # under 0.5 bit/s a block, never 0
+    assert slow.blocks > 1 and slow.outage_blocks == 0 and not slow.outage
 
 
 def test_a_seed_reproduces_a_mixed_call_to_the_last_bit():
