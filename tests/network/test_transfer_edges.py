@@ -129,13 +129,13 @@ def test_a_multicast_draws_max_256_or_2_to_the_20_over_its_receivers_blocks():
     assert isinstance(link.exact_blocks_for(1000), int)
 
 
-def test_a_unicast_transfer_draws_256_blocks_then_ends_after_its_renewal_number_of_blocks():
-    """One user, Rayleigh, Shannon, B = 1 MHz, T_c = 1 ms, SNR 1, R = 1,000 bits more than its first 256 blocks carry:
-    those are the generator's first 256 exponential draws, and the rest takes R/m + sqrt(R·v/m³)·Z blocks, Z the
-    next standard normal, m and v ``block_bits_moments``'s."""
+@pytest.mark.parametrize("owed", [1e3, 1e2])
+def test_a_unicast_transfer_draws_256_blocks_then_ends_after_its_renewal_number_of_blocks(owed):
+    """One user, Rayleigh, Shannon, B = 1 MHz, T_c = 1 ms, SNR 1, R = 1,000 or 100 bits more than its first 256 blocks
+    carry (m is about 860): those are the generator's first 256 exponential draws, and the rest takes
+    max(R/m + sqrt(R·v/m³)·Z, 0) blocks, Z the next standard normal, m and v ``block_bits_moments``'s."""
     reference = np.random.default_rng(5)
     per_block = 1e6 * np.log2(1.0 + reference.standard_exponential(256)) * 1e-3
-    owed = 1e3
     z = reference.standard_normal(1)[0]
     m, v, _ = link.block_bits_moments(1e6, 1.0, 1e-3)
     more = max(owed / m[0] + math.sqrt(owed * v[0] / m[0] ** 3) * z, 0.0)
@@ -145,9 +145,17 @@ def test_a_unicast_transfer_draws_256_blocks_then_ends_after_its_renewal_number_
 
 
 def test_a_transfer_that_needs_exactly_its_cap_of_blocks_is_delivered():
-    """A link of 1 bit/s/Hz at any SNR: 1,000 bits a 1 ms block of 1 MHz, so 4,000 bits end exactly with block 4."""
+    """A link of 1 bit/s/Hz at any SNR: 1,000 bits a 1 ms block of 1 MHz, so 4,000 bits end exactly with block 4 of
+    a cap of 4; 6,000 bits with 4 blocks drawn end after a renewal rest of exactly 2 (variance 0) at a cap of 6; 5,000
+    bits at a cap of 4 are in outage, and the generator has given only the 4 blocks' gains (no renewal draw)."""
     sent = link.transfer_time(4e3, 1e6, 1.0, np.random.default_rng(0), 1e-3, link=np.ones_like, max_blocks=4)
     assert (sent.time_s, sent.blocks, sent.outage) == (pytest.approx(4e-3, rel=1e-12), 4, False)
+    rest = link.transfer_time(6e3, 1e6, 1.0, np.random.default_rng(0), 1e-3, link=np.ones_like, max_blocks=6, exact_blocks=4)
+    assert (rest.time_s, rest.blocks, rest.outage) == (pytest.approx(6e-3, rel=1e-12), 6, False)
+    rng, reference = np.random.default_rng(0), np.random.default_rng(0)
+    late = link.transfer_time(5e3, 1e6, 1.0, rng, 1e-3, link=np.ones_like, max_blocks=4)
+    reference.standard_exponential((1, 4))
+    assert (late.time_s, late.blocks, late.outage) == (math.inf, 4, True) and rng.random() == reference.random()
 
 
 def test_a_transfer_of_less_than_one_bit_takes_its_time():
@@ -177,13 +185,16 @@ def test_under_block_fading_half_a_hertz_delivers_and_snr_0_or_no_bandwidth_is_o
     assert sent.blocks[1:].tolist() == [50, 50] and sent.outage_blocks[1:].tolist() == [50, 50]
     slow = link.transfer_time(3.0, 0.5, 1.0, np.random.default_rng(4), 1.0, max_blocks=50)  # under 0.5 bit/s a block, never 0
     assert slow.blocks > 1 and slow.outage_blocks == 0 and not slow.outage
+    long = link.transfer_time(200.0, 0.5, 1.0, np.random.default_rng(5), 1.0)  # 0.43 bits a block: a renewal rest, no outage
+    assert 256 < long.blocks < 1000 and not long.outage
 
 
 def test_a_seed_reproduces_a_mixed_call_to_the_last_bit():
     """A seed reproduces every result (the rule the traces keep byte for byte): five Rayleigh users of 16 to 755 blocks
     (several passes of ``_chunk``'s sizes, the last past its 256 drawn blocks), and under truncated Shannon one user
     whose mean rate is 0 (SNR 0.05 < SINR_min 0.1: no estimate, so a pass draws every block left); two users with
-a tenth of a block each (the 4-block floor of a pass); two users under faded interference; 5,000 users of about 230 blocks (the memory cap on a pass,
+a tenth of a block each (the 4-block floor of a pass); two users under faded interference; eight
+under outer-loop link adaptation (the NACKs of each last, partial block; the renewal rest of the long ones); 5,000 users of about 230 blocks (the memory cap on a pass,
 2^20 draws). Recorded values:
     a change here changes which draws each user gets, which must be a deliberate, documented one."""
     sent = link.transfer_time(np.array([3e3, 5e4, 2e5, 1e5, 4e5]), 1e6, np.array([0.05, 1.0, 10.0, 100.0, 0.5]),
@@ -200,5 +211,11 @@ a tenth of a block each (the 4-block floor of a pass); two users under faded int
     faded = FadedInterference.from_moments(np.array([1.0, 3.0]), np.array([1.0, 9.0]))  # passes sized at the mean SINR
     interfered = link.transfer_time(np.array([3e4, 6e4]), 1e6, np.array([10.0, 30.0]), np.random.default_rng(11), 1e-3, interference=faded)
     assert interfered.time_s.tolist() == [0.015196765148502907, 0.026039199341180434]
+    olla = nr.olla_link(nr.make_link("ul", 20e6, scs_khz=30), 1.0, 1, feedbacks_per_block=3)  # NACKs of a partial last block
+    adapted = link.transfer_time(np.geomspace(1e5, 1e8, 8), 20e6, np.geomspace(2.0, 50.0, 8), np.random.default_rng(12), 1e-3, link=olla)
+    assert adapted.time_s.tolist() == [0.009550482430339425, 0.018962352108412232, 0.060855423097963685, 0.14271379800990644,
+                                       0.296387414447598, 0.5693990483371808, 1.3349228752180313, 3.6104596914697016]
+    assert adapted.mcs.tolist() == [3, 3, 3, 3, 3, 12, 16, 3]
+    assert adapted.retransmissions.tolist() == [7, 10, 25, 49, 95, 182, 417, 1241]
     many = link.transfer_time(np.full(5000, 2e5), 1e6, 1.0, np.random.default_rng(9), 1e-3)  # 2^20 // 5000 = 209 a pass
     assert (many.time_s[0], many.time_s[-1], many.blocks.sum()) == (0.2314987043711537, 0.24772582025889656, 1166358)
