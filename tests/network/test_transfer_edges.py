@@ -147,7 +147,8 @@ def test_a_unicast_transfer_draws_256_blocks_then_ends_after_its_renewal_number_
 def test_a_transfer_that_needs_exactly_its_cap_of_blocks_is_delivered():
     """A link of 1 bit/s/Hz at any SNR: 1,000 bits a 1 ms block of 1 MHz, so 4,000 bits end exactly with block 4 of
     a cap of 4; 6,000 bits with 4 blocks drawn end after a renewal rest of exactly 2 (variance 0) at a cap of 6; 5,000
-    bits at a cap of 4 are in outage, and the generator has given only the 4 blocks' gains (no renewal draw)."""
+    bits at a cap of 4 are in outage, and the generator has given only the 4 blocks' gains (no renewal draw), as are
+50,000 bits whose rest would need 46 blocks past 4 drawn at a cap of 10."""
     sent = link.transfer_time(4e3, 1e6, 1.0, np.random.default_rng(0), 1e-3, link=np.ones_like, max_blocks=4)
     assert (sent.time_s, sent.blocks, sent.outage) == (pytest.approx(4e-3, rel=1e-12), 4, False)
     rest = link.transfer_time(6e3, 1e6, 1.0, np.random.default_rng(0), 1e-3, link=np.ones_like, max_blocks=6, exact_blocks=4)
@@ -156,6 +157,8 @@ def test_a_transfer_that_needs_exactly_its_cap_of_blocks_is_delivered():
     late = link.transfer_time(5e3, 1e6, 1.0, rng, 1e-3, link=np.ones_like, max_blocks=4)
     reference.standard_exponential((1, 4))
     assert (late.time_s, late.blocks, late.outage) == (math.inf, 4, True) and rng.random() == reference.random()
+    far = link.transfer_time(5e4, 1e6, 1.0, np.random.default_rng(0), 1e-3, link=np.ones_like, max_blocks=10, exact_blocks=4)
+    assert (far.time_s, far.blocks, far.outage) == (math.inf, 4, True)  # a rest of 46 blocks does not fit in 6
 
 
 def test_a_transfer_of_less_than_one_bit_takes_its_time():
