@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from wirelessfl.network import link
+from wirelessfl.network.interference import FadedInterference
 
 RNG = np.random.default_rng
 
@@ -62,4 +63,11 @@ def test_subbands_and_max_blocks_must_be_integers(value):
     )
     assert _message(lambda: link.multicast_transfer(1e6, 1e6, np.ones(2), RNG(0), 1e-3, max_blocks=value)) == (
         f"max_blocks must be an integer >= 1, got {value!r}"
+    )
+
+
+def test_faded_interference_needs_one_entry_per_user():
+    two = FadedInterference.from_moments(np.array([1.0, 2.0]), np.array([1.0, 4.0]))
+    assert _message(lambda: link.transfer_time(np.ones(3), 1e6, 1.0, RNG(0), 1e-3, interference=two)) == (
+        "interference must be a FadedInterference of one entry per user (3)"
     )

@@ -196,7 +196,8 @@ def test_a_seed_reproduces_a_mixed_call_to_the_last_bit():
     """A seed reproduces every result (the rule the traces keep byte for byte): five Rayleigh users of 16 to 755 blocks
     (several passes of ``_chunk``'s sizes, the last past its 256 drawn blocks), and under truncated Shannon one user
     whose mean rate is 0 (SNR 0.05 < SINR_min 0.1: no estimate, so a pass draws every block left); two users with
-a tenth of a block each (the 4-block floor of a pass); two users under faded interference; eight
+a tenth of a block each (the 4-block floor of a pass); three users under faded interference and one with 4 subbands (their
+renewal moments over fixed samples); eight
 under outer-loop link adaptation (the NACKs of each last, partial block; the renewal rest of the long ones); 5,000 users of about 230 blocks (the memory cap on a pass,
 2^20 draws). Recorded values:
     a change here changes which draws each user gets, which must be a deliberate, documented one."""
@@ -211,9 +212,12 @@ under outer-loop link adaptation (the NACKs of each last, partial block; the ren
     assert capped.blocks.tolist() == [133, 44, 2] and capped.outage_blocks.tolist() == [118, 6, 0]
     tiny = link.transfer_time(np.array([100.0, 100.0]), 1e6, 1.0, np.random.default_rng(10), 1e-3)  # passes of 4 blocks
     assert tiny.time_s.tolist() == [0.00012087995597013558, 4.870033114540477e-05]
-    faded = FadedInterference.from_moments(np.array([1.0, 3.0]), np.array([1.0, 9.0]))  # passes sized at the mean SINR
-    interfered = link.transfer_time(np.array([3e4, 6e4]), 1e6, np.array([10.0, 30.0]), np.random.default_rng(11), 1e-3, interference=faded)
-    assert interfered.time_s.tolist() == [0.015196765148502907, 0.026039199341180434]
+    faded = FadedInterference.from_moments(np.array([1.0, 3.0, 2.0]), np.array([1.0, 9.0, 4.0]))  # passes sized at the mean SINR
+    interfered = link.transfer_time(np.array([3e4, 6e4, 1e6]), 1e6, np.array([10.0, 30.0, 5.0]), np.random.default_rng(11), 1e-3,
+                                    interference=faded)
+    assert interfered.time_s.tolist() == [0.0153781302761559, 0.02032740028366327, 0.754273653518243]
+    subbands = link.transfer_time(1e6, 1e6, 5.0, np.random.default_rng(13), 1e-3, subbands=4)
+    assert subbands.time_s == 0.4664824466179384 and subbands.blocks == 467
     olla = nr.olla_link(nr.make_link("ul", 20e6, scs_khz=30), 1.0, 1, feedbacks_per_block=3)  # NACKs of a partial last block
     adapted = link.transfer_time(np.geomspace(1e5, 1e8, 8), 20e6, np.geomspace(2.0, 50.0, 8), np.random.default_rng(12), 1e-3, link=olla)
     assert adapted.time_s.tolist() == [0.009550482430339425, 0.018962352108412232, 0.060855423097963685, 0.14271379800990644,
@@ -222,3 +226,8 @@ under outer-loop link adaptation (the NACKs of each last, partial block; the ren
     assert adapted.retransmissions.tolist() == [7, 10, 25, 49, 95, 182, 417, 1241]
     many = link.transfer_time(np.full(5000, 2e5), 1e6, 1.0, np.random.default_rng(9), 1e-3)  # 2^20 // 5000 = 209 a pass
     assert (many.time_s[0], many.time_s[-1], many.blocks.sum()) == (0.2314987043711537, 0.24772582025889656, 1166358)
+
+
+def test_block_se_is_flat_fading_unless_told_subbands():
+    """Its default: one gain a block, ``[users, blocks]`` (here no fading, SNR 1: 1 bit/s/Hz)."""
+    assert link.block_se(link.shannon, np.array([1.0]), np.random.default_rng(0), 3, "none", None).tolist() == [[1.0, 1.0, 1.0]]
