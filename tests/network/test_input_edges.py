@@ -71,3 +71,11 @@ def test_faded_interference_needs_one_entry_per_user():
     assert _message(lambda: link.transfer_time(np.ones(3), 1e6, 1.0, RNG(0), 1e-3, interference=two)) == (
         "interference must be a FadedInterference of one entry per user (3)"
     )
+
+
+@pytest.mark.parametrize("coherence_s, fading", [(1e-3, "none"), (math.inf, "rayleigh")])
+def test_faded_interference_needs_block_fading(coherence_s, fading):
+    faded = FadedInterference.from_moments(np.array([1.0]), np.array([1.0]))
+    assert _message(lambda: link.transfer_time(1e6, 1e6, 1.0, RNG(0), coherence_s, fading=fading, interference=faded)) == (
+        "faded interference needs block fading (finite coherence_s) and a fading model other than 'none'"
+    )

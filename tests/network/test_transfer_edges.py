@@ -231,3 +231,39 @@ under outer-loop link adaptation (the NACKs of each last, partial block; the ren
 def test_block_se_is_flat_fading_unless_told_subbands():
     """Its default: one gain a block, ``[users, blocks]`` (here no fading, SNR 1: 1 bit/s/Hz)."""
     assert link.block_se(link.shannon, np.array([1.0]), np.random.default_rng(0), 3, "none", None).tolist() == [[1.0, 1.0, 1.0]]
+
+
+def test_an_empty_block_carries_nothing_rather_than_under_a_bit():
+    """``block_bits_moments``'s share of empty blocks: 0 for Shannon at 0.5 Hz (every block under half a bit, none
+    empty), flat, over 2 subbands and under faded interference; under truncated Shannon at SNR 0.05 a block is empty
+    when g < 2 (SINR_min 0.1): 1 - e^-2 flat (the grid, to 1e-3), (1 - e^-2)^2 with both subbands empty (4,096
+    sampled blocks), and at least 1 - e^-2 with interference."""
+    faded = FadedInterference.from_moments(np.array([0.5]), np.array([0.25]))
+    for settings in ({}, {"subbands": 2}, {"interference": faded}):
+        assert link.block_bits_moments(np.array([0.5]), np.array([1.0]), 1.0, **settings)[2].tolist() == [0.0], settings
+    p = 1.0 - math.exp(-2.0)
+    assert link.block_bits_moments(1e6, 0.05, 1e-3, link="truncated_shannon")[2][0] == pytest.approx(p, abs=1e-3)
+    assert link.block_bits_moments(1e6, 0.05, 1e-3, link="truncated_shannon", subbands=2)[2][0] == pytest.approx(p * p, abs=0.03)
+    assert link.block_bits_moments(np.array([1e6]), np.array([0.05]), 1e-3, link="truncated_shannon", interference=faded)[2][0] >= p - 0.03
+
+
+def test_blocks_of_257_subbands_have_the_flat_mean():
+    """More subbands than 2^20 / 4,096 samples: the moments still come (in steps of one user), with the flat mean
+    (the mean of the subbands' efficiencies has the same mean)."""
+    flat = link.block_bits_moments(1e6, 1.0, 1e-3)[0][0]
+    assert link.block_bits_moments(1e6, 1.0, 1e-3, subbands=257)[0][0] == pytest.approx(flat, rel=0.01)
+
+
+def test_a_links_remembered_moments_are_its_own():
+    """The table of remembered moments is keyed by the link's identity and holds the link: a table left under the
+    same identity by another object (a link since collected) is not read."""
+    def shannon(snr):
+        return np.log2(1.0 + snr)
+
+    settings = (1e-3, "rayleigh", None, 2)
+    link._MOMENTS[id(shannon)] = (object(), {(settings, 1e6, 1.0): (1.0, 2.0, 3.0)})
+    try:
+        mean, var, empty = link.block_bits_moments(1e6, 1.0, 1e-3, link=shannon, subbands=2)
+    finally:
+        link._MOMENTS.pop(id(shannon), None)
+    assert mean[0] == pytest.approx(link.block_bits_moments(1e6, 1.0, 1e-3)[0][0], rel=0.05) and empty[0] == 0.0
