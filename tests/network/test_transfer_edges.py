@@ -267,3 +267,11 @@ def test_a_links_remembered_moments_are_its_own():
     finally:
         link._MOMENTS.pop(id(shannon), None)
     assert mean[0] == pytest.approx(link.block_bits_moments(1e6, 1.0, 1e-3)[0][0], rel=0.05) and empty[0] == 0.0
+
+
+def test_a_constant_links_blocks_have_no_variance():
+    """1 bit/s/Hz at any SINR: every block carries 1,000 bits, over subbands or under faded interference alike."""
+    faded = FadedInterference.from_moments(np.array([0.5]), np.array([0.25]))
+    for settings in ({"subbands": 2}, {"interference": faded}):
+        mean, var, empty = link.block_bits_moments(np.array([1e6]), np.array([1.0]), 1e-3, link=np.ones_like, **settings)
+        assert (mean.tolist(), var.tolist(), empty.tolist()) == ([1000.0], [0.0], [0.0]), settings
