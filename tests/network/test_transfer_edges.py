@@ -216,6 +216,9 @@ under outer-loop link adaptation (the NACKs of each last, partial block; the ren
     interfered = link.transfer_time(np.array([3e4, 6e4, 1e6]), 1e6, np.array([10.0, 30.0, 5.0]), np.random.default_rng(11), 1e-3,
                                     interference=faded)
     assert interfered.time_s.tolist() == [0.0153781302761559, 0.02032740028366327, 0.754273653518243]
+    pair = FadedInterference.from_moments(np.array([1.0, 3.0]), np.array([1.0, 9.0]))  # a pass sized by both
+    interfered = link.transfer_time(np.array([3e4, 6e4]), 1e6, np.array([10.0, 30.0]), np.random.default_rng(11), 1e-3, interference=pair)
+    assert interfered.time_s.tolist() == [0.015196765148502907, 0.026039199341180434]
     subbands = link.transfer_time(1e6, 1e6, 5.0, np.random.default_rng(13), 1e-3, subbands=4)
     assert subbands.time_s == 0.4664824466179384 and subbands.blocks == 467
     olla = nr.olla_link(nr.make_link("ul", 20e6, scs_khz=30), 1.0, 1, feedbacks_per_block=3)  # NACKs of a partial last block
@@ -252,6 +255,17 @@ def test_blocks_of_257_subbands_have_the_flat_mean():
     (the mean of the subbands' efficiencies has the same mean)."""
     flat = link.block_bits_moments(1e6, 1.0, 1e-3)[0][0]
     assert link.block_bits_moments(1e6, 1.0, 1e-3, subbands=257)[0][0] == pytest.approx(flat, rel=0.01)
+    none = FadedInterference.from_moments(np.array([0.0]), np.array([0.0]))  # no interference: the same law
+    assert link.block_bits_moments(np.array([1e6]), np.array([1.0]), 1e-3, subbands=257, interference=none)[0][0] == pytest.approx(flat, rel=0.01)
+
+
+def test_under_faded_interference_two_subbands_halve_the_variance_of_a_blocks_bits():
+    """Two subbands of independent gains (and interference draws): each block's bits are the mean of two, so their
+    variance is about half of one subband's (4,096 sampled blocks; 0.75 leaves room for the sample)."""
+    faded = FadedInterference.from_moments(np.array([1.0]), np.array([1.0]))
+    one = link.block_bits_moments(np.array([1e6]), np.array([10.0]), 1e-3, interference=faded)[1][0]
+    two = link.block_bits_moments(np.array([1e6]), np.array([10.0]), 1e-3, subbands=2, interference=faded)[1][0]
+    assert 0.3 * one < two < 0.75 * one
 
 
 def test_a_links_remembered_moments_are_its_own():
