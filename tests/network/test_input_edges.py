@@ -79,3 +79,9 @@ def test_faded_interference_needs_block_fading(coherence_s, fading):
     assert _message(lambda: link.transfer_time(1e6, 1e6, 1.0, RNG(0), coherence_s, fading=fading, interference=faded)) == (
         "faded interference needs block fading (finite coherence_s) and a fading model other than 'none'"
     )
+
+
+def test_a_coverage_multicast_checks_q_even_with_nothing_to_send():
+    assert _message(lambda: link.multicast_transfer(0.0, 1e6, np.ones(2), RNG(0), 1e-3, policy="coverage", q=0.0)) == (
+        "q must be in (0, 1] (the fraction of receivers the stream's rate must serve), got 0.0"
+    )

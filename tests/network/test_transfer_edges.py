@@ -289,3 +289,42 @@ def test_a_constant_links_blocks_have_no_variance():
     for settings in ({"subbands": 2}, {"interference": faded}):
         mean, var, empty = link.block_bits_moments(np.array([1e6]), np.array([1.0]), 1e-3, link=np.ones_like, **settings)
         assert (mean.tolist(), var.tolist(), empty.tolist()) == ([1000.0], [0.0], [0.0]), settings
+
+
+def test_a_multicast_of_one_draw_is_its_stream_rate_and_the_receivers_below_it_miss_everything():
+    """``coherence_s = inf``, no fading, receivers at SNR 3 and 15 (2 and 4 Mbit/s over 1 MHz): the worst-user stream
+    goes at 2 Mbit/s in one block with nothing to repair; coverage q = 0.5 (upper median) at 4 Mbit/s, and only the
+    receiver below that rate (not the one at it) misses the stream; the default q is 1, the worst user; 0.5 Hz
+    gives a rate under 1 bit/s, still a rate; a stream of 0 bits takes nothing."""
+    snr = np.array([3.0, 15.0])
+    worst = link.multicast_transfer(4e6, 1e6, snr, np.random.default_rng(0), math.inf, fading="none")
+    assert (worst.time_s, worst.blocks, worst.rate_bps, worst.outage, worst.repair_bits.tolist()) == (2.0, 1, 2e6, False, [0.0, 0.0])
+    half = link.multicast_transfer(4e6, 1e6, snr, np.random.default_rng(0), math.inf, fading="none", policy="coverage", q=0.5)
+    assert (half.time_s, half.blocks, half.rate_bps, half.outage, half.repair_bits.tolist()) == (1.0, 1, 4e6, False, [4e6, 0.0])
+    default = link.multicast_transfer(4e6, 1e6, snr, np.random.default_rng(0), math.inf, fading="none", policy="coverage")
+    assert (default.time_s, default.repair_bits.tolist()) == (2.0, [0.0, 0.0])
+    slow = link.multicast_transfer(1.0, 0.5, np.array([1.0]), np.random.default_rng(0), math.inf, fading="none")
+    assert (slow.time_s, slow.rate_bps, slow.outage) == (2.0, 0.5, False)
+    for coherence_s in (math.inf, 1e-3):
+        nothing = link.multicast_transfer(0.0, 1e6, snr, np.random.default_rng(0), coherence_s)
+        assert (nothing.time_s, nothing.blocks, nothing.rate_bps, nothing.outage, nothing.repair_bits.tolist()) == (0.0, 0, 0.0, False, [0.0, 0.0])
+    one_bit = link.multicast_transfer(1.0, 1e6, snr, np.random.default_rng(0), math.inf, fading="none")
+    assert one_bit.time_s == 5e-7
+
+
+def test_coverage_of_a_tiny_share_serves_the_best_receiver():
+    """q below 1/n (even below the 1e-12 the rounding allows): at least one receiver, the best."""
+    assert link.coverage_rate(np.array([1.0, 2.0, 3.0]), 1e-13) == 3.0
+
+
+def test_a_seed_reproduces_a_multicast_to_the_last_bit():
+    """As for unicast: three Rayleigh receivers (worst user, and coverage q = 0.5 with its repairs), and two under
+    faded interference (the pass sized at their mean SINR). Recorded values."""
+    snr = np.array([3.0, 10.0, 30.0])
+    worst = link.multicast_transfer(4e4, 1e6, snr, np.random.default_rng(14), 1e-3)
+    assert (worst.time_s, worst.blocks) == (0.027260580997188113, 28)
+    half = link.multicast_transfer(4e4, 1e6, snr, np.random.default_rng(14), 1e-3, policy="coverage", q=0.5)
+    assert (half.time_s, half.blocks, half.repair_bits.tolist()) == (0.013877184853295955, 14, [28521.861307850155, 11478.138692149836, 0.0])
+    faded = FadedInterference.from_moments(np.array([1.0, 3.0]), np.array([1.0, 9.0]))
+    interfered = link.multicast_transfer(4e4, 1e6, np.array([10.0, 30.0]), np.random.default_rng(15), 1e-3, interference=faded)
+    assert (interfered.time_s, interfered.blocks) == (0.02357898645299418, 24)
