@@ -318,8 +318,9 @@ def test_coverage_of_a_tiny_share_serves_the_best_receiver():
 
 
 def test_a_seed_reproduces_a_multicast_to_the_last_bit():
-    """As for unicast: three Rayleigh receivers (worst user, and coverage q = 0.5 with its repairs), and two under
-    faded interference (the pass sized at their mean SINR). Recorded values."""
+    """As for unicast: three Rayleigh receivers (worst user, and coverage q = 0.5 with its repairs), two under
+    faded interference (the pass sized at their mean SINR), and 300 with 8 subbands each (passes capped by memory,
+    then by the 500 blocks drawn). Recorded values."""
     snr = np.array([3.0, 10.0, 30.0])
     worst = link.multicast_transfer(4e4, 1e6, snr, np.random.default_rng(14), 1e-3)
     assert (worst.time_s, worst.blocks) == (0.027260580997188113, 28)
@@ -328,3 +329,21 @@ def test_a_seed_reproduces_a_multicast_to_the_last_bit():
     faded = FadedInterference.from_moments(np.array([1.0, 3.0]), np.array([1.0, 9.0]))
     interfered = link.multicast_transfer(4e4, 1e6, np.array([10.0, 30.0]), np.random.default_rng(15), 1e-3, interference=faded)
     assert (interfered.time_s, interfered.blocks) == (0.02357898645299418, 24)
+    wide = link.multicast_transfer(2e6, 1e6, np.full(300, 10.0), np.random.default_rng(16), 1e-3, subbands=8, exact_blocks=500)
+    assert (wide.time_s, wide.blocks) == (1.2719663269797086, 1272)  # passes of 2^20 // (300·8) = 436 blocks, then 64
+
+
+def test_a_multicast_past_its_drawn_blocks_extrapolates_exactly_within_its_cap():
+    """A link of 1 bit/s/Hz at any SNR (1,000 bits a block of 1 ms and 1 MHz), 2 blocks drawn: 5,000 bits need a rest
+    of exactly 3 blocks, which a cap of 5 takes (rate 1 Mbit/s), and 10,000 bits one of 8, which it does not; at 0.5 Hz
+    and T_c = 1 s the drawn block carries half a bit and the rest is still extrapolated; a link that carries nothing
+    is an outage after its drawn blocks."""
+    one = np.array([1.0])
+    fits = link.multicast_transfer(5e3, 1e6, one, np.random.default_rng(0), 1e-3, link=np.ones_like, exact_blocks=2, max_blocks=5)
+    assert (fits.time_s, fits.blocks, fits.rate_bps, fits.outage) == (pytest.approx(5e-3, rel=1e-12), 5, pytest.approx(1e6, rel=1e-12), False)
+    late = link.multicast_transfer(1e4, 1e6, one, np.random.default_rng(0), 1e-3, link=np.ones_like, exact_blocks=2, max_blocks=5)
+    assert (late.time_s, late.blocks, late.outage) == (math.inf, 2, True)
+    half = link.multicast_transfer(2.0, 0.5, one, np.random.default_rng(0), 1.0, link=np.ones_like, exact_blocks=1)
+    assert (half.time_s, half.blocks, half.outage) == (4.0, 4, False)
+    dead = link.multicast_transfer(1e3, 1e6, one, np.random.default_rng(0), 1e-3, link=np.zeros_like, exact_blocks=4)
+    assert (dead.time_s, dead.blocks, dead.outage) == (math.inf, 4, True)
