@@ -1,5 +1,7 @@
 """Edges the mutation check found untested (issue 51, item 8): the multicast's extrapolated rest, a held-fading
-multicast in outage, a user without bandwidth, a round that ends exactly at its deadline, every NR carrier width."""
+multicast in outage, a user without bandwidth, a round that ends exactly at its deadline, every NR carrier width;
+from the full check of ``link.py``: the draw budgets, caps met exactly, rates under 1 bit/s, empty blocks, the
+moments' samples, one-draw multicasts, and seeded results recorded to the last bit."""
 
 from __future__ import annotations
 
