@@ -148,8 +148,8 @@ class Mutant:
     replacement: str
     status: str = "pending"
     seconds: float = 0.0
-    selected: int = 0  # tests run first under --select covered (0: none ran the line, or --select all)
-    full: bool = True  # judged by the file's full test list (always under --select all)
+    selected: int = 0  # tests run first under --select covered (0 under --select all)
+    full: bool = True  # the rest of the file's list ran too (always under --select all)
 
     @property
     def label(self) -> str:
