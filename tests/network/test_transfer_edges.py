@@ -349,3 +349,13 @@ def test_a_multicast_past_its_drawn_blocks_extrapolates_exactly_within_its_cap()
     assert (half.time_s, half.blocks, half.outage) == (4.0, 4, False)
     dead = link.multicast_transfer(1e3, 1e6, one, np.random.default_rng(0), 1e-3, link=np.zeros_like, exact_blocks=4)
     assert (dead.time_s, dead.blocks, dead.outage) == (math.inf, 4, True)
+
+
+def test_nr_defaults_to_156_data_res_per_prb_and_carrier_widths_to_the_hz():
+    """``load_tables()`` is the 156-RE table (the documented default); a carrier 1.5 Hz off 20 MHz is not 20 MHz
+    (widths match to 1 Hz)."""
+    assert np.array_equal(nr.load_tables().tbs, nr.load_tables(1, 156).tbs)
+    assert nr.prbs_for(20e6 + 0.5, 30) == 51
+    with pytest.raises(ValueError) as error:
+        nr.prbs_for(20e6 + 1.5, 30)
+    assert str(error.value).startswith("an NR carrier at 30 kHz spacing is 5, 10, 15, 20,") and "got 20 MHz" in str(error.value)
