@@ -5,6 +5,7 @@ moments' samples, one-draw multicasts, and seeded results recorded to the last b
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -359,3 +360,25 @@ def test_nr_defaults_to_156_data_res_per_prb_and_carrier_widths_to_the_hz():
     with pytest.raises(ValueError) as error:
         nr.prbs_for(20e6 + 1.5, 30)
     assert str(error.value).startswith("an NR carrier at 30 kHz spacing is 5, 10, 15, 20,") and "got 20 MHz" in str(error.value)
+
+
+def _table_arrays() -> dict[str, np.ndarray]:
+    tables = nr.load_tables()
+    arrays = {name: np.array(getattr(tables, name)) for name in ("bler", "qm", "rate", "tbs", "cbs", "ncb", "snr_grid", "cbs_grid")}
+    return {**arrays, "eesm_beta": np.array(tables.eesm_beta, dtype=float)}
+
+
+def test_an_eesm_beta_of_0_is_sound_and_a_negative_one_is_not():
+    arrays = _table_arrays()
+    arrays["eesm_beta"][0] = 0.0
+    assert nr._table_problem(arrays) is None
+    arrays["eesm_beta"][0] = -1.0
+    assert nr._table_problem(arrays) == f"eesm_beta has shape [{arrays['eesm_beta'].size}] or values that are not finite and >= 0"
+
+
+def test_a_table_file_with_pickled_objects_is_not_opened(tmp_path):
+    """An ``.npz`` whose arrays need pickle to load is not a table file, whatever else it holds."""
+    path = tmp_path / "tables.npz"
+    arrays = {name: np.zeros(1) for name in nr.TABLE_ARRAYS}
+    np.savez(path, **{**arrays, "bler": np.array([{}], dtype=object)}, meta=np.array(json.dumps({"sionna": "x", "params": {}})))
+    assert nr.read_tables(path, "x", {}) == (None, "not a table file (ValueError: Object arrays cannot be loaded when allow_pickle=False)")
