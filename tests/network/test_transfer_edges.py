@@ -5,6 +5,7 @@ moments' samples, one-draw multicasts, and seeded results recorded to the last b
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 
@@ -353,9 +354,9 @@ def test_a_multicast_past_its_drawn_blocks_extrapolates_exactly_within_its_cap()
 
 
 def test_nr_defaults_to_156_data_res_per_prb_and_carrier_widths_to_the_hz():
-    """``load_tables()`` is the 156-RE table (the documented default); a carrier 1.5 Hz off 20 MHz is not 20 MHz
-    (widths match to 1 Hz)."""
-    assert np.array_equal(nr.load_tables().tbs, nr.load_tables(1, 156).tbs)
+    """``load_tables()`` is the 156-RE table (the default docs/network.md gives; read from the signature, as another
+    default would build a table); a carrier 1.5 Hz off 20 MHz is not 20 MHz (widths match to 1 Hz)."""
+    assert inspect.signature(nr.load_tables).parameters["re_per_prb"].default == 156
     assert nr.prbs_for(20e6 + 0.5, 30) == 51
     with pytest.raises(ValueError) as error:
         nr.prbs_for(20e6 + 1.5, 30)
@@ -382,3 +383,22 @@ def test_a_table_file_with_pickled_objects_is_not_opened(tmp_path):
     arrays = {name: np.zeros(1) for name in nr.TABLE_ARRAYS}
     np.savez(path, **{**arrays, "bler": np.array([{}], dtype=object)}, meta=np.array(json.dumps({"sionna": "x", "params": {}})))
     assert nr.read_tables(path, "x", {}) == (None, "not a table file (ValueError: Object arrays cannot be loaded when allow_pickle=False)")
+
+
+@pytest.mark.parametrize("prbs", [1, 11, 51, 106, 273])
+def test_a_tbs_tbler_reads_the_bler_of_the_nearest_code_block_size(prbs):
+    """``tbler_table`` reads each MCS's code-block BLER at the grid size nearest its code-block size (argmin of the
+    distance here; exact halves left out), raised to its number of code blocks."""
+    tables = nr.load_tables()
+    low, high, step = tables.cbs_grid
+    grid = low + step * np.arange(tables.bler.shape[2])
+    tbler = nr.tbler_table(tables, nr.PUSCH, prbs)
+    for mcs in np.flatnonzero(tables.qm[nr.PUSCH] > 0).tolist():
+        size = tables.cbs[nr.PUSCH, mcs, prbs - 1]
+        distance = np.abs(grid - size)
+        if np.sort(distance)[1] - distance.min() < 1e-9:
+            continue
+        bler = tables.bler[nr.PUSCH, mcs, int(np.argmin(distance))].astype(np.float32)
+        expected = np.float32(1.0) - np.power(np.float32(1.0) - bler, np.float32(tables.ncb[nr.PUSCH, mcs, prbs - 1]))
+        finite = np.isfinite(bler)
+        np.testing.assert_array_equal(tbler[mcs][finite], expected[finite])
