@@ -119,6 +119,8 @@ def test_harq_where_no_mcs_meets_the_target_counts_every_copy_as_failed():
     first, transmissions, lost = nr.harq_statistics(tbler, np.array([-1, 1, 1]), 3, 0.1)
     assert (first[0], transmissions[0], lost[0]) == (1.0, 4.0, 1.0)
     assert transmissions[1] == 1.0 + 0.5 + 0.25 + 0.125 and lost[1] == 0.5**4
+    _, transmissions, lost = nr.harq_statistics(tbler, np.array([0, 0, 0]), 3, 0.1)  # MCS 0 is an MCS like the others
+    assert transmissions.tolist() == [1.875] * 3 and lost.tolist() == [0.0625] * 3
 
 
 def test_eesm_keeps_float32_sinrs_in_float32():
@@ -231,6 +233,7 @@ under outer-loop link adaptation (the NACKs of each last, partial block; the ren
                                        0.296387414447598, 0.5693990483371808, 1.3349228752180313, 3.6104596914697016]
     assert adapted.mcs.tolist() == [3, 3, 3, 3, 3, 12, 16, 3]
     assert adapted.retransmissions.tolist() == [7, 10, 25, 49, 95, 182, 417, 1241]
+    assert adapted.outage_blocks.tolist() == [1, 1, 4, 8, 10, 13, 31, 127]  # the long ones' rests at the empty share drawn
     many = link.transfer_time(np.full(5000, 2e5), 1e6, 1.0, np.random.default_rng(9), 1e-3)  # 2^20 // 5000 = 209 a pass
     assert (many.time_s[0], many.time_s[-1], many.blocks.sum()) == (0.2314987043711537, 0.24772582025889656, 1166358)
 
@@ -402,3 +405,8 @@ def test_a_tbs_tbler_reads_the_bler_of_the_nearest_code_block_size(prbs):
         expected = np.float32(1.0) - np.power(np.float32(1.0) - bler, np.float32(tables.ncb[nr.PUSCH, mcs, prbs - 1]))
         finite = np.isfinite(bler)
         np.testing.assert_array_equal(tbler[mcs][finite], expected[finite])
+
+
+def test_without_sionna_its_version_is_not_installed(monkeypatch):
+    monkeypatch.setattr(nr, "find_sionna", lambda: None)
+    assert nr.sionna_version() == "not installed"
