@@ -116,3 +116,24 @@ def test_bad_mappings_are_one_line():
     with pytest.raises(ValueError) as error:
         PhysicalChannel.from_dict({"subband_mapping": "eesm"})
     assert str(error.value) == "physical.subband_mapping 'eesm' needs link 'nr' (its beta is per NR MCS), got link 'shannon'"
+
+
+def test_sionnas_table_1_has_no_bler_data_for_mcs_0_to_2_so_no_link_sends_them(pdsch):
+    """Sionna's BLER tables for MCS table 1 start at MCS 3: MCS 0-2 read inf at every SINR, so no link (either
+    direction, any width or target) selects them and ``EesmLink`` never ends its search there. Two mutants of
+    ``nr.py`` are equivalent for this reason alone (MCS 0's TBS zeroed in ``make_link``; MCS 0 read as MCS 1 in
+    ``EesmLink.subbands_se``): this test says when a Sionna update makes them live."""
+    tbler = nr.tbler_table(pdsch.link.tables, pdsch.link.category, pdsch.link.prbs)
+    assert np.isinf(tbler[:3]).all() and np.isfinite(tbler[3]).any()
+    for direction in ("dl", "ul"):
+        for target in (0.001, 0.5):
+            assert nr.make_link(direction, 5e6, 30, bler_target=target).mcs.max() >= 3
+            assert not np.isin(nr.make_link(direction, 5e6, 30, bler_target=target).mcs, [0, 1, 2]).any()
+    assert not pdsch.usable[:3].any() and not pdsch.goodput_by_mcs[:3].any()
+
+
+def test_the_effective_sinr_is_clamped_at_sionnas_plus_and_minus_30_db():
+    """Sionna's ``EESM`` clamps to [-30, 30] dB: subbands all at +-50 dB read 1000 and 0.001, float32 and float64."""
+    for dtype in (np.float32, np.float64):
+        high, low = np.full((1, 3), 1e5, dtype=dtype), np.full((1, 3), 1e-5, dtype=dtype)
+        assert nr.eesm_sinr(high, 2.0)[0] == dtype(1000.0) and nr.eesm_sinr(low, 2.0)[0] == dtype(0.001)
