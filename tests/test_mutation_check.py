@@ -121,3 +121,11 @@ default run (about 1.4 s of CPU a case, in forked pytest runs), the others under
 @pytest.mark.parametrize(("line", "before", "after", "verdict"), VERDICTS)
 def test_a_mutant_runs_its_lines_tests_first_then_the_rest(tool, toy, coverage, line, before, after, verdict):
     assert _judge(tool, toy, coverage, line, before, after) == verdict
+
+
+def test_the_traced_run_leaves_the_calling_process_untraced(coverage):
+    """The tracer is the forked child's: a tracer left on in the caller (the pytest process here, the tool's warm
+    parent there) would slow every Python call after it, and every mutant's fork, by about half."""
+    import threading
+
+    assert sys.gettrace() is None and threading.gettrace() is None

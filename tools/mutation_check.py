@@ -410,6 +410,10 @@ def _line_recorder(filename: str, out: str) -> object:
             self.lines: dict[str, set[int]] = {}
             self.seconds: dict[str, float] = {}
             self.current: set[int] = set()  # lines run outside any test: imports and collection
+
+        def pytest_sessionstart(self, session):
+            """Traced from here, in the forked child: a tracer set where the plugin is made (the parent) would stay on
+            in the parent and every later fork, and a global tracer slows every Python call there by about 45%."""
             sys.settrace(self.enter)
             threading.settrace(self.enter)
 
