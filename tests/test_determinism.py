@@ -45,15 +45,17 @@ def test_the_same_run_under_one_and_two_threads_writes_identical_tables(tmp_path
 
 
 def test_a_sweep_gives_the_same_table_in_process_and_in_a_process_pool(tmp_path):
-    """In process with one thread; one pool worker takes every core (``cpu_count // workers`` threads)."""
+    """In process with one thread; one pool worker takes every core (``cpu_count // workers`` threads). FedAvg and
+    Local on the quickstart's federation (the worker's cost is mostly its imports)."""
     grid = {"training.lr": [0.05, 0.1]}
+    scenario = {**_quickstart(2), "algorithms": [{"name": "fedavg"}, {"name": "local"}]}
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        local = wirelessfl.sweep(_quickstart(2), grid, out=tmp_path / "local", executor="local")
+        local = wirelessfl.sweep(scenario, grid, out=tmp_path / "local", executor="local")
     finally:
         torch.set_num_threads(threads)
-    pooled = wirelessfl.sweep(_quickstart(2), grid, out=tmp_path / "pool", executor="process", workers=1)
+    pooled = wirelessfl.sweep(scenario, grid, out=tmp_path / "pool", executor="process", workers=1)
     pd.testing.assert_frame_equal(local.table, pooled.table)
     assert (tmp_path / "local" / "sweep.csv").read_bytes() == (tmp_path / "pool" / "sweep.csv").read_bytes()
     traces = {where: sorted((tmp_path / where / "units").glob("*/trace.csv")) for where in ("local", "pool")}

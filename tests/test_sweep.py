@@ -394,7 +394,7 @@ def test_a_unit_claimed_by_another_process_is_not_run_twice(tmp_path, monkeypatc
     assert after.computed == [plan.units[0].key] and ran == [0.1, 0.05]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("signum", [signal.SIGKILL, pytest.param(signal.SIGTERM, marks=pytest.mark.slow)])  # each ~3.5 s of CPU
 def test_pool_workers_die_with_a_killed_sweep_and_release_their_units(tmp_path, signum):
     out = tmp_path / "sw"
     path = _write(tmp_path, {**TINY, "rounds": 100_000, "checkpoint_every": 1000})

@@ -21,7 +21,8 @@ PARAMS = {"mcs_table": 1, "re_per_prb": 156}
 
 @pytest.fixture(scope="module")
 def real_build(tmp_path_factory):
-    """The one run of Sionna in this file (the real child process, not the copying stand-in): a table-1 file built
+    """The one run of Sionna in this file (the real child process, not the copying stand-in; ``-m slow``: about 8 s
+    of CPU, and the ordinary cache's first build runs the same child in every fresh checkout): a table-1 file built
     over 100 zero bytes in its place. Returns (the path, what reading the damaged file said, the tables
     ``load_tables`` returned, the folder's file names after)."""
     root = tmp_path_factory.mktemp("nr-cache")
@@ -48,9 +49,11 @@ def real_build(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def built(real_build):
-    """The table-1 file Sionna built, its bytes, and the tables read from it."""
-    path, _, tables, _ = real_build
+def built():
+    """The table-1 file Sionna built into the ordinary cache (by the first test that needed it, else here), its bytes,
+    and the tables read from it. ``real_build`` (``-m slow``) builds one over a damaged file in a cache of its own."""
+    tables = nr.load_tables(1, 156)
+    path = nr.tables_path(tables.sionna_version, PARAMS)
     return path, path.read_bytes(), tables
 
 
@@ -242,6 +245,7 @@ def test_the_command_line_names_the_cache_folder_in_one_line_and_writes_nothing(
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_a_real_rebuild_replaces_random_bytes_with_sionnas_tables(real_build, tmp_path):
     """The real child process (``real_build``), not the copying stand-in: it writes the file whole over the damaged one."""
     path, damaged, tables, names = real_build

@@ -125,6 +125,13 @@ def _unavailable(detail: str) -> SionnaUnavailable:
     )
 
 
+def tables_path(version: str, params: dict) -> Path:
+    """The cache file of Sionna ``version``'s tables built with ``params``. The arrays' names are in the key: a
+    wirelessfl that writes other arrays keeps its own file beside this one."""
+    key = hashlib.sha1(json.dumps({"sionna": version, **params, "arrays": TABLE_ARRAYS}, sort_keys=True).encode()).hexdigest()[:16]
+    return cache_dir() / f"sionna-{version}-table{params['mcs_table']}-{params['re_per_prb']}re-{key}.npz"
+
+
 @lru_cache(maxsize=8)
 def load_tables(mcs_table: int = 1, re_per_prb: int = 156) -> NrTables:
     """Sionna's tables for ``mcs_table`` with ``re_per_prb`` data REs per PRB, built once and cached on disk."""
@@ -135,9 +142,7 @@ def load_tables(mcs_table: int = 1, re_per_prb: int = 156) -> NrTables:
         raise _unavailable("it is not installed")
     params = {"mcs_table": int(mcs_table), "re_per_prb": int(re_per_prb)}
     version = _sionna_version(Path(spec.origin))
-    # The arrays' names are in the key: a wirelessfl that writes other arrays keeps its own file beside this one.
-    key = hashlib.sha1(json.dumps({"sionna": version, **params, "arrays": TABLE_ARRAYS}, sort_keys=True).encode()).hexdigest()[:16]
-    path = cache_dir() / f"sionna-{version}-table{mcs_table}-{re_per_prb}re-{key}.npz"
+    path = tables_path(version, params)
     tables, problem = read_tables(path, version, params)
     if tables is not None:
         return tables
