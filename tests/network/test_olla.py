@@ -86,10 +86,11 @@ def test_offsets_and_mcs_equal_sionnas_on_the_same_feedback():
     np.testing.assert_array_equal(np.array(chosen), np.array(said["mcs"]))
 
 
-def test_with_no_delay_and_no_offset_it_picks_the_inner_loops_mcs():
+@pytest.mark.parametrize("direction", ["ul", "dl"])
+def test_with_no_delay_and_no_offset_it_picks_the_inner_loops_mcs(direction):
     """At offset 0 and a report of the block's own SINR, every grid SINR gets today's MCS (where some MCS meets the
-    target; below, Sionna's lowest), and that MCS's goodput is today's."""
-    ul = nr.make_link("ul", 20e6, scs_khz=30)
+    target; below, Sionna's lowest), and that MCS's goodput is today's: the upload's loop and a unicast stream's."""
+    ul = nr.make_link(direction, 20e6, scs_khz=30)
     olla = nr.olla_link(ul)
     grid = ul.tables.snr_db.astype(np.float32)
     chosen = olla.estimated_mcs(grid, np.zeros(grid.size, dtype=np.float32))

@@ -32,21 +32,6 @@ def test_the_downlink_loop_feeds_back_once_per_downlink_slot_of_a_block():
     assert physical.olla_link(_channel(subbands=4, subband_mapping="eesm"), "dl").eesm is not None
 
 
-def test_with_no_delay_and_no_offset_the_downlink_loop_picks_the_inner_loops_mcs():
-    """At offset 0 and the block's own SINR every grid SINR gets the PDSCH inner loop's MCS and goodput."""
-    dl = nr.make_link("dl", 20e6, scs_khz=30)
-    olla = nr.olla_link(dl)
-    grid = dl.tables.snr_db.astype(np.float32)
-    chosen = olla.estimated_mcs(grid, np.zeros(grid.size, dtype=np.float32))
-    served = dl.mcs >= 0
-    assert served.any() and not served.all()
-    np.testing.assert_array_equal(chosen[served], dl.mcs[served])
-    np.testing.assert_array_equal(olla.goodput_by_mcs[dl.mcs[served], np.flatnonzero(served)], dl.goodput_bits[served])
-    snr = 10 ** (np.array([2.0, 9.0, 17.0, 30.0]) / 10)
-    se = olla.start(snr).blocks(np.arange(4), snr[:, None], np.random.default_rng(0))
-    np.testing.assert_array_equal(se[:, 0], dl(snr))
-
-
 def test_a_unicast_stream_is_sent_as_an_upload_is_through_the_downlink_loop():
     """A one-receiver stream under ``olla`` makes exactly the draws and takes exactly the time of ``transfer_time``
     through the downlink's ``OllaLink`` (the upload's loop, block by block: same MCS and NACK sequence), plus the HARQ
