@@ -204,12 +204,13 @@ def test_synthetic_sizes_by_hand():
 
 def test_digits_sizes_by_hand_and_the_pool_is_the_loaders():
     """1,797 images of 8x8 uint8: loading 4 x 1,797 x 64 = 460,032 B; federating the pool 1,797 x 64 = 115,008,
-    60 dealt twice in float32 2 x 60 x 64 x 4 = 30,720, indices 4 x 8 x 1,857 = 59,424: 205,152 B."""
+    60 dealt twice as stored (uint8: the engine normalises where it gathers) 2 x 60 x 64 = 7,680, indices
+    4 x 8 x 1,857 = 59,424: 182,112 B."""
     size = data_size("digits", None, {}, 3, {"per_client": 20})
-    assert (size.pool_samples, size.input_shape, size.loading, size.federating) == (1797, (1, 8, 8), 460_032, 205_152)
+    assert (size.pool_samples, size.input_shape, size.loading, size.federating) == (1797, (1, 8, 8), 460_032, 182_112)
     pool = datasets.load_pool("digits")
     assert (len(pool), pool.input_shape) == (size.pool_samples, size.input_shape)
-    assert data_size("digits", None, {}, 3, {"total": "all"}).federating == 1797 * 64 + 2 * 1797 * 64 * 4 + 32 * 2 * 1797
+    assert data_size("digits", None, {}, 3, {"total": "all"}).federating == 1797 * 64 + 2 * 1797 * 64 + 32 * 2 * 1797
 
 
 def test_fixed_pools_follow_the_pool_option_and_the_emnist_split():

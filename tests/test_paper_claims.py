@@ -85,7 +85,7 @@ def test_ucfl_weights_find_label_permutation_groups():
     )
     data = build_federated_data(spec, seed=0)
     arch = get_architecture("lenet5", data.input_shape, data.num_classes)
-    ctx = Context(data, arch, LockstepEngine(arch, "cpu"), TrainConfig(batch_size=16, lr=0.05), seed=0)
+    ctx = Context(data, arch, LockstepEngine(arch, "cpu", normalisation=data.normalisation), TrainConfig(batch_size=16, lr=0.05), seed=0)
     algo = get_algorithm("ucfl")(ctx, streams=2)
     algo.plan(1)
     algo.step(1, frozenset(range(8)))

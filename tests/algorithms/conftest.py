@@ -34,7 +34,7 @@ def federation():
         data = cut_train_splits(build_federated_data(spec, seed=0), list(train_sizes))
         assert data.train_sizes.tolist() == list(train_sizes)
         arch = get_architecture("mlp", data.input_shape, data.num_classes)
-        return Context(data, arch, LockstepEngine(arch, "cpu"), train, seed=seed)
+        return Context(data, arch, LockstepEngine(arch, "cpu", normalisation=data.normalisation), train, seed=seed)
 
     return build
 

@@ -32,7 +32,7 @@ def make_ctx(seed: int = 1, participation: float = 1.0, unseen: float = 0.0, **s
     arch = get_architecture("mlp", data.input_shape, data.num_classes, hidden=(16,))
     train = TrainConfig(epochs=1, batch_size=8, lr=0.05)
     held_out = draw_held_out(data.num_clients, unseen, seed)
-    return Context(data, arch, LockstepEngine(arch, "cpu"), train, seed=seed, participation=participation, held_out=held_out)
+    return Context(data, arch, LockstepEngine(arch, "cpu", normalisation=data.normalisation), train, seed=seed, participation=participation, held_out=held_out)
 
 
 @pytest.fixture(scope="module")

@@ -85,8 +85,9 @@ def test_first_round_is_one_broadcast_then_m_unicasts_per_client(ctx):
 class QuadraticLoss:
     """``engine.evaluate`` stand-in: the validation loss of every model is (x - 1.5)^2 + |rest|^2, x = theta[0]."""
 
-    def __init__(self):
+    def __init__(self, normalisation=None):
         self.sets = []
+        self.normalisation = normalisation  # the data's: a Context checks its engine normalises as the data needs
 
     def evaluate(self, params, sets):
         self.sets.append(sets)
@@ -106,7 +107,7 @@ def on_axis(algo, tensor, values):
 
 def test_federated_update_by_hand(ctx):
     algo = FedFomo(ctx, models_per_client=2)
-    engine = QuadraticLoss()
+    engine = QuadraticLoss(ctx.data.normalisation)
     algo.ctx = replace(ctx, engine=engine)
     # Client 0: baseline x = 0 (loss 2.25), own trained x = 1 (loss 0.25, distance 1): w = 2;
     # download from 1 at x = 2 (loss 0.25, distance 2): w = 1; from 2 at x = -1 (loss 6.25, distance 1): w = -4.

@@ -32,7 +32,7 @@ def ctx():
     data = build_federated_data(spec, seed=1)
     arch = get_architecture("mlp", data.input_shape, data.num_classes, hidden=(16,))
     train = TrainConfig(epochs=2, batch_size=8, lr=0.05, momentum=0.5)
-    return Context(data, arch, LockstepEngine(arch, "cpu"), train, seed=4)
+    return Context(data, arch, LockstepEngine(arch, "cpu", normalisation=data.normalisation), train, seed=4)
 
 
 def test_defaults_are_table_1(ctx):
@@ -151,7 +151,7 @@ def test_gate_learns_from_the_split_it_is_given(ctx, split):
     local = ctx.engine.logits(algo.local, sets)  # the experts trained this round, before the gates
     experts = [torch.cat([c, z.unsqueeze(1)], dim=1) for c, z in zip(algo.expert_logits(models, members, sets), local)]
     expected = train_gates(
-        algo.gate, gates, [x for x, _ in sets], experts, [y for _, y in sets], algo.gate_cfg,
+        algo.gate, gates, [ctx.data.normalise(x) for x, _ in sets], experts, [y for _, y in sets], algo.gate_cfg,
         torch_generator(ctx.seed, 2, "gate"), epochs=[1.0] * 6, opt_state=gate_opt,
     )
     torch.testing.assert_close(algo.gates, expected.params, atol=0, rtol=0)

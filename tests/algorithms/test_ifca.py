@@ -28,7 +28,7 @@ def ctx():
     data = build_federated_data(spec, seed=0)
     arch = get_architecture("mlp", data.input_shape, data.num_classes, hidden=(16,))
     train = TrainConfig(epochs=1, batch_size=8, lr=0.05, momentum=0.5)
-    return Context(data, arch, LockstepEngine(arch, "cpu"), train, seed=2)
+    return Context(data, arch, LockstepEngine(arch, "cpu", normalisation=data.normalisation), train, seed=2)
 
 
 def test_fixture_sizes_are_unequal(ctx):

@@ -25,7 +25,7 @@ def make_ctx(hidden=(5,), participation=1.0, epochs=1, held_out=(), sizes=SIZES)
     arch = get_architecture("mlp", SHAPE, CLASSES, hidden=hidden)
     train = TrainConfig(epochs=epochs, batch_size=16, lr=0.1, momentum=0.0)
     held = np.asarray(held_out, dtype=np.int64)
-    return Context(data, arch, LockstepEngine(arch, "cpu"), train, seed=3, participation=participation, held_out=held)
+    return Context(data, arch, LockstepEngine(arch, "cpu", normalisation=data.normalisation), train, seed=3, participation=participation, held_out=held)
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ def ctx():
     spec = DataSpec(dataset="digits", num_clients=6, samples={"per_client": 30}, partition=({"name": "iid"},))
     data = build_federated_data(spec, seed=0)
     arch = get_architecture("mlp", data.input_shape, data.num_classes, hidden=(8,))
-    return Context(data, arch, LockstepEngine(arch, "cpu"), TrainConfig(batch_size=8), seed=0)
+    return Context(data, arch, LockstepEngine(arch, "cpu", normalisation=data.normalisation), TrainConfig(batch_size=8), seed=0)
 
 
 def test_every_built_in_is_registered_by_its_declared_implementation():

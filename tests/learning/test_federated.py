@@ -40,10 +40,13 @@ def test_default_spec_uses_every_digit_over_twenty_clients(digits):
     )
 
 
-def test_clients_hold_the_whole_pool_normalised(digits):
+def test_clients_hold_the_whole_pool_as_stored_and_normalise_to_mean_0_std_1(digits):
     x = all_x(digits)
-    assert x.dtype == torch.float32 and x.shape == (1797, 1, 8, 8)
-    assert float(x.mean()) == pytest.approx(0.0, abs=1e-5) and float(x.std(unbiased=False)) == pytest.approx(1.0, abs=1e-4)
+    assert x.dtype == torch.uint8 and x.shape == (1797, 1, 8, 8)  # a quarter of float32's bytes
+    assert torch.equal(torch.sort(x.reshape(-1)).values, torch.sort(load_pool("digits").x.reshape(-1)).values)
+    inputs = digits.normalise(x)
+    assert inputs.dtype == torch.float32
+    assert float(inputs.mean()) == pytest.approx(0.0, abs=1e-5) and float(inputs.std(unbiased=False)) == pytest.approx(1.0, abs=1e-4)
     labels = np.concatenate([np.concatenate([c.y_train, c.y_val, c.y_test]) for c in digits.clients])
     assert np.array_equal(np.bincount(labels), np.bincount(load_pool("digits").y.numpy()))
     assert digits.clients[0].y_train.dtype == torch.int64

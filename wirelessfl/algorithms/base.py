@@ -89,6 +89,13 @@ class Context:
     #: where per-client state lives (``learning.client_store``): RAM, or memory-mapped files under the run directory
     stores: ClientStores = field(default_factory=ClientStores)
 
+    def __post_init__(self) -> None:
+        if self.engine.normalisation != self.data.normalisation:
+            raise ValueError(
+                f"Context: the engine normalises inputs with {self.engine.normalisation!r} but the data needs "
+                f"{self.data.normalisation!r}; build it as LockstepEngine(arch, device, normalisation=data.normalisation)"
+            )
+
     def training_clients(self) -> np.ndarray:
         """The clients that may take part in training (all but the held-out ones and those out of energy), sorted."""
         pool = np.setdiff1d(np.arange(self.num_clients), self.held_out)

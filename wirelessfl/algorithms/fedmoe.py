@@ -200,7 +200,7 @@ class FedMoE(IFCA):
         result = train_gates(
             self.gate,
             self.gates[index],
-            [x for x, _ in train_sets],
+            [self.ctx.engine.inputs(x) for x, _ in train_sets],
             experts,
             [y for _, y in train_sets],
             self.gate_cfg,
@@ -220,7 +220,7 @@ class FedMoE(IFCA):
         cluster_logits = self.expert_logits(self.models, clients, sets)
         local_logits = self.ctx.engine.logits(self.local, sets)
         experts = [torch.cat([c, l.unsqueeze(1)], dim=1) for c, l in zip(cluster_logits, local_logits)]
-        return evaluate_mixture(self.gate, self.gates, [x for x, _ in sets], experts, [y for _, y in sets])
+        return evaluate_mixture(self.gate, self.gates, [self.ctx.engine.inputs(x) for x, _ in sets], experts, [y for _, y in sets])
 
     # -- state ----------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

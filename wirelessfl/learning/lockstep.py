@@ -186,7 +186,9 @@ class LockstepEngine:
     for the next call (least recently used dropped first; 0 = keep none).
     ``accelerators`` are plug-ins asked once whether they run a block of the
     model faster (:mod:`wirelessfl.learning.accelerators`); ``engine.model``
-    says which block each one took.
+    says which block each one took. ``normalisation`` (``FederatedData.normalisation``) turns
+    the samples a call is given (uint8 pixels as the data stores them) into the model's float32
+    inputs where they are gathered; None takes them as they are.
     """
 
     def __init__(
@@ -198,6 +200,7 @@ class LockstepEngine:
         profile_sync: bool = False,
         data_cache_bytes: int = DATA_CACHE_BYTES,
         accelerators: Sequence = (),
+        normalisation: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ):
         if not (max_samples is None or (isinstance(max_samples, int) and max_samples >= 1)):
             raise ValueError(f"engine max_samples must be None or an int >= 1, got {max_samples!r}")
@@ -209,6 +212,7 @@ class LockstepEngine:
             retain_freed_memory()  # no page faults on every step's activations (learning/heap.py)
         self.max_samples = group_samples(self.device) if max_samples is None else max_samples
         self.data_cache_bytes = data_cache_bytes
+        self.normalisation = normalisation
         self._data_cache: OrderedDict[int, _DataCopy] = OrderedDict()
         self._cache_lock = threading.Lock()
         self.model = StackedModel(arch, accelerators=accelerators, device=self.device)
@@ -236,6 +240,11 @@ class LockstepEngine:
         return self.timer.times(reset)
 
     # ----------------------------------------------------------------- checks and data
+
+    def inputs(self, x: torch.Tensor) -> torch.Tensor:
+        """Stored samples ``x`` as the model's float32 inputs on the engine's device (what every call trains on)."""
+        x = x.to(self.device)
+        return x.to(torch.float32) if self.normalisation is None else self.normalisation(x)
 
     def _check(self, params: torch.Tensor | None, datasets: Sequence[Dataset], rows: torch.Tensor | None = None) -> None:
         """Shapes of ``params`` (None: made per group, checked there), ``rows`` and ``datasets``."""
@@ -292,7 +301,7 @@ class LockstepEngine:
             offsets.append(first[pair])
         shape = self.arch.input_shape
         with self.timer.phase("data movement"):
-            x_cat = torch.cat([x.reshape(-1, *shape) for x, _ in unique]).to(self.device, torch.float32)
+            x_cat = self.inputs(torch.cat([x.reshape(-1, *shape) for x, _ in unique]))
             y_cat = torch.cat([y.reshape(-1) for _, y in unique]).to(self.device, torch.int64)
         if len(y_cat):
             low, high = int(y_cat.min()), int(y_cat.max())

@@ -264,6 +264,7 @@ def estimate_memory(
     eval_clients: int | None = None,
     evaluated_rounds: int | None = None,
     client_store_on_disk: bool = False,
+    input_bytes: int = FLOAT,
 ) -> MemoryEstimate:
     """Peak bytes of a run of ``curves`` (algorithm name, params) on clients of ``sizes``; see the module docstring.
 
@@ -274,6 +275,7 @@ def estimate_memory(
     chunk, ``run.sampled_evaluation.CHUNK_CLIENTS``); it caps the evaluation of methods that gather one row per client.
     ``evaluated_rounds``: rounds that evaluate (each keeps an accuracy per client; default every round).
     ``client_store_on_disk``: the algorithms' per-client state is in memory-mapped files (``disk``), not RAM.
+    ``input_bytes``: bytes of one stored input value (1 for uint8 pixels, which the engine normalises as it gathers them).
 
     Persistent beside the data: the engine's cached data copies (``data cache``): one copy of the
     evaluated splits, the training split once under full participation, else each round's participants' copy,
@@ -286,8 +288,9 @@ def estimate_memory(
     pool = m - held_out
     T = pool if participation >= 1.0 else max(1, math.floor(participation * pool + 0.5))
     act = activations(arch)
-    feature = act.input * FLOAT + INDEX
-    data = (sum(sizes.train) + sum(sizes.val) + sum(sizes.test)) * feature
+    stored_sample = act.input * input_bytes + INDEX
+    feature = act.input * FLOAT + INDEX  # a sample in the engine's cached copies: normalised, float32
+    data = (sum(sizes.train) + sum(sizes.val) + sum(sizes.test)) * stored_sample
     prints = [footprint(name, params, arch, sizes, T, train, groups) for name, params in curves]
     if eval_clients is not None:  # a sampled evaluation gathers at most eval_clients rows per call (one per client)
         prints = [

@@ -37,9 +37,9 @@ DATA_BYTES = 2**31
 class _ShardWorker:
     """A Ray actor: one CPU engine of the run's architecture and the datasets its groups were sent."""
 
-    def __init__(self, arch, max_samples: int) -> None:
+    def __init__(self, arch, max_samples: int, normalisation=None) -> None:
         torch.set_num_threads(1)
-        self.engine = LockstepEngine(arch, "cpu", max_samples=max_samples, accelerators=from_environment())
+        self.engine = LockstepEngine(arch, "cpu", max_samples=max_samples, accelerators=from_environment(), normalisation=normalisation)
         self.data: OrderedDict[str, tuple] = OrderedDict()
 
     def _dataset(self, ray, ref) -> tuple:
@@ -100,10 +100,10 @@ class RayShards(Shards):
         return self.workers or max(1, int(self.ray.cluster_resources().get("CPU", 1)))
 
     def _actors(self, engine: LockstepEngine) -> list:
-        key = (engine.arch, engine.max_samples)
+        key = (engine.arch, engine.max_samples, engine.normalisation)
         if key not in self.actors:
             worker = self.ray.remote(num_cpus=1, max_restarts=RESTARTS, max_task_retries=RESTARTS)(_ShardWorker)
-            self.actors[key] = [worker.remote(engine.arch, engine.max_samples) for _ in range(self.size())]
+            self.actors[key] = [worker.remote(engine.arch, engine.max_samples, engine.normalisation) for _ in range(self.size())]
             self.started_actors += len(self.actors[key])
         return self.actors[key]
 

@@ -151,7 +151,7 @@ class PickledShards(Shards):
 
     def train_groups(self, engine, jobs: list[GroupJob]) -> list[tuple[torch.Tensor, torch.Tensor, Any]]:
         if self.engine is None:
-            self.engine = type(engine)(engine.arch, "cpu", max_samples=engine.max_samples)
+            self.engine = type(engine)(engine.arch, "cpu", max_samples=engine.max_samples, normalisation=engine.normalisation)
         results = []
         for job in jobs:
             wire = pickle.dumps(job)

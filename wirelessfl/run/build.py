@@ -48,7 +48,7 @@ def build_units(
         per_profile = profiles_can_change_training(profiles, budgets=budgets)
     data = (data if data is not None else build_federated_data(scenario.data_spec(), seed)).to(dev)
     arch = get_architecture(scenario.model.name, data.input_shape, data.num_classes, scenario.model.head, **scenario.model.options)
-    engine = LockstepEngine(arch, dev, accelerators=from_environment())
+    engine = LockstepEngine(arch, dev, accelerators=from_environment(), normalisation=data.normalisation)
     if shards is not None:
         shards.attach(engine)
     specs = [

@@ -46,6 +46,26 @@ class DatasetError(ValueError):
 
 
 @dataclass(frozen=True)
+class Normalisation:
+    """Per-channel ``(x - mean) / std`` in float32: what turns stored samples into a model's inputs.
+
+    Samples stay stored as the pool holds them (uint8 pixels: a quarter of float32) and are
+    normalised where they are gathered for the model (``LockstepEngine(normalisation=...)``);
+    the arithmetic is elementwise, so a gathered batch gets the bits a whole normalised copy would.
+    """
+
+    mean: tuple[float, ...]
+    std: tuple[float, ...]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """A float32 copy of ``x`` [n, C, ...] normalised per channel (dimension 1), on ``x``'s device."""
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        mean = torch.tensor(self.mean, dtype=torch.float32, device=x.device).view(shape)
+        std = torch.tensor(self.std, dtype=torch.float32, device=x.device).view(shape)
+        return x.to(torch.float32, copy=True).sub_(mean).div_(std)
+
+
+@dataclass(frozen=True)
 class Pool:
     """All samples of a dataset's requested splits, pooled.
 
@@ -81,12 +101,14 @@ class Pool:
     def input_shape(self) -> tuple[int, int, int]:
         return tuple(int(s) for s in self.x.shape[1:])  # type: ignore[return-value]
 
+    @property
+    def normalisation(self) -> Normalisation:
+        """What makes this pool's samples a model's inputs (per-channel mean 0 and std 1)."""
+        return Normalisation(self.mean, self.std)
+
     def normalise(self, x: torch.Tensor) -> torch.Tensor:
         """Float32 copy of ``x`` (samples of this pool) with per-channel mean 0 and std 1."""
-        shape = (1, -1, 1, 1)
-        mean = torch.tensor(self.mean, dtype=torch.float32).view(shape)
-        std = torch.tensor(self.std, dtype=torch.float32).view(shape)
-        return x.to(torch.float32, copy=True).sub_(mean).div_(std)
+        return self.normalisation(x)
 
 
 _LOADERS: dict[str, Callable[[Path, bool, dict], Pool]] = {}

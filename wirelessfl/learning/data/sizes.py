@@ -11,7 +11,8 @@ arrays (``synthetic``: the features in float64, the gathered component
 weights for the inner products, the float32 copy, the component weights;
 the image datasets: the decoded uint8 images, their concatenation and the
 contiguous copy). *Federating* it (``federated._clients``): the pool, plus the
-dealt samples normalised to float32 and their per-client copies. The pool
+dealt samples gathered in the pool's dtype and one shift's copy of them (the
+engine normalises them to float32 only where it gathers them for a model). The pool
 sizes of the fixed datasets are torchvision's; ``imagefolder`` counts its
 image files (as torchvision's ``make_dataset`` lists them) and ``synthetic``
 takes ``num_samples``. A user's loader (``pkg.mod:loader``) cannot be sized before
@@ -154,8 +155,8 @@ def data_size(dataset: str, root: str | None, options: Mapping, clients: int, sa
         dealt = min(pool_samples, samples["per_client"] * clients)
     elif _int(samples.get("total")) is not None:
         dealt = min(pool_samples, samples["total"])
-    # the pool, then the dealt samples twice: gathered (at most float32) and normalised, or normalised and cut per client
-    federating = pool_samples * per_sample * stored + 2 * dealt * per_sample * FLOAT32 + 4 * INDEX * (pool_samples + dealt)
+    # the pool, then the dealt samples twice in the pool's dtype: gathered, and a shift's copy of them
+    federating = pool_samples * per_sample * stored + 2 * dealt * per_sample * stored + 4 * INDEX * (pool_samples + dealt)
     return DataSize(pool_samples, shape, int(loading), int(federating), advice, detail)
 
 
