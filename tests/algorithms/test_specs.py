@@ -76,3 +76,20 @@ def test_ucfl_declares_the_stream_formations_that_exist():
 def test_every_catalog_entry_has_its_code():
     assert set(DATASETS) == set(datasets._LOADERS)
     assert set(PARTITIONERS) == set(partition._FUNCTIONS)
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedprox", "scaffold", "local", "oracle", "cfl", "ditto"])
+def test_a_method_that_trains_each_participant_once_or_twice_a_round_declares_that_work(ctx, name):
+    """The time estimate's work factor (``Footprint.work``) is the trainings a participant does a round, the same
+    number the method tells the network (``CommPlan.work``): Ditto trains the global and the personal model."""
+    from wirelessfl.learning.memory import SplitSizes, footprint
+
+    algo = ALGORITHMS[name](ctx)
+    told = set(algo.plan(1).work.values())
+    data = ctx.data
+    sizes = SplitSizes(
+        train=tuple(len(c.y_train) for c in data.clients), val=tuple(len(c.y_val) for c in data.clients),
+        test=tuple(len(c.y_test) for c in data.clients),
+    )
+    declared = footprint(name, {}, ctx.arch, sizes, data.num_clients, ctx.train).work
+    assert told == {declared}

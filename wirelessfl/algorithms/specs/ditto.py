@@ -13,12 +13,12 @@ class DittoParams(Params):
 
 def footprint(params: DittoParams, at: FootprintInputs) -> Footprint:
     """The global model and ``m`` personal ones (in a client store); two train calls a round over the T
-    participants, each with its own optimizer state kept per client; evaluated group by group of slots."""
+    participants (work 2: the time estimate counts both), each with its own optimizer state kept per client; evaluated group by group of slots."""
     del params
     m = at.clients
     return Footprint(
         kept=1 + m, train_slots=at.participants, state=at.optimizer_rows, keep_rows=2 * m, eval_rows=m, eval_slots=m,
-        eval_by_row=True, checkpoint_rows=1 + m, stored=m,
+        eval_by_row=True, checkpoint_rows=1 + m, stored=m, work=2.0,
     )
 
 
