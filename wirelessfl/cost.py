@@ -119,9 +119,9 @@ def _workers(device: torch.device) -> int:
 
 def _split_sizes(data: FederatedData) -> SplitSizes:
     return SplitSizes(
-        train=tuple(len(c.y_train) for c in data.clients),
-        val=tuple(len(c.y_val) for c in data.clients),
-        test=tuple(len(c.y_test) for c in data.clients),
+        train=tuple(data.sizes("train").tolist()),
+        val=tuple(data.sizes("val").tolist()),
+        test=tuple(data.sizes("test").tolist()),
     )
 
 

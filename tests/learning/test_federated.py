@@ -1,6 +1,7 @@
 """build_federated_data on the embedded digits: sizes, splits, determinism, shifts applied, group ids, errors."""
 
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -194,3 +195,50 @@ def test_every_client_split_is_a_view_into_one_tensor():
     xs = {getattr(c, f"x_{s}").untyped_storage().data_ptr() for c in data.clients for s in ("train", "val", "test")}
     ys = {getattr(c, f"y_{s}").untyped_storage().data_ptr() for c in data.clients for s in ("train", "val", "test")}
     assert len(xs) == 1 and len(ys) == 1
+
+
+def test_clients_are_views_made_when_asked_for_and_the_same_objects_while_remembered(digits, monkeypatch):
+    from wirelessfl.learning.data.federated import ClientViews
+
+    clients = digits.clients
+    assert isinstance(clients, ClientViews) and len(clients) == 20
+    assert not ClientViews(clients.x, clients.y, clients.bounds, clients.group_of)._made  # none made until asked for
+    first = clients[3]
+    assert clients[3] is first and clients[-17] is first  # the same tensors: the engine's copies are found by identity
+    assert first.x_train.untyped_storage().data_ptr() == clients.x.untyped_storage().data_ptr()  # a view, no copy
+    a, b, c, d = clients.bounds[3]
+    assert torch.equal(first.x_val, clients.x[b:c]) and torch.equal(first.y_test, clients.y[c:d]) and len(first.y_train) == b - a
+    assert [x.group for x in clients[2:5]] == digits.groups[2:5].tolist()
+    with pytest.raises(IndexError, match=r"^client 20 of 20$"):
+        clients[20]
+    monkeypatch.setattr(ClientViews, "MEMO", 2)
+    small = ClientViews(clients.x, clients.y, clients.bounds, clients.group_of)
+    one, two = small[0], small[1]
+    assert small[0] is one  # 0 is now the most recent: 1 goes first
+    small[2]
+    assert small[0] is one and small[1] is not two and len(small._made) == 2
+    assert torch.equal(small[1].x_train, two.x_train)
+
+
+def test_sizes_and_histograms_come_from_the_bounds_as_from_every_client(digits):
+    listed = replace(digits, clients=[digits.clients[i] for i in range(digits.num_clients)])
+    for split in ("train", "val", "test"):
+        assert digits.sizes(split).tolist() == listed.sizes(split).tolist() == [len(c.labels(split)) for c in listed.clients]
+        assert np.array_equal(digits.label_histograms(split), listed.label_histograms(split))
+    views = type(digits.clients)(digits.clients.x, digits.clients.y, digits.clients.bounds, digits.clients.group_of)
+    fresh = replace(digits, clients=views)
+    fresh.sizes("train"), fresh.label_histograms("val"), fresh.groups, fresh.train_sizes
+    assert not views._made  # no client made for them
+    with pytest.raises(ValueError, match=r"^split must be one of train, val, test; got 'dev'$"):
+        digits.sizes("dev")
+
+
+def test_a_pickled_or_moved_federation_keeps_one_tensor_and_no_remembered_clients(digits):
+    import pickle
+
+    digits.clients[0]
+    again = pickle.loads(pickle.dumps(digits))
+    assert not again.clients._made and np.array_equal(again.clients.bounds, digits.clients.bounds)
+    assert torch.equal(again.clients[5].x_test, digits.clients[5].x_test)
+    moved = digits.to("cpu")
+    assert type(moved.clients) is type(digits.clients) and torch.equal(moved.clients[7].y_val, digits.clients[7].y_val)

@@ -158,6 +158,21 @@ def test_the_data_cache_is_bounded():
         tiny_engine_and_data(data_cache_bytes=-1)
 
 
+def test_copies_made_uncached_are_used_once_and_cached_ones_still_serve():
+    engine, params, data = tiny_engine_and_data()
+    kept, _, _ = engine._concat(data[:1])
+    with engine.uncached():
+        once, _, _ = engine._concat(data[1:])
+        assert engine._concat(data[:1])[0] is kept  # a copy cached before is still used
+        assert engine._concat(data[1:])[0] is not once  # nothing made inside is kept
+        with engine.uncached():
+            pass
+        assert engine._concat(data[1:])[0] is not once  # still inside the outer block
+    assert len(engine._data_cache) == 1
+    after, _, _ = engine._concat(data[1:])
+    assert engine._concat(data[1:])[0] is after  # outside: cached again
+
+
 def test_per_sample_weights_see_their_own_slot_when_datasets_repeat():
     """Two slots on one dataset with different weights train as if each had its own copy."""
     engine, params, data = tiny_engine_and_data()

@@ -27,6 +27,7 @@ both see identical batches and masks.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import threading
@@ -213,6 +214,7 @@ class LockstepEngine:
         self.max_samples = group_samples(self.device) if max_samples is None else max_samples
         self.data_cache_bytes = data_cache_bytes
         self.normalisation = normalisation
+        self._uncached = 0
         self._data_cache: OrderedDict[int, _DataCopy] = OrderedDict()
         self._cache_lock = threading.Lock()
         self.model = StackedModel(arch, accelerators=accelerators, device=self.device)
@@ -240,6 +242,19 @@ class LockstepEngine:
         return self.timer.times(reset)
 
     # ----------------------------------------------------------------- checks and data
+
+    @contextlib.contextmanager
+    def uncached(self):
+        """``with engine.uncached():`` copies made inside are used once and not kept (a pass over data no later
+        call repeats, such as a sampled run's final evaluation of every client, would only push out the copies
+        every round reuses and hold up to ``data_cache_bytes``); copies already cached are still used."""
+        with self._cache_lock:
+            self._uncached += 1
+        try:
+            yield self
+        finally:
+            with self._cache_lock:
+                self._uncached -= 1
 
     def inputs(self, x: torch.Tensor) -> torch.Tensor:
         """Stored samples ``x`` as the model's float32 inputs on the engine's device (what every call trains on)."""
@@ -309,7 +324,7 @@ class LockstepEngine:
                 raise ValueError(f"labels must be in [0, {self.arch.num_classes - 1}] (num_classes), got a label {low if low < 0 else high}")
         entry = _DataCopy(unique, [first[(id(x), id(y))] for x, y in unique], x_cat, y_cat)
         with self._cache_lock:
-            if entry.size <= self.data_cache_bytes:
+            if entry.size <= self.data_cache_bytes and not self._uncached:
                 self._data_cache[id(entry)] = entry
                 while sum(e.size for e in self._data_cache.values()) > self.data_cache_bytes:
                     self._data_cache.popitem(last=False)

@@ -16,11 +16,14 @@ away, and no one unlucky draw shifts a whole curve). It is drawn from the
 training clients; held-out clients (``unseen_acc``) are evaluated in full.
 The full evaluation of a sampled run gathers the models of ``CHUNK_CLIENTS``
 clients per engine call, not of all m (the clients are evaluated alike: the same
-accuracies; losses equal to rounding).
+accuracies; losses equal to rounding), and keeps none of their data copies
+(``engine.uncached``): no later round repeats that pass, and at 100,000 clients
+the copies held about 0.7 GB.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import math
 
@@ -65,7 +68,8 @@ def evaluate_sample(
         if not everyone or m <= CHUNK_CLIENTS:
             result = _evaluate(algorithm, split, None if everyone else chosen)
             return result.accuracy.detach().double().cpu().numpy(), result.loss.detach().double().cpu().numpy()
-        parts = [_evaluate(algorithm, split, chunk) for chunk in np.array_split(chosen, -(-m // CHUNK_CLIENTS))]
+        with algorithm.ctx.engine.uncached() if count is None else contextlib.nullcontext():  # the last round's pass
+            parts = [_evaluate(algorithm, split, chunk) for chunk in np.array_split(chosen, -(-m // CHUNK_CLIENTS))]
         return (np.concatenate([p.accuracy.detach().double().cpu().numpy() for p in parts]),
                 np.concatenate([p.loss.detach().double().cpu().numpy() for p in parts]))
 

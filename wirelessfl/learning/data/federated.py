@@ -13,7 +13,8 @@ splits every client's data into train/val/test (60/20/20 by default, as FedEM).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -65,13 +66,70 @@ class ClientData:
         return ClientData(**moved, group=self.group)
 
 
+class ClientViews(Sequence):
+    """Every client's :class:`ClientData`, made when it is asked for: views into the federation's one tensor.
+
+    The federation holds the data (``x``, ``y``) and each client's split bounds, not a
+    ``ClientData`` of six tensor views per client: at 100,000 clients those were 600,000
+    tensor objects, 360 MB that every run held whatever its participants. The last
+    ``MEMO`` clients asked for keep their objects, so a client asked for again gets the
+    same tensors (the engine finds its cached device copies by tensor identity); a run
+    of up to ``MEMO`` clients makes each client's views once, as a list would.
+    """
+
+    MEMO = 16_384
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, bounds: np.ndarray, groups: np.ndarray):
+        self.x, self.y = x, y
+        self.bounds = np.asarray(bounds, dtype=np.int64)  # [m, 4]: train, val and test are [b0:b1], [b1:b2], [b2:b3]
+        self.group_of = np.asarray(groups, dtype=np.int64)
+        self._made: OrderedDict[int, ClientData] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self.bounds)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = int(index)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"client {index} of {len(self)}")
+        made = self._made.get(i)
+        if made is None:
+            a, b, c, d = (int(v) for v in self.bounds[i])
+            x, y = self.x, self.y
+            made = ClientData(x[a:b], y[a:b], x[b:c], y[b:c], x[c:d], y[c:d], int(self.group_of[i]))
+            self._made[i] = made
+            if len(self._made) > self.MEMO:
+                self._made.popitem(last=False)
+        else:
+            self._made.move_to_end(i)
+        return made
+
+    def sizes(self, split: str) -> np.ndarray:
+        """Every client's sample count in ``split``, from the bounds (no client made)."""
+        column = SPLITS.index(split)
+        return self.bounds[:, column + 1] - self.bounds[:, column]
+
+    def to(self, device: torch.device | str) -> ClientViews:
+        return ClientViews(self.x.to(device), self.y.to(device), self.bounds, self.group_of)
+
+    def __getstate__(self) -> dict:
+        return {"x": self.x, "y": self.y, "bounds": self.bounds, "group_of": self.group_of}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["x"], state["y"], state["bounds"], state["group_of"])
+
+
 @dataclass
 class FederatedData:
     """All clients' data; ``groups`` are the ground-truth groups (Oracle uses them, tests check against them).
 
     ``normalisation`` turns the stored samples into a model's inputs (None: they are its inputs as they are)."""
 
-    clients: list[ClientData]
+    clients: Sequence[ClientData]  # a list, or the views build_federated_data makes (ClientViews)
     num_classes: int
     input_shape: tuple[int, int, int]
     dataset: str
@@ -88,6 +146,8 @@ class FederatedData:
 
     @property
     def groups(self) -> np.ndarray:
+        if isinstance(self.clients, ClientViews):
+            return self.clients.group_of.copy()
         return np.array([c.group for c in self.clients], dtype=np.int64)
 
     @property
@@ -96,13 +156,33 @@ class FederatedData:
 
     @property
     def train_sizes(self) -> np.ndarray:
-        return np.array([len(c.y_train) for c in self.clients], dtype=np.int64)
+        return self.sizes("train")
+
+    def sizes(self, split: str) -> np.ndarray:
+        """Every client's sample count in ``split`` ("train", "val" or "test")."""
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+        if isinstance(self.clients, ClientViews):
+            return self.clients.sizes(split)
+        return np.array([len(c.labels(split)) for c in self.clients], dtype=np.int64)
 
     def label_histograms(self, split: str = "train") -> np.ndarray:
         """[num_clients, num_classes] label counts of one split."""
-        return np.stack([np.bincount(c.labels(split).cpu().numpy(), minlength=self.num_classes) for c in self.clients])
+        if not isinstance(self.clients, ClientViews):
+            return np.stack([np.bincount(c.labels(split).cpu().numpy(), minlength=self.num_classes) for c in self.clients])
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+        column = SPLITS.index(split)
+        bounds = self.clients.bounds
+        owner = np.repeat(np.arange(len(bounds)), bounds[:, column + 1] - bounds[:, column])
+        rows = np.concatenate([np.arange(a, b) for a, b in bounds[:, column:column + 2]]) if len(bounds) else np.zeros(0, np.int64)
+        labels = self.clients.y.cpu().numpy()[rows]
+        counts = np.bincount(owner * self.num_classes + labels, minlength=len(bounds) * self.num_classes)
+        return counts.reshape(len(bounds), self.num_classes)
 
     def to(self, device: torch.device | str) -> FederatedData:
+        if isinstance(self.clients, ClientViews):
+            return replace(self, clients=self.clients.to(device))
         return replace(self, clients=[c.to(device) for c in self.clients])
 
 
@@ -186,7 +266,7 @@ def build_federated_data(spec: DataSpec, seed: int) -> FederatedData:
     )
 
 
-def _clients(pool: Pool, indices: list[np.ndarray], shifts, groups: np.ndarray, fractions, rng: np.random.Generator) -> list[ClientData]:
+def _clients(pool: Pool, indices: list[np.ndarray], shifts, groups: np.ndarray, fractions, rng: np.random.Generator) -> ClientViews:
     """Gather every client's samples at once, shift each group in bulk, then cut per client.
 
     Every client's splits are views into the one gathered tensor, in the pool's dtype: no per-client copies
@@ -201,15 +281,12 @@ def _clients(pool: Pool, indices: list[np.ndarray], shifts, groups: np.ndarray, 
             rows = torch.from_numpy(np.flatnonzero(shift.groups[owner] == group))
             if len(rows) > 0:
                 x[rows], y[rows] = shift.transform(group, x[rows], y[rows])
-    clients, start = [], 0
-    for client, size in enumerate(sizes):
-        n_train, n_val, _ = split_counts(int(size), fractions)
-        bounds = (start, start + n_train, start + n_train + n_val, start + int(size))
-        parts = [(x[a:b], y[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-        (x_train, y_train), (x_val, y_val), (x_test, y_test) = parts
-        clients.append(ClientData(x_train, y_train, x_val, y_val, x_test, y_test, int(groups[client])))
-        start += int(size)
-    return clients
+    n_val = np.floor(sizes * fractions[1] + 0.5).astype(np.int64)  # split_counts, for every client at once
+    n_test = np.floor(sizes * fractions[2] + 0.5).astype(np.int64)
+    start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    end = start + sizes
+    bounds = np.stack([start, end - n_val - n_test, end - n_test, end], axis=1)
+    return ClientViews(x, y, bounds, groups)
 
 
 def _describe(spec: DataSpec, pool: Pool, sizes: np.ndarray, groups: np.ndarray) -> str:
