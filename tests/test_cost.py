@@ -41,7 +41,8 @@ def test_huge_model_refused_with_one_line_fast_and_without_allocating(monkeypatc
     monkeypatch.setattr(cost, "_workers", lambda device: 1)
     scenario = parse_scenario(HUGE)
     build_federated_data(parse_scenario({**HUGE, "model": {"name": "mlp"}}).data_spec(), 0)  # imports warm
-    get_architecture("mlp", (1, 8, 8), 10)  # and the meta device's first use (~1 s), on which models are described
+    get_architecture("mlp", (1, 8, 8), 10, hidden=[300_000])  # and the meta device's first use (~1 s), on which models
+    # over PROBE_ON_CPU_BYTES are described (this one 77 MB; smaller ones are shape-checked on a CPU copy)
     Path("/proc/self/clear_refs").write_text("5")
     before = _status("VmRSS")
     began = time.perf_counter()

@@ -169,6 +169,7 @@ def estimate_scenario(
         workers=_workers(device),
         max_samples=group_samples(device),
         eval_clients=None if scenario.evaluation.clients == "all" else CHUNK_CLIENTS,
+        eval_sample=None if scenario.evaluation.clients == "all" else int(scenario.evaluation.clients),
         evaluated_rounds=sum(evaluated(r, scenario.rounds, scenario.eval_every, scenario.eval_last) for r in range(1, scenario.rounds + 1)),
         client_store_on_disk=client_store == "disk",
         input_bytes=data.clients[0].x_train.element_size() if data.clients else 4,

@@ -146,15 +146,16 @@ def test_estimate_within_factor_two_of_measured_peak():
 
 def test_a_sampled_evaluation_gathers_at_most_its_chunk_of_client_rows():
     """FedAvg reads its model by row, one row per slot of the running group: capped at ``eval_clients`` (2 of 4
-    clients here): 2 rows of 2,410 x 4 B fewer, and 2 slots' forward pass fewer (a chunk of the longest split, 20 samples, x 4 B x (the input
-    twice, 2 x 64, and the largest activation three times, 3 x 64)); FedEM's mixture evaluation (m x M rows, no
-    sampled path) keeps its rows."""
+    clients here): 2 rows of 2,410 x 4 B fewer, 2 slots' forward pass fewer (a chunk of the longest split, 20 samples, x 4 B x (the input
+    twice, 2 x 64, and the largest activation three times, 3 x 64)), and the split copy of one call holds 2 clients' training
+    samples, not 4 (40 x (64 x 4 + 8) B fewer); FedEM's mixture evaluation (m x M rows, no sampled path) keeps its rows,
+    and its copies, as it evaluates every client in one call."""
     cfg = TrainConfig(batch_size=10)
 
     def evaluation(name, **kwargs):
         return estimate_memory(MLP, SIZES, cfg, [(name, {})], workers=1, **kwargs).phases[f"{name} evaluate"]
 
-    assert evaluation("fedavg") - evaluation("fedavg", eval_clients=2) == 2 * 2410 * 4 + 2 * 20 * 4 * (2 * 64 + 3 * 64)
+    assert evaluation("fedavg") - evaluation("fedavg", eval_clients=2) == 2 * 2410 * 4 + 2 * 20 * 4 * (2 * 64 + 3 * 64) + 40 * (64 * 4 + 8)
     assert evaluation("fedem") == evaluation("fedem", eval_clients=2)
 
 
@@ -232,3 +233,21 @@ def test_the_data_cache_grows_with_the_rounds_of_partial_participation_up_to_its
     assert cache(11) - cache(1) == 10 * 100 * 7 * feature
     assert cache(100_000) == DATA_CACHE_BYTES
     assert cache(1, 1.0) == cache(50, 1.0) == 5000 * 11 * feature
+
+
+def test_a_sampled_evaluation_caches_its_samples_splits_and_nothing_of_the_last_rounds_full_pass():
+    """5,000 clients of 2 + 2 evaluation samples, 100 sampled a round for 10 rounds and everyone in the 11th: the cache
+    holds the 10 samples' copies (10 x 100 x 4 samples), not the 20,000 of every client; the trained rounds as before."""
+    sizes = SplitSizes(train=(7,) * 5000, val=(2,) * 5000, test=(2,) * 5000)
+    feature = 64 * 4 + 8
+
+    def cache(**kwargs):
+        return estimate_memory(
+            MLP, sizes, TrainConfig(batch_size=10), [("fedavg", {})], participation=0.02, rounds=11, **kwargs
+        ).parts["data cache"]
+
+    trained = 11 * 100 * 7 * feature
+    assert cache() == (5000 * 4) * feature + trained
+    assert cache(eval_sample=100, evaluated_rounds=11) == 10 * 100 * 4 * feature + trained
+    assert cache(eval_sample=100, evaluated_rounds=3) == 2 * 100 * 4 * feature + trained
+    assert cache(eval_sample=5000, evaluated_rounds=11) == cache()  # never more than every client's splits once

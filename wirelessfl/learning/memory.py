@@ -262,6 +262,7 @@ def estimate_memory(
     workers: int = 1,
     max_samples: int = 512,
     eval_clients: int | None = None,
+    eval_sample: int | None = None,
     evaluated_rounds: int | None = None,
     client_store_on_disk: bool = False,
     input_bytes: int = FLOAT,
@@ -272,7 +273,10 @@ def estimate_memory(
     (the number of profiles when a deadline makes each profile train its own);
     ``workers`` the slot groups that run at once (CPU threads; 1 on a GPU).
     ``eval_clients``: the most clients one evaluation call gathers the models of (a sampled evaluation's
-    chunk, ``run.sampled_evaluation.CHUNK_CLIENTS``); it caps the evaluation of methods that gather one row per client.
+    chunk, ``run.sampled_evaluation.CHUNK_CLIENTS``); it caps the evaluation of methods that gather one row per client,
+    and the split copies of one evaluation call (a chunk's clients, not all m).
+    ``eval_sample``: clients a sampled evaluation draws each evaluated round but the last (``evaluation.clients``);
+    the engine caches their copies, while the last round's pass over everyone keeps none (``engine.uncached``).
     ``evaluated_rounds``: rounds that evaluate (each keeps an accuracy per client; default every round).
     ``client_store_on_disk``: the algorithms' per-client state is in memory-mapped files (``disk``), not RAM.
     ``input_bytes``: bytes of one stored input value (1 for uint8 pixels, which the engine normalises as it gathers them).
@@ -292,6 +296,8 @@ def estimate_memory(
     feature = act.input * FLOAT + INDEX  # a sample in the engine's cached copies: normalised, float32
     data = (sum(sizes.train) + sum(sizes.val) + sum(sizes.test)) * stored_sample
     prints = [footprint(name, params, arch, sizes, T, train, groups) for name, params in curves]
+    # a sampled evaluation's calls each take one chunk of clients, for the methods that evaluate some clients alone
+    chunked = [eval_clients if eval_clients is not None and fp.eval_rows == m else None for fp in prints]
     if eval_clients is not None:  # a sampled evaluation gathers at most eval_clients rows per call (one per client)
         prints = [
             replace(fp, eval_rows=min(m, eval_clients), eval_slots=min(fp.eval_slots, eval_clients)) if fp.eval_rows == m else fp
@@ -313,16 +319,19 @@ def estimate_memory(
     per_participant = RECORD_BYTES_PER_CLIENT_ROUND - ACCURACY_BYTES
     records = units_per_curve * len(prints) * (T * rounds * per_participant + m * evaluated * ACCURACY_BYTES)
     trained = sum(sizes.train) * feature if T >= pool else units_per_curve * len(prints) * rounds * sum(sizes.train[:T]) * feature
-    cache = min(DATA_CACHE_BYTES, (sum(sizes.val) + sum(sizes.test)) * feature + trained)
+    evaluated_copies = (sum(sizes.val) + sum(sizes.test)) * feature
+    if eval_sample is not None and m:  # each sampled round copies its sample's splits once; the last round none
+        evaluated_copies = min(evaluated_copies, max(evaluated - 1, 0) * min(eval_sample, m) * evaluated_copies / m)
+    cache = min(DATA_CACHE_BYTES, evaluated_copies + trained)
     results = seeds * len(prints) * profiles * (rounds + 1) * TRACE_ROW_BYTES + seeds * len(prints) * profiles * m * CLIENT_ROW_BYTES
 
     best: tuple[int, str, dict[str, int]] = (-1, "", {})
     phases: dict[str, int] = {}
-    for name_params, fp in zip(curves, prints):
+    for name_params, fp, chunk_clients in zip(curves, prints, chunked):
         label = name_params[0]
         candidates = {
             "train": _train_phase(fp, act, sizes, train, T, row, workers, max_samples, keep_optimizer_state),
-            "evaluate": _eval_phase(fp, act, sizes, row, workers, max_samples),
+            "evaluate": _eval_phase(fp, act, sizes, row, workers, max_samples, chunk_clients),
             "algorithm": {"algorithm extras": fp.extra_bytes} if fp.extra_bytes else {},
             "checkpoint": {"checkpoint": int(CHECKPOINT_COPIES * (fp.checkpoint_rows - (fp.stored if client_store_on_disk else 0)) * row)},
         }
@@ -363,8 +372,11 @@ def _train_phase(
     return {**parts, **(during if sum(during.values()) >= after else {"reordered copies": after})}
 
 
-def _eval_phase(fp: Footprint, act: Activations, sizes: SplitSizes, row: int, workers: int, max_samples: int) -> dict[str, int]:
-    """The largest evaluation: gathered rows, the concatenated split copies, one forward pass per worker."""
+def _eval_phase(
+    fp: Footprint, act: Activations, sizes: SplitSizes, row: int, workers: int, max_samples: int, eval_clients: int | None = None
+) -> dict[str, int]:
+    """The largest evaluation: gathered rows, the concatenated split copies (of ``eval_clients`` clients at most: the
+    largest ones, when the evaluation goes by chunks), one forward pass per worker."""
     n = max(fp.eval_slots, 1)
     longest = max(max(sizes.test, default=1), max(sizes.val, default=1), max(sizes.train, default=1), 1)
     samples = 2 * max_samples
@@ -372,7 +384,10 @@ def _eval_phase(fp: Footprint, act: Activations, sizes: SplitSizes, row: int, wo
     chunk = math.ceil(longest / math.ceil(longest / cap))
     group = balanced_group(n, max(1, samples // chunk), GROUP_MULTIPLE if workers > 1 else 1)
     running = min(workers, math.ceil(n / group))
-    split = max(sum(sizes.test), sum(sizes.val), sum(sizes.train))
+    split = max(
+        sum(sorted(part)[-eval_clients:]) if eval_clients is not None and eval_clients < len(part) else sum(part)
+        for part in (sizes.test, sizes.val, sizes.train)
+    )
     copied = fp.eval_copies * split * (act.input * FLOAT + INDEX)
     forward = running * group * (chunk * FLOAT * (act.input * 2 + 3 * act.largest + act.transient) + act.weight_copies * FLOAT)
     rows = running * group if fp.eval_by_row else fp.eval_rows  # by row: each running group gathers its own rows
