@@ -39,6 +39,11 @@ peak RSS 1,576 / 4,208 MB in memory, 1,435 / 1,799 MB on disk (store files at mo
 With ``--evaluation-all`` at N = 10,000: FedPer (heads in memory) 4,158 MB before the evaluation made its models group
 by group, 2,001 MB after; Ditto 6,546 MB before, 4,300 MB after in memory, 1,909 MB on disk (docs/engine.md).
 
+With the samples stored as uint8, clients made when asked for and the final pass uncached (2026-11-29,
+``--sizes 1000 10000 100000 --generated --limit-gb 12``, load about 3): a trained round 0.35 / 0.37 /
+0.45 s CPU at N = 1,000 / 10,000 / 100,000, peak RSS 1,307 / 1,454 / 2,785 MB (x1.11, x2.13: the 1.1
+million samples and their build grow with N; docs/results.md), the preview 1.00x / 1.04x / 1.06x of the run.
+
 N = 100,000 needs 1.1 million samples (more than EMNIST's 116,323 offline
 images); the parent prints what the memory estimate says such a run needs
 instead of running it when that is over ``--limit-gb``.
