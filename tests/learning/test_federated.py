@@ -242,3 +242,15 @@ def test_a_pickled_or_moved_federation_keeps_one_tensor_and_no_remembered_client
     assert torch.equal(again.clients[5].x_test, digits.clients[5].x_test)
     moved = digits.to("cpu")
     assert type(moved.clients) is type(digits.clients) and torch.equal(moved.clients[7].y_val, digits.clients[7].y_val)
+
+
+def test_the_last_federation_is_handed_out_again_while_unmodified():
+    spec = DataSpec(num_clients=5)
+    first = build_federated_data(spec, seed=3)
+    assert build_federated_data(DataSpec(num_clients=5), seed=3) is first  # the preview, the preflight and the run
+    assert build_federated_data(spec, seed=4) is not first
+    again = build_federated_data(spec, seed=3)
+    assert again is not first and torch.equal(again.clients[2].x_val, first.clients[2].x_val)  # built again, the same
+    again.clients[0].y_train[0] += 1  # an in-place change through a client's view
+    fresh = build_federated_data(spec, seed=3)
+    assert fresh is not again and torch.equal(fresh.clients[0].y_train, first.clients[0].y_train)
