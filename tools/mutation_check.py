@@ -92,7 +92,7 @@ DEFAULT_TESTS = {
     ),
     "wirelessfl/network/nr.py": (
         "tests/network/test_nr.py tests/network/test_nr_cache.py tests/network/test_eesm.py tests/network/test_transfer_edges.py "
-        "tests/network/test_olla.py"
+        "tests/network/test_olla.py tests/network/test_olla_downlink_subbands.py"
     ),
     "wirelessfl/network/rounds.py": (
         "tests/network/test_network_events.py tests/network/test_shared_uplink.py tests/network/test_transfer_edges.py "

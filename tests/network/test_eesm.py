@@ -3,6 +3,7 @@ the search's premises, and the many-subband limit of a worst-user multicast."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -45,6 +46,20 @@ def test_a_hand_computed_block(pdsch):
     assert pdsch.usable[12, 106] and not pdsch.usable[13, 107]
     slot_rate = pdsch.goodput_by_mcs[12, 106] / (pdsch.link.slot_s * 20e6)
     assert pdsch.subbands_se(np.array([[1.0, 10.0]]))[0] == slot_rate
+
+
+
+def test_an_mcs_without_a_beta_is_never_sent_over_subbands_and_any_positive_beta_is_a_beta(pdsch):
+    """Beta 0 is Sionna's "no beta for this MCS": EESM cannot map it, so it serves no SINR; a beta below 1 (none in
+    Sionna's table, whose smallest is 1.6) is an ordinary beta, and the MCS serves where its TBLER meets the target."""
+    flat = pdsch.link
+    meets = nr.tbler_table(flat.tables, flat.category, flat.prbs)[12] <= flat.bler_target
+    assert 0 < meets.mean() < 1
+    for beta, usable in ((0.0, np.zeros_like(meets)), (0.5, meets)):
+        betas = flat.tables.eesm_beta.copy()
+        betas[12] = beta
+        link = dataclasses.replace(flat, tables=dataclasses.replace(flat.tables, eesm_beta=betas))
+        np.testing.assert_array_equal(nr.eesm_link(link).usable[12], usable)
 
 
 def test_the_search_is_the_exhaustive_one(pdsch):

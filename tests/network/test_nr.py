@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -100,6 +101,65 @@ def test_mcs_tbler_and_spectral_efficiency_equal_sionnas_own_calls(sionna_says, 
     se = (qm * tables.rate[case["cat"]])[valid]
     np.testing.assert_allclose(se, np.array(said["se"][: qm.size])[valid], rtol=0, atol=1e-6)
     np.testing.assert_array_equal(qm, said["qm"][: qm.size])
+
+
+
+def test_the_tables_and_links_are_frozen():
+    """``load_tables`` hands every caller the same ``NrTables`` (``lru_cache``), and the links are cached too
+    (``physical``): none of them can be changed in place."""
+    dl = nr.make_link("dl", 20e6)
+    for shared in (dl.tables, dl, nr.eesm_link(dl), nr.olla_link(dl)):
+        field = dataclasses.fields(shared)[0].name
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(shared, field, getattr(shared, field))
+
+
+def test_an_sinr_off_either_end_of_the_grid_reads_the_edge_point_one_or_many():
+    """Sionna's clamp: below -5 dB (0 and -inf dB included) the first point, above the last the last, for a scalar
+    SINR as for an array of them."""
+    dl = nr.make_link("dl", 20e6)
+    last = dl.tables.bler.shape[3] - 1
+    for snr, index in ((0.0, 0), (1e-3, 0), (10 ** -0.5, 0), (10 ** 3.5, last), (1e9, last)):
+        assert int(nr.snr_index(dl.tables, snr)) == index
+        assert nr.snr_index(dl.tables, np.array([snr])).tolist() == [index]
+    assert int(nr.snr_index(dl.tables, 10 ** -0.45)) == 5  # -4.5 dB is the sixth point: the clamps hold nothing else
+    assert float(dl(1e9)) == dl.goodput_bits[last] / (dl.slot_s * 20e6) > 0
+
+
+@pytest.mark.parametrize("target", [0, 1, 1.5])
+def test_a_bler_target_outside_0_1_is_one_line(target):
+    with pytest.raises(ValueError) as caught:
+        nr.make_link("dl", 20e6, bler_target=target)
+    assert str(caught.value) == f"bler_target must be in (0, 1), got {target!r}"
+
+
+def test_an_mcs_whose_tbler_equals_the_target_meets_it():
+    """``TBLER <= target``, by hand (exact in float32) and on Sionna's tables: with the target set to one of its
+    TBLERs, that MCS serves that SINR, in the flat link and in EESM's."""
+    tbler = np.array([[0.0, 0.25], [0.25, 0.5]], dtype=np.float32)
+    assert nr.select_mcs(tbler, 0.25).tolist() == [1, 0]
+    assert nr.select_mcs(tbler, 0.2).tolist() == [0, -1]
+    tables = nr.load_tables(1)
+    s = int(nr.snr_index(tables, 10 ** 0.5))
+    target = float(nr.tbler_table(tables, nr.PDSCH, 51)[12, s])
+    assert 0.01 < target < 0.2
+    dl = nr.make_link("dl", 20e6, bler_target=target)
+    assert int(dl.mcs[s]) >= 12 and nr.eesm_link(dl).usable[12, s]
+
+
+def test_a_link_waits_for_no_round_trip_unless_given_one():
+    dl = nr.make_link("dl", 20e6)
+    assert dl.harq_rtt_s == 0.0 and float(dl.tail_s(10.0)) == 0.0 and dl.transmissions[int(nr.snr_index(dl.tables, 10.0))] > 1
+
+
+def test_an_mcs_a_table_marks_not_valid_is_never_sent_and_pi_2_bpsk_is_valid():
+    """qm 0 (an MCS the table has not) has no TBLER, so no link selects it; qm 1 (pi/2-BPSK) is an MCS like any."""
+    tables = nr.load_tables(1)
+    for qm, unusable in ((0, True), (1, False)):
+        marked = tables.qm.copy()
+        marked[nr.PDSCH, 12] = qm
+        tbler = nr.tbler_table(dataclasses.replace(tables, qm=marked), nr.PDSCH, 51)
+        assert np.isinf(tbler[12]).all() == unusable and (12 in nr.select_mcs(tbler, 0.1)) != unusable
 
 
 def test_a_hand_computed_harq_round():

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -156,6 +158,100 @@ def test_a_cache_with_unusable_tables_or_made_for_other_settings_is_built_again(
     assert nr.read_tables(path, built[2].sionna_version, PARAMS)[0] is None
     assert_same_tables(nr.load_tables(1, 156), built[2])
     assert calls == [PARAMS] and path.read_bytes() == built[1]
+
+
+def _arrays_with(name: str, value):
+    def make(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {**arrays, name: value(arrays[name]) if callable(value) else np.array(value)}
+
+    return make
+
+
+def _invalid_mcs_0(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """MCS 0 marked not valid (qm 0) in both categories, with the zeros a table holds for such an MCS."""
+    arrays = {name: array.copy() for name, array in arrays.items()}
+    for name in ("qm", "rate", "tbs", "cbs", "ncb"):
+        arrays[name][:, 0] = 0
+    return arrays
+
+
+def _edit(name: str, index, value):
+    def make(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        array = arrays[name].copy()
+        array[index] = value
+        return {**arrays, name: array}
+
+    return make
+
+
+GRID = "not a finite (min, max, step) with min < max and step > 0"
+RATE = "no valid MCS, or a code rate outside (0, 1)"
+BETA = "eesm_beta has shape [{}] or values that are not finite and >= 0"
+FLAWS = {  # one flaw each, and what ``_table_problem`` says of it (None: sound)
+    "bler of 3 categories": (_arrays_with("bler", lambda b: np.concatenate([b, b[:1]])), "bler has shape [3, 29, 85, 351], not [2, MCS, code-block sizes, SINRs]"),
+    "bler of no SINR": (_arrays_with("bler", lambda b: b[..., :0]), "bler has shape [2, 29, 85, 0], not [2, MCS, code-block sizes, SINRs]"),
+    "a code-block grid of 4 numbers": (_arrays_with("cbs_grid", [24.0, 8448.0, 100.0, 1.0]), f"cbs_grid is [24.0, 8448.0, 100.0, 1.0], {GRID}"),
+    "an integer code-block grid": (_arrays_with("cbs_grid", [24, 8448, 100]), f"cbs_grid is [24, 8448, 100], {GRID}"),
+    "a code-block grid with min = max": (_arrays_with("cbs_grid", [24.0, 24.0, 100.0]), f"cbs_grid is [24.0, 24.0, 100.0], {GRID}"),
+    "a code-block grid of other points": (_arrays_with("cbs_grid", [24.0, 8448.0, 50.0]), "cbs_grid [24.0, 8448.0, 50.0] does not have the 85 points of bler"),
+    "an SINR grid of other points": (_arrays_with("snr_grid", [-5.0, 30.01, 0.2]), "snr_grid [-5.0, 30.01, 0.2] does not have the 351 points of bler"),
+    "an MCS marked not valid": (_invalid_mcs_0, None),
+    "a pi/2-BPSK MCS of rate 0": (lambda arrays: _edit("rate", (0, 0), 0.0)(_edit("qm", (0, 0), 1)(arrays)), RATE),
+    "no valid MCS": (_arrays_with("qm", lambda q: np.zeros_like(q)), RATE),
+    "a code rate of 0": (_edit("rate", (1, 5), 0.0), RATE),
+    "a code rate of 1": (_edit("rate", (1, 5), 1.0), RATE),
+    "one EESM beta short": (_arrays_with("eesm_beta", lambda b: b[:-1]), BETA.format(28)),
+    "integer EESM betas": (_arrays_with("eesm_beta", lambda b: np.rint(b).astype(np.int64)), BETA.format(29)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FLAWS))
+def test_each_flaw_of_a_table_is_named_and_a_sound_variant_is_not_refused(built, tmp_path, case):
+    """``read_tables`` says this of a file whose arrays have the flaw (checksum recomputed). Sionna's qm is >= 2
+    (a valid MCS); qm 1 is pi/2-BPSK, valid too, so its rate must be in (0, 1); qm 0 marks an MCS a table has not."""
+    edit, problem = FLAWS[case]
+    assert nr._table_problem(edit(_arrays(built[1], tmp_path)[0])) == problem
+
+
+def test_the_cache_file_name_is_the_settings_and_a_key_that_ignores_their_order():
+    """``sionna-{version}-table{t}-{re}re-{16 hex digits}.npz`` in the cache folder; the key hashes the settings
+    sorted, so the same settings in another order name the same file."""
+    one = nr.tables_path("2.2.0", {"mcs_table": 2, "re_per_prb": 144})
+    assert one == nr.tables_path("2.2.0", {"re_per_prb": 144, "mcs_table": 2})
+    assert one.parent == nr.cache_dir() and re.fullmatch(r"sionna-2\.2\.0-table2-144re-[0-9a-f]{16}\.npz", one.name)
+    assert one != nr.tables_path("2.2.1", {"mcs_table": 2, "re_per_prb": 144})
+
+
+def _child(tmp_path: Path, body: str) -> Path:
+    """A stand-in for the Python that ``_build_tables`` runs: a shell script that records its arguments, then ``body``."""
+    script = tmp_path / "python"
+    script.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp_path}/argv"\n{body}\n')
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize(
+    ("stderr", "said"),
+    [("Traceback (most recent call last):\nImportError: no sionna here", "ImportError: no sionna here"), ("", "no message")],
+)
+def test_a_failed_build_is_one_line_ending_with_the_childs_last_error_line(tmp_path, monkeypatch, stderr, said):
+    lines = "".join(f'echo "{line}" >&2\n' for line in stderr.splitlines())
+    monkeypatch.setattr(sys, "executable", str(_child(tmp_path, f"{lines}exit 1")))
+    with pytest.raises(nr.SionnaUnavailable) as caught:
+        nr._build_tables(tmp_path / "cache" / "nr" / "t.npz", PARAMS)
+    assert str(caught.value) == f"physical.link 'nr' needs Sionna SYS: pip install 'sionna-no-rt>=2.2,<3' (building its tables failed: {said})"
+
+
+def test_a_build_makes_its_folder_and_runs_the_builder_module_there_again(tmp_path, monkeypatch):
+    """A cache folder whose parent does not exist yet is made; a second build into it is no error (the child, a
+    stand-in that exits 0, writes nothing: what it wrote is ``read_tables``' to judge)."""
+    monkeypatch.setattr(sys, "executable", str(_child(tmp_path, "exit 0")))
+    path = tmp_path / "cache" / "nr" / "t.npz"
+    for _ in range(2):
+        assert nr._build_tables(path, PARAMS) is None
+        assert path.parent.is_dir() and not path.exists()
+    argv = ["-m", "wirelessfl.network._nr_build", str(path), json.dumps(PARAMS)]
+    assert (tmp_path / "argv").read_text().splitlines() == argv
 
 
 def test_a_changed_array_fails_its_checksum(cache, built, tmp_path):

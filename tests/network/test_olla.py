@@ -7,6 +7,7 @@ import json
 import math
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -217,3 +218,49 @@ def test_a_round_records_what_the_loops_drew_and_leaves_the_downlink_alone():
     assert not np.array_equal(inner.upload, outer.upload)
     assert outer.retransmissions.sum() > 0 and (outer.mcs >= 3).all()
     assert not np.array_equal(inner.mcs, outer.mcs)
+
+
+def test_the_loops_defaults_are_sionnas_and_a_block_shorter_than_a_slot_still_gets_one_feedback():
+    """Sionna's ``OuterLoopLinkAdaptation`` defaults (delta_up 1 dB, offsets in [-20, 20] dB, starting at 0), a
+    report that is not stale, flat blocks; ``physical`` asks for round(block / slot) feedbacks, 0 for a block under
+    half a slot, and gets one."""
+    olla = nr.olla_link(nr.make_link("ul", 20e6, scs_khz=30))
+    settings = (olla.delta_up_db, olla.cqi_delay_blocks, olla.offset_init_db, olla.offset_min_db, olla.offset_max_db)
+    assert settings == (1.0, 0, 0.0, -20.0, 20.0) and olla.feedbacks_per_block == 1 and olla.eesm is None
+    assert nr.olla_link(olla.link, feedbacks_per_block=0).feedbacks_per_block == 1
+
+
+def test_a_report_two_blocks_stale_sends_the_mean_for_two_blocks_then_each_blocks_own():
+    """Offsets held at 0: the first two blocks' MCS is the one for the mean SINR (20 dB), then each block's for the
+    block two before it (5 dB: a lower MCS); the last two blocks' reports wait for the next call."""
+    olla = nr.olla_link(nr.make_link("ul", 20e6, scs_khz=30), 1.0, 2, offset_min_db=0.0, offset_max_db=0.0)
+    run = olla.start(np.full(3, 100.0))
+    sinr = np.full((3, 4), 10 ** 0.5)
+    run.blocks(np.arange(3), sinr, np.random.default_rng(0))
+    high, low = (int(olla.estimated_mcs(np.float32(db), 0.0)) for db in (20.0, 5.0))
+    assert high > low >= olla.lowest
+    assert run.last_mcs.tolist() == [[high, high, low, low]] * 3
+    np.testing.assert_array_equal(run.pending, np.full((3, 2), np.float32(10.0) * np.log10(np.float32(10 ** 0.5))))
+
+
+def test_a_run_counts_only_the_blocks_used_and_extends_at_their_nack_rate():
+    """``count``: a block with share 0 (after the transfer ended) adds no MCS; NACKs in proportion to the share.
+    ``extend``: more blocks at the NACK rate per block counted (one block is enough), none for a user with none counted,
+    and no 0/0 on the way. ``moments``: over the blocks drawn, one included."""
+    olla = nr.olla_link(nr.make_link("ul", 20e6, scs_khz=30), feedbacks_per_block=20)
+    run = olla.start(np.full(3, 10.0))
+    run.last_mcs = np.array([[5, 9, 9], [4, 4, 4], [7, 7, 7]])
+    run.last_nacks = np.array([[1, 2, 3], [2, 5, 5], [4, 4, 4]])
+    run.count(np.arange(3), np.array([[1.0, 0.5, 0.0], [0.5, 0.0, 0.0], [0.0, 0.0, 0.0]]))
+    mcs, _ = run.use()
+    assert mcs.tolist() == [5, 4, -1]  # user 0: MCS 5 and 9 once each (the lowest of a tie), not 9 twice
+    assert run.nacks.tolist() == [2.0, 1.0, 0.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run.extend(np.arange(3), np.array([4, 10, 10]))
+    assert run.nacks.tolist() == [2.0 + 2.0 / 2 * 4, 1.0 + 1.0 * 10, 0.0]
+    users = np.arange(2)
+    se = run.blocks(users, np.array([[10.0], [100.0]]), np.random.default_rng(1))[:, 0]
+    assert se.min() > 0
+    mean, var, empty = run.moments(np.arange(3), 2.0)
+    assert mean.tolist() == [2.0 * se[0], 2.0 * se[1], 0.0] and var.tolist() == [0.0, 0.0, 0.0] and empty.tolist() == [0.0] * 3

@@ -174,8 +174,8 @@ def read_tables(path: Path, version: str, params: dict) -> tuple[NrTables | None
     Checked before it is trusted, as a run's rates come from it: a regular file (a FIFO is never opened, as
     reading it would block; a symbolic link is not followed), an ``.npz`` of the arrays ``_nr_build`` writes and no
     pickle, the Sionna version and parameters it was built from, the SHA-256 of its arrays, their shapes, and
-    values a link can use: a positive SINR and code-block grid step, BLER in [0, 1] (or inf where Sionna has no
-    data), and a positive transport-block size for every valid MCS."""
+    values a link can use: SINR and code-block grids of a positive step with as many points as bler has, BLER in
+    [0, 1] (or inf where Sionna has no data), and a positive transport-block size for every valid MCS."""
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -220,9 +220,8 @@ def _table_problem(arrays: dict[str, np.ndarray]) -> str | None:
         grid = arrays[name]
         if grid.shape != (3,) or grid.dtype.kind != "f" or not np.isfinite(grid).all() or grid[2] <= 0 or grid[1] <= grid[0]:
             return f"{name} is {grid.tolist()}, not a finite (min, max, step) with min < max and step > 0"
-    low, high, step = arrays["snr_grid"]
-    if np.arange(low, high, step).size != bler.shape[3]:
-        return f"snr_grid {arrays['snr_grid'].tolist()} does not have the {bler.shape[3]} points of bler"
+        if np.arange(*grid).size != size:  # the grid as Sionna builds it (``NrTables.snr_db``)
+            return f"{name} {grid.tolist()} does not have the {size} points of bler"
     if np.isnan(bler).any() or ((bler < 0) | ((bler > 1) & ~np.isposinf(bler))).any():
         return "bler holds values outside [0, 1] (NaN included)"
     valid = qm > 0
@@ -471,7 +470,6 @@ def eesm_link(link: NrLink) -> EesmLink:
     if tables.eesm_beta is None:
         raise ValueError("the NR tables have no EESM beta (built by an older wirelessfl); delete the cache file")
     tbler = tbler_table(tables, link.category, link.prbs)
-    size = tbler.shape[1]
     usable = (tbler <= link.bler_target) & (tables.eesm_beta[:, None] > 0)
     goodput = np.zeros(tbler.shape)
     tbs = tables.tbs[link.category, :, link.prbs - 1].astype(float)
