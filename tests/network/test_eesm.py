@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -145,6 +146,26 @@ def test_sionnas_table_1_has_no_bler_data_for_mcs_0_to_2_so_no_link_sends_them(p
             assert nr.make_link(direction, 5e6, 30, bler_target=target).mcs.max() >= 3
             assert not np.isin(nr.make_link(direction, 5e6, 30, bler_target=target).mcs, [0, 1, 2]).any()
     assert not pdsch.usable[:3].any() and not pdsch.goodput_by_mcs[:3].any()
+
+
+
+def test_neither_mcs_table_has_bler_data_for_mcs_0_so_no_link_sends_it():
+    """Table 2 (256QAM) as table 1: MCS 0 reads inf at every SINR and code-block size in both directions (table 2's
+    data start at MCS 2 for PDSCH, 9 for PUSCH), so no link selects MCS 0 and the ``mcs >= 0`` mutants of ``nr.py``
+    (MCS 0 read as not sent, or as MCS 1) are equivalent for every table wirelessfl supports."""
+    for table in nr.MCS_TABLES:
+        tables = nr.load_tables(table)
+        assert np.isinf(tables.bler[:, 0]).all()
+        for direction in ("dl", "ul"):
+            assert (nr.make_link(direction, 5e6, 30, mcs_table=table, bler_target=0.5).mcs != 0).all()
+
+
+def test_building_an_eesm_link_warns_of_nothing(pdsch):
+    """The SINRs where an MCS does not serve get no HARQ statistics of some other MCS (MCS 0 has none: inf, NaN)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = nr.eesm_link(pdsch.link)
+    np.testing.assert_array_equal(again.goodput_by_mcs, pdsch.goodput_by_mcs)
 
 
 def test_the_effective_sinr_is_clamped_at_sionnas_plus_and_minus_30_db():
