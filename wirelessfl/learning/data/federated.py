@@ -28,6 +28,13 @@ from wirelessfl.learning.data.partition import SplitInput, client_sizes, combine
 SPLITS = ("train", "val", "test")
 
 
+def split_index(split: str) -> int:
+    """``split``'s position in ``SPLITS``; one line naming the allowed ones otherwise."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+    return SPLITS.index(split)
+
+
 @dataclass(frozen=True)
 class DataSpec:
     """Plain, picklable description of a federated dataset (the scenario schema produces it)."""
@@ -57,8 +64,7 @@ class ClientData:
     group: int = 0
 
     def labels(self, split: str) -> torch.Tensor:
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+        split_index(split)
         return getattr(self, f"y_{split}")
 
     def to(self, device: torch.device | str) -> ClientData:
@@ -110,7 +116,7 @@ class ClientViews(Sequence):
 
     def sizes(self, split: str) -> np.ndarray:
         """Every client's sample count in ``split``, from the bounds (no client made)."""
-        column = SPLITS.index(split)
+        column = split_index(split)
         return self.bounds[:, column + 1] - self.bounds[:, column]
 
     def to(self, device: torch.device | str) -> ClientViews:
@@ -160,8 +166,7 @@ class FederatedData:
 
     def sizes(self, split: str) -> np.ndarray:
         """Every client's sample count in ``split`` ("train", "val" or "test")."""
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+        split_index(split)
         if isinstance(self.clients, ClientViews):
             return self.clients.sizes(split)
         return np.array([len(c.labels(split)) for c in self.clients], dtype=np.int64)
@@ -170,9 +175,7 @@ class FederatedData:
         """[num_clients, num_classes] label counts of one split."""
         if not isinstance(self.clients, ClientViews):
             return np.stack([np.bincount(c.labels(split).cpu().numpy(), minlength=self.num_classes) for c in self.clients])
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
-        column = SPLITS.index(split)
+        column = split_index(split)
         bounds = self.clients.bounds
         owner = np.repeat(np.arange(len(bounds)), bounds[:, column + 1] - bounds[:, column])
         rows = np.concatenate([np.arange(a, b) for a, b in bounds[:, column:column + 2]]) if len(bounds) else np.zeros(0, np.int64)
