@@ -1,8 +1,11 @@
 """Cost in proportion to participants: FedAvg with k = 100 LeNet-5 participants a round at N = 1,000 and 10,000.
 
-Every client holds 11 samples (EMNIST byclass when its files are there, else
-generated images of the same shape and classes), so the k participants' training
-is the same work at every N and only the population grows. Evaluation is
+Every client holds 11 samples (EMNIST byclass's offline test split of 116,323 when its files are there, else
+a pool of 110,000 generated images of the same shape and classes), so the k participants' training
+is the same work at every N and only the population grows. A population larger than the pool holds
+(11 x N > pool) is dealt in passes over it (``data.samples.reuse``) and its clients index the pool, so the
+data held is the pool's at every N; ``--disjoint`` gives every client 11 generated samples of its own
+instead (the data then grows with N, 862 MB of uint8 at N = 100,000). Evaluation is
 sampled (``evaluation: {clients: 100}``), with the last round evaluating all N
 clients (``--evaluation-all``: every client every round). Each N runs in its own child process (imports, the data, the run), which
 reports a trained round's wall and CPU time (rounds 2 to 4: plan, network,
@@ -28,7 +31,7 @@ and the timed chunk evaluation (``cost.probe_rounds``), three runs on the same s
 own: its trained round's CPU time varied 2-3x between runs.
 
 Per-client state (``--algorithm local``, ``fedper``, ``ditto``, ..., ``--client-store memory|disk``, ``--store-path DIR``
-whose files are measured every round; ``--generated`` for generated data at every N). Measured 2026-11-29
+whose files are measured every round; ``--generated --disjoint`` for every client its own generated samples, as these runs had). Measured 2026-11-29
 (2-core EPYC, shared, ``OMP_NUM_THREADS=1``, generated data, Local, k = 100, 5 rounds): peak RSS with the
 client store in memory 1,402 MB at N = 1,000 and 4,073 MB at N = 10,000 (100,000 not run: 24.7 GB of models);
 on disk 1,401 / 1,706 / 6,341 MB at N = 1,000 / 10,000 / 100,000, store files at most 108 / 130 / 134 MB
@@ -40,18 +43,23 @@ With ``--evaluation-all`` at N = 10,000: FedPer (heads in memory) 4,158 MB befor
 by group, 2,001 MB after; Ditto 6,546 MB before, 4,300 MB after in memory, 1,909 MB on disk (docs/engine.md).
 
 With the samples stored as uint8, clients made when asked for and the final pass uncached (2026-11-29,
-``--sizes 1000 10000 100000 --generated --limit-gb 12``, load about 3): a trained round 0.35 / 0.37 /
+``--sizes 1000 10000 100000 --generated --disjoint --limit-gb 12``, load about 3): a trained round 0.35 / 0.37 /
 0.45 s CPU at N = 1,000 / 10,000 / 100,000, peak RSS 1,307 / 1,454 / 2,785 MB (x1.11, x2.13: the 1.1
 million samples and their build grow with N; docs/results.md), the preview 1.00x / 1.04x / 1.06x of the run.
 
-N = 100,000 needs 1.1 million samples (more than EMNIST's 116,323 offline
-images); the parent prints what the memory estimate says such a run needs
-instead of running it when that is over ``--limit-gb``.
+Clients that index a reused pool (2026-11-29, ``--sizes 1000 10000 100000 --limit-gb 12``, EMNIST, background
+jobs stopped): a trained round 0.14 / 0.18 / 0.18 s wall (x1.28, x1.23; CPU x1.18, x1.19), peak RSS 1,465 /
+1,529 / 1,768 MB (x1.04, x1.21), the preview 1.30x / 1.38x / 1.12x of the run; the last round's evaluation of
+every client 0.9 / 9.2 / 91.8 s CPU (it grows with N by its nature). Before it (``--disjoint`` at 100,000) the
+data alone held 862 MB and its build twice that: peak RSS x2.08.
+
+The parent prints what the memory estimate says a run needs instead of running it when that is over
+``--limit-gb``.
 
     PYTHONPATH=. python benchmarks/bench_population.py                    # N = 1,000 and 10,000
     PYTHONPATH=. python benchmarks/bench_population.py --sizes 1000 10000 100000
     PYTHONPATH=. python benchmarks/bench_population.py --child 10000      # one measurement, JSON out
-    PYTHONPATH=. python benchmarks/bench_population.py --sizes 1000 10000 100000 --limit-gb 9 --generated \
+    PYTHONPATH=. python benchmarks/bench_population.py --sizes 1000 10000 100000 --limit-gb 9 --generated --disjoint \
         --algorithm local --client-store disk --store-path /tmp/store                # per-client state on disk
 """
 
@@ -72,29 +80,47 @@ PARTICIPANTS = 100
 SAMPLES_PER_CLIENT = 11
 ROUNDS = 5
 EMNIST_TEST = 116_323
+GENERATED_POOL = 110_000
+"""Generated samples at every N (11 for each of 10,000 clients): larger populations reuse them (``data.samples.reuse``)."""
 
 
-def generated(clients: int, seed: int = 0):
+def pool_size(clients: int, emnist: bool, disjoint: bool) -> int:
+    """Samples in the pool the clients are dealt from: EMNIST's test split, the generated pool, or (``--disjoint``)
+    11 generated samples for every client."""
+    if disjoint:
+        return clients * SAMPLES_PER_CLIENT
+    return EMNIST_TEST if emnist else GENERATED_POOL
+
+
+def reuse(clients: int, pool: int) -> int:
+    """The passes over a pool of ``pool`` samples that deal 11 samples to each of ``clients``."""
+    return -(-clients // (pool // SAMPLES_PER_CLIENT))
+
+
+def generated(samples: int = GENERATED_POOL, seed: int = 0):
     """A loader (``bench_population:generated``): uint8 28x28 images and 62 classes, EMNIST's shapes."""
     rng = np.random.default_rng(seed)
-    n = clients * SAMPLES_PER_CLIENT
+    n = samples
     return rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8), rng.integers(0, 62, size=n)
 
 
 def scenario(
-    clients: int, emnist: bool, algorithm: str = "fedavg", store: str | None = None, store_path: str | None = None, every_client: bool = False
+    clients: int, emnist: bool, algorithm: str = "fedavg", store: str | None = None, store_path: str | None = None, every_client: bool = False,
+    disjoint: bool = False,
 ) -> dict:
+    pool = pool_size(clients, emnist, disjoint)
     data = (
         {"dataset": "emnist", "options": {"split": "byclass", "pool": ["test"]}}
-        if emnist else {"dataset": "bench_population:generated", "options": {"clients": clients}}
+        if emnist else {"dataset": "bench_population:generated", "options": {"samples": pool}}
     )
+    samples = {"per_client": SAMPLES_PER_CLIENT, **({"reuse": reuse(clients, pool)} if reuse(clients, pool) > 1 else {})}
     return {
         "name": f"population-{clients}",
         "rounds": ROUNDS,
         "device": "cpu",
         "checkpoint_every": 1000,
         "evaluation": {"clients": "all" if every_client else PARTICIPANTS},
-        "data": {**data, "clients": clients, "samples": {"per_client": SAMPLES_PER_CLIENT},
+        "data": {**data, "clients": clients, "samples": samples,
                  "partition": [{"name": "dirichlet", "alpha": 0.4}]},
         "model": {"name": "lenet5"},
         "training": {"batch_size": 32, "lr": 0.05, "participation": PARTICIPANTS / clients},
@@ -103,11 +129,11 @@ def scenario(
     }
 
 
-def emnist_fits(clients: int) -> bool:
-    """EMNIST byclass's offline test split is here and holds 11 samples for every client."""
+def emnist_fits(clients: int, disjoint: bool = False) -> bool:
+    """EMNIST byclass's offline test split is here (and, ``disjoint``, holds 11 samples of its own for every client)."""
     from wirelessfl.learning.data.data_files import missing_dataset
 
-    enough = clients * SAMPLES_PER_CLIENT <= EMNIST_TEST
+    enough = not disjoint or clients * SAMPLES_PER_CLIENT <= EMNIST_TEST
     return enough and missing_dataset("emnist", None, False, {"split": "byclass", "pool": ["test"]}) is None
 
 
@@ -120,7 +146,7 @@ def disk_bytes(folder: str | None) -> int:
 
 def child(
     clients: int, algorithm: str = "fedavg", store: str | None = None, store_path: str | None = None, generated_only: bool = False,
-    every_client: bool = False,
+    every_client: bool = False, disjoint: bool = False,
 ) -> dict:
     """One run in this process (see the module docstring)."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -129,8 +155,8 @@ def child(
     from wirelessfl.learning.data.federated import build_federated_data
     from wirelessfl.simulate import simulate
 
-    emnist = emnist_fits(clients) and not generated_only
-    parsed = parse_scenario(scenario(clients, emnist, algorithm, store, store_path, every_client))
+    emnist = emnist_fits(clients, disjoint) and not generated_only
+    parsed = parse_scenario(scenario(clients, emnist, algorithm, store, store_path, every_client, disjoint))
     libraries_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # the imports, before any data
     cpu = time.process_time()
     began = time.perf_counter()
@@ -153,7 +179,7 @@ def child(
     timed = range(2, ROUNDS)  # round 1 warms up; the last round also evaluates every client
     return {
         "clients": clients,
-        "data": "emnist" if emnist else "generated",
+        "data": ("emnist" if emnist else "generated") + ("" if disjoint else f", pool {pool_size(clients, emnist, disjoint):,}"),
         "build_s": build_s,
         "round_s": sum(marks[r][0] - marks[r - 1][0] for r in timed) / len(timed),
         "round_cpu_s": sum(marks[r][1] - marks[r - 1][1] for r in timed) / len(timed),
@@ -175,7 +201,7 @@ def child(
     }
 
 
-def needs(clients: int, algorithm: str = "fedavg", on_disk: bool = False, every_client: bool = False) -> float:
+def needs(clients: int, algorithm: str = "fedavg", on_disk: bool = False, every_client: bool = False, disjoint: bool = False) -> float:
     """GB the memory estimate gives a run at ``clients`` (data of the scenario's sizes, nothing allocated)."""
     from wirelessfl.config import parse_scenario
     from wirelessfl.cost import _workers
@@ -185,6 +211,7 @@ def needs(clients: int, algorithm: str = "fedavg", on_disk: bool = False, every_
     from wirelessfl.run.sampled_evaluation import CHUNK_CLIENTS
 
     parsed = parse_scenario(scenario(1000, True))
+    dealt, pool = clients * SAMPLES_PER_CLIENT, pool_size(clients, False, disjoint)
     train, val, test = split_counts(SAMPLES_PER_CLIENT, tuple(parsed.data.split))
     sizes = SplitSizes(train=(train,) * clients, val=(val,) * clients, test=(test,) * clients)
     t = parsed.training
@@ -193,9 +220,9 @@ def needs(clients: int, algorithm: str = "fedavg", on_disk: bool = False, every_
 
     estimate = estimate_memory(arch, sizes, t.train_config(), [(algorithm, {})], participation=PARTICIPANTS / clients,
                                rounds=ROUNDS, workers=_workers(torch.device("cpu")), eval_clients=None if every_client else CHUNK_CLIENTS,
-                               client_store_on_disk=on_disk)
-    pool = 2 * clients * SAMPLES_PER_CLIENT * 28 * 28  # while the data is built: the uint8 pool and its gathered copy
-    return (estimate.total + pool) / 1e9
+                               client_store_on_disk=on_disk, input_bytes=1, held_samples=min(dealt, pool))
+    built = (pool + (dealt if dealt <= pool else 0)) * 28 * 28  # while the data is built: the uint8 pool and a dealt copy
+    return (estimate.total + built) / 1e9
 
 
 def main() -> None:
@@ -206,18 +233,19 @@ def main() -> None:
     parser.add_argument("--algorithm", default="fedavg", help="fedavg (default), or a method with per-client state (local, fedper, fedrep, ditto, pfedme, apfl, pflego)")
     parser.add_argument("--client-store", choices=["memory", "disk"], help="the scenario's client_store.where (default: none, automatic)")
     parser.add_argument("--store-path", help="client_store.path for disk (its files are measured every round)")
-    parser.add_argument("--generated", action="store_true", help="generated data at every N (not EMNIST where it fits)")
+    parser.add_argument("--generated", action="store_true", help="generated data at every N (not EMNIST)")
     parser.add_argument("--evaluation-all", action="store_true", help="evaluation: {clients: all} (every client every round)")
+    parser.add_argument("--disjoint", action="store_true", help="every client its own 11 samples (the data grows with N; no reuse)")
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.algorithm, args.client_store, args.store_path, args.generated, args.evaluation_all)))
+        print(json.dumps(child(args.child, args.algorithm, args.client_store, args.store_path, args.generated, args.evaluation_all, args.disjoint)))
         return
     options = ["--algorithm", args.algorithm] + (["--client-store", args.client_store] if args.client_store else [])
     options += (["--store-path", args.store_path] if args.store_path else []) + (["--generated"] if args.generated else [])
-    options += ["--evaluation-all"] if args.evaluation_all else []
+    options += (["--evaluation-all"] if args.evaluation_all else []) + (["--disjoint"] if args.disjoint else [])
     runs = []
     for clients in args.sizes:
-        need = needs(clients, args.algorithm, args.client_store == "disk", args.evaluation_all)
+        need = needs(clients, args.algorithm, args.client_store == "disk", args.evaluation_all, args.disjoint)
         if need > args.limit_gb:
             print(f"N = {clients:,}: not run; the memory estimate says about {need:.1f} GB (limit {args.limit_gb} GB)")
             continue

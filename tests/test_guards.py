@@ -213,6 +213,15 @@ def test_digits_sizes_by_hand_and_the_pool_is_the_loaders():
     assert data_size("digits", None, {}, 3, {"total": "all"}).federating == 1797 * 64 + 2 * 1797 * 64 + 32 * 2 * 1797
 
 
+def test_a_reused_pool_is_indexed_not_copied_unless_a_shift_transforms_it():
+    """500 clients x 15 digits with reuse 5: 7,500 dealt samples from 1,797. Unshifted, the clients index the pool:
+    1,797 x 64 + indices 32 x (1,797 + 7,500) = 412,512 B; a shift copies the 7,500 twice more: + 960,000 B."""
+    samples = {"per_client": 15, "reuse": 5}
+    assert data_size("digits", None, {}, 500, samples, shifted=False).federating == 115_008 + 297_504 == 412_512
+    assert data_size("digits", None, {}, 500, samples, shifted=True).federating == 412_512 + 2 * 7_500 * 64
+    assert data_size("digits", None, {}, 20, samples, shifted=False).federating == 115_008 + 2 * 300 * 64 + 32 * 2_097
+
+
 def test_fixed_pools_follow_the_pool_option_and_the_emnist_split():
     assert data_size("emnist", None, {"split": "byclass", "pool": ["test"]}, 3, {"total": "all"}).pool_samples == 116_323
     assert data_size("emnist", None, {"split": "letters"}, 3, {"total": "all"}).pool_samples == 124_800 + 20_800
@@ -258,6 +267,17 @@ def test_data_that_fits_is_built(monkeypatch):
     assert size.loading == 8 * 3 * 150 + 16 * 100_000 * 150 + 40 * 100_000
     with pytest.raises(ValueError, match=r"^memory: building the data needs about 244 MB at its peak .* but 300 MB is available"):
         data_guard.check_data(scenario, available=300_000_000)
+
+
+def test_the_guard_sees_whether_a_shift_copies_a_reused_pool():
+    """Digits' loading peak is 460,032 B; federating 500 x 15 with reuse 5 is 412,512 B unshifted, 1,372,512 B rotated."""
+    data = {"clients": 500, "samples": {"per_client": 15, "reuse": 5}}
+    plain = parse_scenario({**OK, "data": data})
+    rotated = parse_scenario({**OK, "data": {**data, "partition": [{"name": "iid"}, {"name": "rotation", "groups": 2}]}})
+    assert data_guard.check_data(plain, available=1_000_000).peak == 460_032
+    assert data_guard.check_data(rotated, available=2_000_000).peak == 1_372_512
+    with pytest.raises(ValueError, match=r"^memory: building the data needs about 1\.4 MB at its peak"):
+        data_guard.check_data(rotated, available=1_000_000)
 
 
 # --------------------------------------------------------------------------- every door, under an address-space limit

@@ -131,7 +131,7 @@ class DataConfig(_Strict):
     options: dict[str, Any] = Field(default_factory=dict, description="dataset options, e.g. {split: byclass}")
     clients: int = Field(20, ge=1, le=MAX_CLIENTS, description="number of users m")
     samples: dict[str, Any] = Field(
-        default_factory=lambda: {"total": "all"}, description="{per_client: n} | {total: N|all} | {total: N, distribution: lognormal, sigma: s}"
+        default_factory=lambda: {"total": "all"}, description="{per_client: n} | {total: N|all} | {total: N, distribution: lognormal, sigma: s} | {per_client: n, reuse: r}"
     )
     partition: list[dict[str, Any]] = Field(
         default_factory=lambda: [{"name": "iid"}], min_length=1, description="splitter + optional group shifts"

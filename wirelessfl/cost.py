@@ -173,6 +173,7 @@ def estimate_scenario(
         evaluated_rounds=sum(evaluated(r, scenario.rounds, scenario.eval_every, scenario.eval_last) for r in range(1, scenario.rounds + 1)),
         client_store_on_disk=client_store == "disk",
         input_bytes=data.clients[0].x_train.element_size() if data.clients else 4,
+        held_samples=data.held_samples,
     )
     return estimate, arch
 

@@ -178,3 +178,14 @@ def test_params_of_is_the_rows_of_client_params_without_building_all_of_them(ctx
     if name not in ALL_AT_ONCE:  # a sample or a chunk gathers its own rows, never the [m, P] of every client
         monkeypatch.setattr(algo, "client_params", lambda: pytest.fail(f"{name}.params_of built every client's row"))
         assert torch.equal(algo.params_of(clients), expected)
+
+
+def test_clients_except_is_setdiff_of_every_id():
+    from wirelessfl.algorithms.base import clients_except
+
+    assert clients_except(6).tolist() == [0, 1, 2, 3, 4, 5]
+    assert clients_except(6, np.array([4, 1]), np.array([1, 5])).tolist() == [0, 2, 3]
+    assert clients_except(6, np.zeros(0, dtype=np.int64)).dtype == np.int64
+    rng = np.random.default_rng(0)
+    held, spent = rng.choice(1000, 30, replace=False), rng.choice(1000, 70, replace=False)
+    assert np.array_equal(clients_except(1000, held, spent), np.setdiff1d(np.setdiff1d(np.arange(1000), held), spent))

@@ -251,3 +251,12 @@ def test_a_sampled_evaluation_caches_its_samples_splits_and_nothing_of_the_last_
     assert cache(eval_sample=100, evaluated_rounds=11) == 10 * 100 * 4 * feature + trained
     assert cache(eval_sample=100, evaluated_rounds=3) == 2 * 100 * 4 * feature + trained
     assert cache(eval_sample=5000, evaluated_rounds=11) == cache()  # never more than every client's splits once
+
+
+def test_the_data_part_counts_the_pool_where_clients_index_it():
+    """SIZES deal 120 samples of 64 values; stored as uint8 each costs 64 B plus an 8 B index: 8,640 B. Clients that
+    index a pool of 50 samples hold the pool and an index per dealt sample: 50 x 64 + 120 x 8 = 4,160 B."""
+    cfg = TrainConfig(batch_size=10)
+    dealt = estimate_memory(MLP, SIZES, cfg, [("fedavg", {})], workers=1, input_bytes=1).parts["data"]
+    assert dealt == 120 * (64 + 8) == estimate_memory(MLP, SIZES, cfg, [("fedavg", {})], workers=1, input_bytes=1, held_samples=120).parts["data"]
+    assert estimate_memory(MLP, SIZES, cfg, [("fedavg", {})], workers=1, input_bytes=1, held_samples=50).parts["data"] == 50 * 64 + 120 * 8

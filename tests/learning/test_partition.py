@@ -523,16 +523,41 @@ def test_client_sizes_lognormal_sum_exactly_and_respect_the_minimum():
 def test_client_sizes_errors():
     with pytest.raises(PartitionError, match=r"^data\.samples\.per_client = 2 is below the minimum of 3 samples per client \(every split in data\.split needs at least one sample\)$"):
         sizes({"per_client": 2})
-    with pytest.raises(PartitionError, match=r"^data\.samples asks for 120 samples in total \(4 clients x 30\) but the dataset pool has only 100$"):
+    with pytest.raises(PartitionError, match=r"^data\.samples asks for 120 samples in total \(4 clients x 30\) but the dataset pool has only 100; data\.samples\.reuse lets several clients share a sample$"):
         sizes({"per_client": 30})
+    with pytest.raises(PartitionError, match=r"^data\.samples asks for 404 samples in total \(4 clients x 101\) but the dataset pool has only 100$"):
+        sizes({"per_client": 101})
     with pytest.raises(PartitionError, match=r"^data\.samples\.total = 11 is too small: 4 clients need at least 3 samples each \(every split in data\.split needs at least one sample\), i\.e\. 12$"):
         sizes({"total": 11})
     with pytest.raises(PartitionError, match=r"^data\.samples asks for 101 samples in total but the dataset pool has only 100$"):
         sizes({"total": 101})
     with pytest.raises(PartitionError, match=r"^data\.samples must give exactly one of 'per_client' or 'total'; got \{\}$"):
         sizes({})
-    with pytest.raises(PartitionError, match=r"^data\.samples: unknown key 'per_clients'; allowed: per_client, total, distribution, sigma$"):
+    with pytest.raises(PartitionError, match=r"^data\.samples: unknown key 'per_clients'; allowed: per_client, total, distribution, sigma, reuse$"):
         sizes({"per_clients": 3})
+    with pytest.raises(PartitionError, match=r"^data\.samples\.reuse must be a positive integer \(how many clients may share a sample\); got 0$"):
+        sizes({"per_client": 3, "reuse": 0})
+    with pytest.raises(PartitionError, match=r"^data\.samples\.reuse must be a positive integer \(how many clients may share a sample\); got 1\.5$"):
+        sizes({"per_client": 3, "reuse": 1.5})
+    with pytest.raises(PartitionError, match=r"^data\.samples\.reuse needs per_client \(each pass over the pool deals whole clients of n samples\); got \{'total': 40, 'reuse': 2\}$"):
+        sizes({"total": 40, "reuse": 2})
+    with pytest.raises(PartitionError, match=(
+        r"^data\.samples asks for 30 samples for each of 7 clients but with reuse 2 the dataset pool of 100 serves at most 6 "
+        r"\(2 passes of 3 clients\); raise data\.samples\.reuse to 3$"
+    )):
+        sizes({"per_client": 30, "reuse": 2}, num_clients=7)
+    with pytest.raises(PartitionError, match=r"^data\.samples\.per_client = 101 is more than the dataset pool's 100 samples$"):
+        sizes({"per_client": 101, "reuse": 2})
+    assert sizes({"per_client": 30, "reuse": 3}, num_clients=7) == [30] * 7
+
+
+def test_reuse_passes_deal_consecutive_clients_as_the_pool_holds_them():
+    """Pool of 10: sizes 4, 4 | 4, 3, 3 | 5: a pass ends before the client that would overflow it."""
+    from wirelessfl.learning.data.partition import reuse_passes
+
+    assert [p.tolist() for p in reuse_passes(np.array([4, 4, 4, 3, 3, 5]), 10)] == [[0, 1], [2, 3, 4], [5]]
+    assert [p.tolist() for p in reuse_passes(np.array([5, 5]), 10)] == [[0, 1]]
+    assert [p.tolist() for p in reuse_passes(np.array([3] * 7), 10)] == [[0, 1, 2], [3, 4, 5], [6]]
     with pytest.raises(PartitionError, match=r"^data\.samples\.distribution must be 'equal' or 'lognormal'; got 'zipf'$"):
         sizes({"total": 50, "distribution": "zipf"})
     with pytest.raises(PartitionError, match=r"^data\.num_clients must be a positive integer; got 0$"):

@@ -266,6 +266,7 @@ def estimate_memory(
     evaluated_rounds: int | None = None,
     client_store_on_disk: bool = False,
     input_bytes: int = FLOAT,
+    held_samples: int | None = None,
 ) -> MemoryEstimate:
     """Peak bytes of a run of ``curves`` (algorithm name, params) on clients of ``sizes``; see the module docstring.
 
@@ -280,6 +281,8 @@ def estimate_memory(
     ``evaluated_rounds``: rounds that evaluate (each keeps an accuracy per client; default every round).
     ``client_store_on_disk``: the algorithms' per-client state is in memory-mapped files (``disk``), not RAM.
     ``input_bytes``: bytes of one stored input value (1 for uint8 pixels, which the engine normalises as it gathers them).
+    ``held_samples``: the samples the federation holds where that is not the clients' total (clients that index a pool
+    they are dealt several times: ``FederatedData.held_samples``).
 
     Persistent beside the data: the engine's cached data copies (``data cache``): one copy of the
     evaluated splits, the training split once under full participation, else each round's participants' copy,
@@ -294,7 +297,8 @@ def estimate_memory(
     act = activations(arch)
     stored_sample = act.input * input_bytes + INDEX
     feature = act.input * FLOAT + INDEX  # a sample in the engine's cached copies: normalised, float32
-    data = (sum(sizes.train) + sum(sizes.val) + sum(sizes.test)) * stored_sample
+    dealt = sum(sizes.train) + sum(sizes.val) + sum(sizes.test)
+    data = dealt * stored_sample if held_samples is None else held_samples * act.input * input_bytes + dealt * INDEX
     prints = [footprint(name, params, arch, sizes, T, train, groups) for name, params in curves]
     # a sampled evaluation's calls each take one chunk of clients, for the methods that evaluate some clients alone
     chunked = [eval_clients if eval_clients is not None and fp.eval_rows == m else None for fp in prints]

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from wirelessfl.algorithms.base import clients_except
 from wirelessfl.run.sampled_evaluation import evaluate_sample, sample_size
 from wirelessfl.seam import CommPlan
 
@@ -47,7 +48,7 @@ def evaluate_round(algorithm, round: int, test_split: bool = True, fit: bool = F
     val = algorithm.evaluate("val")
     held_out = algorithm.held_out_clients()
     val_acc = val.accuracy.double().cpu().numpy()
-    seen = np.setdiff1d(np.arange(len(val_acc)), held_out)
+    seen = clients_except(len(val_acc), held_out)
     if not test_split:
         metrics = dict.fromkeys(("avg_acc", "worst_acc", "p10_acc", "mean_loss", "unseen_acc"), math.nan)
         metrics["avg_val_acc"] = float(val_acc[seen].mean())

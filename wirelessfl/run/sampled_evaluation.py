@@ -30,7 +30,7 @@ import math
 import numpy as np
 import torch
 
-from wirelessfl.algorithms.base import Algorithm, numpy_generator
+from wirelessfl.algorithms.base import Algorithm, clients_except, numpy_generator
 from wirelessfl.learning.lockstep import EvalResult
 from wirelessfl.results.intervals import sample_mean_interval
 
@@ -59,7 +59,7 @@ def evaluate_sample(
     the clients not evaluated). Held-out clients are always evaluated (``unseen_acc``)."""
     m = algorithm.ctx.num_clients
     held_out = algorithm.held_out_clients()
-    seen = np.setdiff1d(np.arange(m), held_out)
+    seen = clients_except(m, held_out)
     everyone = count is None or count >= len(seen)
     chosen = np.arange(m) if everyone else np.union1d(evaluation_sample(algorithm.ctx.seed, round, seen, count), held_out)
     sampled = np.isin(chosen, seen)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from wirelessfl.learning.data.catalog import PARTITIONERS
 from wirelessfl.learning.data.sizes import DataSize, data_size
 
 #: A run may use this fraction of the available memory; the rest is the safety margin.
@@ -45,7 +46,8 @@ def check_data(scenario, available: int | None = None) -> DataSize | None:
     available RAM (``available`` overrides it), from the spec's sizes, before any of the data is loaded or drawn.
     None where the spec leaves the sizes to the loader (see :func:`wirelessfl.learning.data.sizes.data_size`)."""
     d = scenario.data
-    size = data_size(d.dataset, d.root, d.options, d.clients, d.samples)
+    shifted = any(getattr(PARTITIONERS.get(step.get("name")), "kind", None) == "shift" for step in d.partition)
+    size = data_size(d.dataset, d.root, d.options, d.clients, d.samples, shifted)
     if size is None:
         return None
     free = available_ram() if available is None else int(available)

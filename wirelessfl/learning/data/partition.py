@@ -139,7 +139,7 @@ def combine_groups(shifts: Sequence[GroupShift], num_clients: int) -> np.ndarray
 # --- sample counts per client -------------------------------------------------------------------
 
 
-SAMPLES_KEYS = ("per_client", "total", "distribution", "sigma")
+SAMPLES_KEYS = ("per_client", "total", "distribution", "sigma", "reuse")
 
 
 def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: int, rng: np.random.Generator) -> np.ndarray:
@@ -148,6 +148,8 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
     ``{"per_client": n}``: n each. ``{"total": N}`` or ``{"total": "all"}``: N split as equally as
     possible. ``{"total": N, "distribution": "lognormal", "sigma": s}``: each client gets ``minimum``
     plus a share of the rest proportional to a LogNormal(0, s) weight (largest remainders keep the sum N).
+    ``{"per_client": n, "reuse": r}``: a population larger than its pool, dealt in up to r passes over the pool
+    (:func:`reuse_passes`).
     """
     if not _is_int(num_clients) or num_clients < 1:
         raise PartitionError(f"data.num_clients must be a positive integer; got {num_clients!r}")
@@ -173,11 +175,28 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
                 f"(every split in data.split needs at least one sample)"
             )
         total = per_client * num_clients
-        if total > pool_size:
+        reuse = samples.get("reuse", 1)
+        if not _is_int(reuse) or reuse < 1:
+            raise PartitionError(f"data.samples.reuse must be a positive integer (how many clients may share a sample); got {reuse!r}")
+        if reuse == 1 and total > pool_size:
             raise PartitionError(
                 f"data.samples asks for {total} samples in total ({num_clients} clients x {per_client}) but the dataset pool has only {pool_size}"
+                f"{'' if per_client > pool_size else '; data.samples.reuse lets several clients share a sample'}"
+            )
+        per_pass = pool_size // per_client
+        if num_clients > reuse * per_pass:
+            raise PartitionError(
+                f"data.samples asks for {per_client} samples for each of {num_clients} clients but with reuse {reuse} the dataset pool of "
+                f"{pool_size} serves at most {reuse * per_pass} ({reuse} passes of {per_pass} clients); raise data.samples.reuse to "
+                f"{-(-num_clients // per_pass)}" if per_pass else
+                f"data.samples.per_client = {per_client} is more than the dataset pool's {pool_size} samples"
             )
         return np.full(num_clients, per_client, dtype=np.int64)
+    if "reuse" in samples:
+        raise PartitionError(
+            "data.samples.reuse needs per_client (each pass over the pool deals whole clients of n samples); got "
+            f"{dict(samples)!r}"
+        )
     total = samples["total"]
     if total == "all":
         total = pool_size
@@ -199,6 +218,21 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
             raise PartitionError(f"data.samples.sigma must be a finite number >= 0; got {sigma!r}")
         weights = rng.lognormal(0.0, float(sigma), size=num_clients)
     return minimum + _largest_remainder(spare, weights)
+
+
+def reuse_passes(sizes: np.ndarray, pool_size: int) -> list[np.ndarray]:
+    """Clients in passes over the pool (``data.samples.reuse``): as many consecutive clients as the pool holds, then
+    the next ones from the whole pool again. Within a pass no sample goes to two clients; across passes a sample goes
+    to at most one client of each pass, so to at most ``reuse`` clients, and never twice to one client. A population
+    that fits in the pool is one pass: the deal it would get without reuse."""
+    ends = np.cumsum(sizes)
+    passes, start = [], 0
+    while start < len(sizes):
+        used = int(ends[start - 1]) if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, used + pool_size, side="right")))
+        passes.append(np.arange(start, stop))
+        start = stop
+    return passes
 
 
 def _largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:

@@ -141,9 +141,12 @@ def _pool_of(dataset: str, root: str | None, options: Mapping) -> tuple[int, tup
     return samples, shape, 4 * samples * math.prod(shape), "fewer samples (data.samples) or one pool split (data.options.pool)", ""
 
 
-def data_size(dataset: str, root: str | None, options: Mapping, clients: int, samples: Mapping) -> DataSize | None:
+def data_size(
+    dataset: str, root: str | None, options: Mapping, clients: int, samples: Mapping, shifted: bool = True
+) -> DataSize | None:
     """The sizes of the scenario's data (``data:`` fields), or None where the spec leaves them to the loader
-    (options it refuses before allocating, a dataset registered elsewhere)."""
+    (options it refuses before allocating, a dataset registered elsewhere). ``shifted``: a partition step transforms
+    samples (rotation, label permutation), so clients dealt more samples than the pool holds get a copy of them."""
     pool = _pool_of(dataset, root, options)
     if pool is None:
         return None
@@ -151,12 +154,15 @@ def data_size(dataset: str, root: str | None, options: Mapping, clients: int, sa
     stored = FLOAT32 if dataset == "synthetic" else 1
     per_sample = math.prod(shape)
     dealt = pool_samples
+    reuse = _int(samples.get("reuse", 1)) or 1
     if _int(samples.get("per_client")) is not None:
-        dealt = min(pool_samples, samples["per_client"] * clients)
+        dealt = min(pool_samples * reuse, samples["per_client"] * clients)
     elif _int(samples.get("total")) is not None:
         dealt = min(pool_samples, samples["total"])
-    # the pool, then the dealt samples twice in the pool's dtype: gathered, and a shift's copy of them
-    federating = pool_samples * per_sample * stored + 2 * dealt * per_sample * stored + 4 * INDEX * (pool_samples + dealt)
+    # the pool, then the dealt samples twice in the pool's dtype: gathered, and a shift's copy of them; more samples
+    # than the pool holds, unshifted, are rows into it (federated.ClientViews.rows)
+    copied = 0 if dealt > pool_samples and not shifted else 2 * dealt * per_sample * stored
+    federating = pool_samples * per_sample * stored + copied + 4 * INDEX * (pool_samples + dealt)
     return DataSize(pool_samples, shape, int(loading), int(federating), advice, detail)
 
 
