@@ -398,6 +398,12 @@ def test_a_bad_set_is_reported_with_the_file(tmp_path):
         ),
         ([{"name": "ifca"}], {"clients": 2}, "s.yaml: algorithms[0].params.clusters: 3 is more than one cluster per user (data.clients = 2); at most 2"),
         ([{"name": "fedavg"}], {"partition": [{"name": "dirichlet", "alpha": -1}]}, "s.yaml: data.partition[0] (dirichlet): alpha must be a positive finite number; got -1"),
+        ([{"name": "fedavg"}], {"samples": {"per_client": 5, "reuses": 2}}, "s.yaml: data.samples: unknown key 'reuses'; allowed: per_client, total, distribution, sigma, reuse"),
+        ([{"name": "fedavg"}], {"samples": {"per_client": 5, "reuse": 0}}, "s.yaml: data.samples.reuse must be a positive integer (how many clients may share a sample); got 0"),
+        ([{"name": "fedavg"}], {"samples": {"total": 50, "reuse": 2}}, "s.yaml: data.samples.reuse needs per_client (each pass over the pool deals whole clients of n samples); got {'total': 50, 'reuse': 2}"),
+        ([{"name": "fedavg"}], {"samples": {"total": -3}}, "s.yaml: data.samples.total must be a positive integer or 'all'; got -3"),
+        ([{"name": "fedavg"}], {"samples": {"total": 90, "distribution": "lognormal", "sigma": -1}}, "s.yaml: data.samples.sigma must be a finite number >= 0; got -1"),
+        ([{"name": "fedavg"}], {"samples": [100]}, "s.yaml: data.samples must be a mapping like {'per_client': 80} or {'total': 10000}; got [100]"),
     ],
 )
 def test_schema_and_preflight_name_the_file_and_the_parameter(algorithms, data, message):

@@ -35,7 +35,7 @@ from wirelessfl.algorithms.search_space import PER_ALGORITHM_TRAINING, parse_par
 from wirelessfl.algorithms.spec import AlgorithmSpec, ParamError
 from wirelessfl.learning.catalog import ARCHITECTURES
 from wirelessfl.learning.catalog import split_import_path as split_model_path
-from wirelessfl.learning.data.catalog import DATASETS, parse_steps
+from wirelessfl.learning.data.catalog import DATASETS, check_samples_spec, parse_steps
 from wirelessfl.user_code import split_import_path
 
 
@@ -160,6 +160,12 @@ class DataConfig(_Strict):
             raise ValueError(f"must list 3 fractions [train, val, test]; got {value}")
         if min(value) < 0 or not math.isclose(sum(value), 1.0, abs_tol=1e-6) or value[0] <= 0 or value[2] <= 0:
             raise ValueError(f"train/val/test fractions must be >= 0, train and test > 0, summing to 1; got {list(value)}")
+        return value
+
+    @field_validator("samples", mode="before")
+    @classmethod
+    def _samples_spec(cls, value: object) -> object:
+        check_samples_spec(value)
         return value
 
     @field_validator("partition")

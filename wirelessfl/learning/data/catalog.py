@@ -9,6 +9,8 @@ that is not declared here.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -180,6 +182,51 @@ def parse_steps(steps: Sequence[Mapping]) -> tuple[Step, list[Step]]:
         found = ", ".join(s.info.name for s in splitters) or "none"
         raise PartitionError(f"data.partition must contain exactly one sample splitter ({names}); got {len(splitters)}: {found}")
     return splitters[0], [s for s in parsed if s.info.kind == "shift"]
+
+
+SAMPLES_KEYS = ("per_client", "total", "distribution", "sigma", "reuse")
+
+
+def check_samples_spec(samples: object) -> None:
+    """``data.samples`` on its own: its keys and the type and range of each value (the schema runs this, so
+    ``wirelessfl validate`` answers it; what needs the pool and the split is ``partition.client_sizes``'s)."""
+    if not isinstance(samples, Mapping):
+        raise PartitionError(f"data.samples must be a mapping like {{'per_client': 80}} or {{'total': 10000}}; got {samples!r}")
+    unknown = sorted(set(samples) - set(SAMPLES_KEYS), key=str)
+    if unknown:
+        raise PartitionError(f"data.samples: unknown key {unknown[0]!r}; allowed: {', '.join(SAMPLES_KEYS)}")
+    if ("per_client" in samples) == ("total" in samples):
+        raise PartitionError(f"data.samples must give exactly one of 'per_client' or 'total'; got {dict(samples)!r}")
+    distribution = samples.get("distribution", "equal")
+    if distribution not in ("equal", "lognormal"):
+        raise PartitionError(f"data.samples.distribution must be 'equal' or 'lognormal'; got {distribution!r}")
+    if "sigma" in samples and distribution != "lognormal":
+        raise PartitionError("data.samples.sigma only applies to distribution 'lognormal'")
+    if "per_client" in samples:
+        per_client = samples["per_client"]
+        if not _is_int(per_client) or per_client < 1:
+            raise PartitionError(f"data.samples.per_client must be a positive integer; got {per_client!r}")
+        if distribution != "equal":
+            raise PartitionError("data.samples.distribution needs 'total' (the number to distribute), not 'per_client'")
+        reuse = samples.get("reuse", 1)
+        if not _is_int(reuse) or reuse < 1:
+            raise PartitionError(f"data.samples.reuse must be a positive integer (how many clients may share a sample); got {reuse!r}")
+        return
+    if "reuse" in samples:
+        raise PartitionError(
+            "data.samples.reuse needs per_client (each pass over the pool deals whole clients of n samples); got "
+            f"{dict(samples)!r}"
+        )
+    total = samples["total"]
+    if total != "all" and (not _is_int(total) or total < 1):
+        raise PartitionError(f"data.samples.total must be a positive integer or 'all'; got {total!r}")
+    sigma = samples.get("sigma", 1.0)
+    if not isinstance(sigma, (int, float)) or isinstance(sigma, bool) or not (sigma >= 0 and math.isfinite(sigma)):
+        raise PartitionError(f"data.samples.sigma must be a finite number >= 0; got {sigma!r}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_samples(splitter: Step, samples: Mapping) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -22,7 +22,7 @@ import torch
 
 from wirelessfl.learning.data.datasets import Normalisation, Pool, load_pool
 from wirelessfl.learning.data.user_datasets import is_user_dataset, load_user_pool
-from wirelessfl.learning.data.catalog import PartitionError, check_samples, parse_steps
+from wirelessfl.learning.data.catalog import PartitionError, check_samples, check_samples_spec, parse_steps
 from wirelessfl.learning.data.partition import SplitInput, client_sizes, combine_groups, reuse_passes, run_shift, run_splitter
 
 SPLITS = ("train", "val", "test")
@@ -299,8 +299,7 @@ def build_federated_data(spec: DataSpec, seed: int) -> FederatedData:
 def _build(spec: DataSpec, seed: int) -> FederatedData:
     fractions = check_split(spec.split)
     splitter, shifts = parse_steps(spec.partition)
-    if not isinstance(spec.samples, Mapping):
-        raise PartitionError(f"data.samples must be a mapping like {{'per_client': 80}} or {{'total': 10000}}; got {spec.samples!r}")
+    check_samples_spec(spec.samples)
     check_samples(splitter, spec.samples)
     if is_user_dataset(spec.dataset):  # root and download are the registered datasets' only
         pool = load_user_pool(spec.dataset, spec.options)

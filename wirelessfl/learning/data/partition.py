@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from wirelessfl.learning.data.catalog import PARTITIONERS, PartitionError, Step
+from wirelessfl.learning.data.catalog import PARTITIONERS, PartitionError, Step, check_samples_spec
 
 
 
@@ -139,9 +139,6 @@ def combine_groups(shifts: Sequence[GroupShift], num_clients: int) -> np.ndarray
 # --- sample counts per client -------------------------------------------------------------------
 
 
-SAMPLES_KEYS = ("per_client", "total", "distribution", "sigma", "reuse")
-
-
 def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: int, rng: np.random.Generator) -> np.ndarray:
     """Samples per client (before the train/val/test split), every client at least ``minimum``.
 
@@ -149,26 +146,14 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
     possible. ``{"total": N, "distribution": "lognormal", "sigma": s}``: each client gets ``minimum``
     plus a share of the rest proportional to a LogNormal(0, s) weight (largest remainders keep the sum N).
     ``{"per_client": n, "reuse": r}``: a population larger than its pool, dealt in up to r passes over the pool
-    (:func:`reuse_passes`).
+    (:func:`reuse_passes`). The spec's own shape is checked first (``catalog.check_samples_spec``, which the
+    schema runs too); here what needs the pool and the split.
     """
     if not _is_int(num_clients) or num_clients < 1:
         raise PartitionError(f"data.num_clients must be a positive integer; got {num_clients!r}")
-    unknown = sorted(set(samples) - set(SAMPLES_KEYS))
-    if unknown:
-        raise PartitionError(f"data.samples: unknown key {unknown[0]!r}; allowed: {', '.join(SAMPLES_KEYS)}")
-    if ("per_client" in samples) == ("total" in samples):
-        raise PartitionError(f"data.samples must give exactly one of 'per_client' or 'total'; got {dict(samples)!r}")
-    distribution = samples.get("distribution", "equal")
-    if distribution not in ("equal", "lognormal"):
-        raise PartitionError(f"data.samples.distribution must be 'equal' or 'lognormal'; got {distribution!r}")
-    if "sigma" in samples and distribution != "lognormal":
-        raise PartitionError("data.samples.sigma only applies to distribution 'lognormal'")
+    check_samples_spec(samples)
     if "per_client" in samples:
         per_client = samples["per_client"]
-        if not _is_int(per_client) or per_client < 1:
-            raise PartitionError(f"data.samples.per_client must be a positive integer; got {per_client!r}")
-        if distribution != "equal":
-            raise PartitionError("data.samples.distribution needs 'total' (the number to distribute), not 'per_client'")
         if per_client < minimum:
             raise PartitionError(
                 f"data.samples.per_client = {per_client} is below the minimum of {minimum} samples per client "
@@ -176,8 +161,6 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
             )
         total = per_client * num_clients
         reuse = samples.get("reuse", 1)
-        if not _is_int(reuse) or reuse < 1:
-            raise PartitionError(f"data.samples.reuse must be a positive integer (how many clients may share a sample); got {reuse!r}")
         if reuse == 1 and total > pool_size:
             raise PartitionError(
                 f"data.samples asks for {total} samples in total ({num_clients} clients x {per_client}) but the dataset pool has only {pool_size}"
@@ -192,16 +175,7 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
                 f"data.samples.per_client = {per_client} is more than the dataset pool's {pool_size} samples"
             )
         return np.full(num_clients, per_client, dtype=np.int64)
-    if "reuse" in samples:
-        raise PartitionError(
-            "data.samples.reuse needs per_client (each pass over the pool deals whole clients of n samples); got "
-            f"{dict(samples)!r}"
-        )
-    total = samples["total"]
-    if total == "all":
-        total = pool_size
-    if not _is_int(total) or total < 1:
-        raise PartitionError(f"data.samples.total must be a positive integer or 'all'; got {total!r}")
+    total = pool_size if samples["total"] == "all" else samples["total"]
     if total > pool_size:
         raise PartitionError(f"data.samples asks for {total} samples in total but the dataset pool has only {pool_size}")
     if total < minimum * num_clients:
@@ -210,13 +184,10 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
             f"(every split in data.split needs at least one sample), i.e. {minimum * num_clients}"
         )
     spare = total - minimum * num_clients
-    if distribution == "equal":
+    if samples.get("distribution", "equal") == "equal":
         weights = np.ones(num_clients)
     else:
-        sigma = samples.get("sigma", 1.0)
-        if not isinstance(sigma, (int, float)) or isinstance(sigma, bool) or not (sigma >= 0 and math.isfinite(sigma)):
-            raise PartitionError(f"data.samples.sigma must be a finite number >= 0; got {sigma!r}")
-        weights = rng.lognormal(0.0, float(sigma), size=num_clients)
+        weights = rng.lognormal(0.0, float(samples.get("sigma", 1.0)), size=num_clients)
     return minimum + _largest_remainder(spare, weights)
 
 
