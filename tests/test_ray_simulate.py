@@ -58,6 +58,18 @@ def test_a_run_whose_groups_are_shipped_writes_the_in_process_trace():
     assert here.clients.to_csv(index=False) == there.clients.to_csv(index=False)
 
 
+def test_shipped_groups_of_clients_that_index_their_pool_write_the_in_process_trace():
+    """Clients dealt in passes over the pool (``data.samples.reuse``) carry the pool and their rows to a shard."""
+    data = {"dataset": "digits", "clients": 150, "samples": {"per_client": 15, "reuse": 2}, "partition": [{"name": "iid"}]}
+    scenario = parse_scenario({**TINY, "data": data, "training": {**TINY["training"], "participation": 0.1},
+                               "algorithms": [{"name": "fedavg"}, {"name": "fedper"}]})
+    here = simulate(scenario)
+    shards = PickledShards()
+    there = simulate(scenario, shards=shards)
+    assert shards.sent > 0
+    assert here.trace.to_csv(index=False) == there.trace.to_csv(index=False)
+
+
 def test_simulate_on_two_local_ray_workers_writes_the_single_process_trace(tmp_path, local_ray):
     path = _write(tmp_path)
     wirelessfl.simulate(path, out=tmp_path / "local")  # the same writer as the CLI's, without its PNG figures
