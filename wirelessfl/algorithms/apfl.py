@@ -85,24 +85,25 @@ class APFL(MixingAlgorithm):
         w, v, alpha = start.clone(), self.personal.gather(members), self.alpha[members].clone()
         one_step = replace(cfg, epochs=1)
         state, norms = kept_state, []
-        for t in range(max((len(b) for b in batches), default=0)):
-            active = [r for r in range(len(members)) if t < len(batches[r])]
-            sets = []
-            for r, i in enumerate(members):
-                x, y = data.clients[int(i)].x_train, data.clients[int(i)].y_train
-                chosen = batches[r][t] if t < len(batches[r]) else torch.zeros(0, dtype=torch.long)  # done: no step
-                sets.append((x[chosen], y[chosen]))
-            rows = torch.as_tensor(active, device=w.device)
-            a = alpha[active].to(w.dtype)[:, None].to(w.device)
-            mixed = a * v[rows] + (1 - a) * w[rows]
-            grad = self.ctx.engine.full_gradient(mixed, [sets[r] for r in active])
-            norms.append(grad.norm(dim=1))
-            if self.params.adaptive_alpha:
-                slope = ((v[rows] - w[rows]) * grad).sum(1).double().cpu()
-                alpha[active] = (alpha[active] - float(self.params.alpha_lr) * slope).clamp(0.0, 1.0)
-            v[rows] = v[rows] - cfg.lr * a * grad
-            result = self.ctx.engine.train(w, sets, one_step, torch_generator(self.ctx.seed, round, "apfl-retrace", t), opt_state=state)
-            w, state = result.params, result.opt_state
+        with self.ctx.engine.uncached():  # each step's batches are new tensors: a copy kept would never be read again
+            for t in range(max((len(b) for b in batches), default=0)):
+                active = [r for r in range(len(members)) if t < len(batches[r])]
+                sets = []
+                for r, i in enumerate(members):
+                    x, y = data.clients[int(i)].x_train, data.clients[int(i)].y_train
+                    chosen = batches[r][t] if t < len(batches[r]) else torch.zeros(0, dtype=torch.long)  # done: no step
+                    sets.append((x[chosen], y[chosen]))
+                rows = torch.as_tensor(active, device=w.device)
+                a = alpha[active].to(w.dtype)[:, None].to(w.device)
+                mixed = a * v[rows] + (1 - a) * w[rows]
+                grad = self.ctx.engine.full_gradient(mixed, [sets[r] for r in active])
+                norms.append(grad.norm(dim=1))
+                if self.params.adaptive_alpha:
+                    slope = ((v[rows] - w[rows]) * grad).sum(1).double().cpu()
+                    alpha[active] = (alpha[active] - float(self.params.alpha_lr) * slope).clamp(0.0, 1.0)
+                v[rows] = v[rows] - cfg.lr * a * grad
+                result = self.ctx.engine.train(w, sets, one_step, torch_generator(self.ctx.seed, round, "apfl-retrace", t), opt_state=state)
+                w, state = result.params, result.opt_state
         self.personal.scatter(members, v)
         self.alpha[members] = alpha
         return mean_finite(torch.cat(norms)) if norms else float("nan")

@@ -81,18 +81,19 @@ class PFedMe(MixingAlgorithm):
         sizes = [len(data.clients[int(i)].y_train) for i in members]
         batches = shuffle_schedule(sizes, cfg.batch_size, [float(cfg.epochs)] * len(members), torch_generator(self.ctx.seed, round, "train"))
         w, theta, losses = start.clone(), start.clone(), []
-        for t in range(max((len(b) for b in batches), default=0)):
-            sets = []
-            for r, i in enumerate(members):
-                chosen = batches[r][t] if t < len(batches[r]) else torch.zeros(0, dtype=torch.long)  # done: no step
-                sets.append((data.clients[int(i)].x_train[chosen], data.clients[int(i)].y_train[chosen]))
-            result = self.ctx.engine.train(
-                theta, sets, inner, torch_generator(self.ctx.seed, round, "pfedme-inner", t), correction=GradientCorrection(lam, anchor=w),
-            )
-            theta = result.params
-            rows = torch.as_tensor([r for r in range(len(members)) if t < len(batches[r])], device=w.device)
-            w[rows] = w[rows] - cfg.lr * lam * (w[rows] - theta[rows])
-            losses.append(result.loss)
+        with self.ctx.engine.uncached():  # each step's batches are new tensors: a copy kept would never be read again
+            for t in range(max((len(b) for b in batches), default=0)):
+                sets = []
+                for r, i in enumerate(members):
+                    chosen = batches[r][t] if t < len(batches[r]) else torch.zeros(0, dtype=torch.long)  # done: no step
+                    sets.append((data.clients[int(i)].x_train[chosen], data.clients[int(i)].y_train[chosen]))
+                result = self.ctx.engine.train(
+                    theta, sets, inner, torch_generator(self.ctx.seed, round, "pfedme-inner", t), correction=GradientCorrection(lam, anchor=w),
+                )
+                theta = result.params
+                rows = torch.as_tensor([r for r in range(len(members)) if t < len(batches[r])], device=w.device)
+                w[rows] = w[rows] - cfg.lr * lam * (w[rows] - theta[rows])
+                losses.append(result.loss)
         self.personal.scatter(members, theta)
         return w, mean_finite(torch.cat(losses)) if losses else float("nan")
 
