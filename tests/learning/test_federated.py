@@ -271,16 +271,16 @@ def test_reuse_deals_a_population_that_fits_as_without_it():
 
 
 def test_a_population_larger_than_its_pool_indexes_the_pool_in_passes():
-    """1,797 digits, 15 a client: a pass holds 119 clients, so 500 clients take 5 passes. No client holds a pool
-    sample twice, no sample goes to two clients of one pass, so none to more than 5; the federation keeps the pool,
-    not 7,500 dealt samples, and every client's splits are those pool rows."""
+    """1,797 digits, 15 a client: a pass holds 119 clients, so 500 clients take 5 passes of 100. No client holds a
+    pool sample twice, no sample goes to two clients of one pass, so none to more than 5; the federation keeps the
+    pool, not 7,500 dealt samples, and every client's splits are those pool rows."""
     data = build_federated_data(_dirichlet(500, {"per_client": 15, "reuse": 5}), seed=0)
     views = data.clients
     pool = build_federated_data(DataSpec(num_clients=1, samples={"total": "all"}), seed=0).clients
     assert views.rows is not None and len(views.x) == 1797 == data.held_samples
     assert "7500 samples in 5 passes over a pool of 1797" in data.description
-    for start in range(0, 500, 119):
-        block = views.rows[views.bounds[start, 0]:views.bounds[min(start + 118, 499), 3]]
+    for start in range(0, 500, 100):
+        block = views.rows[views.bounds[start, 0]:views.bounds[start + 99, 3]]
         assert len(np.unique(block)) == len(block)  # within a pass no sample twice
     assert np.bincount(views.rows).max() <= 5
     assert all(len(np.unique(views.rows[a:d])) == d - a for a, _, _, d in views.bounds)

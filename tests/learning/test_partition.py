@@ -552,12 +552,15 @@ def test_client_sizes_errors():
 
 
 def test_reuse_passes_deal_consecutive_clients_as_the_pool_holds_them():
-    """Pool of 10: sizes 4, 4 | 4, 3, 3 | 5: a pass ends before the client that would overflow it."""
+    """Pool of 10. Sizes 4, 4, 4, 3, 3, 5 need 3 passes (filled in order: 4+4 | 4+3+3 | 5); spread evenly they are
+    4+4 | 4+3 | 3+5, each within the pool. Seven clients of 3: 3 passes, 3 | 2 | 2 clients (9, 6, 6 samples), not
+    3 | 3 | 1. Where the even spread would overflow a pass (9 | 1+1+1+1), the passes are filled in order."""
     from wirelessfl.learning.data.partition import reuse_passes
 
-    assert [p.tolist() for p in reuse_passes(np.array([4, 4, 4, 3, 3, 5]), 10)] == [[0, 1], [2, 3, 4], [5]]
+    assert [p.tolist() for p in reuse_passes(np.array([4, 4, 4, 3, 3, 5]), 10)] == [[0, 1], [2, 3], [4, 5]]
     assert [p.tolist() for p in reuse_passes(np.array([5, 5]), 10)] == [[0, 1]]
-    assert [p.tolist() for p in reuse_passes(np.array([3] * 7), 10)] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert [p.tolist() for p in reuse_passes(np.array([3] * 7), 10)] == [[0, 1, 2], [3, 4], [5, 6]]
+    assert [p.tolist() for p in reuse_passes(np.array([9, 1, 1, 1, 1]), 10)] == [[0, 1], [2, 3, 4]]
     with pytest.raises(PartitionError, match=r"^data\.samples\.distribution must be 'equal' or 'lognormal'; got 'zipf'$"):
         sizes({"total": 50, "distribution": "zipf"})
     with pytest.raises(PartitionError, match=r"^data\.num_clients must be a positive integer; got 0$"):

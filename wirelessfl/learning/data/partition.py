@@ -192,18 +192,20 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
 
 
 def reuse_passes(sizes: np.ndarray, pool_size: int) -> list[np.ndarray]:
-    """Clients in passes over the pool (``data.samples.reuse``): as many consecutive clients as the pool holds, then
-    the next ones from the whole pool again. Within a pass no sample goes to two clients; across passes a sample goes
-    to at most one client of each pass, so to at most ``reuse`` clients, and never twice to one client. A population
-    that fits in the pool is one pass: the deal it would get without reuse."""
+    """Clients in passes over the pool (``data.samples.reuse``): as few passes as the pool needs, consecutive clients
+    spread evenly over them (so a pass leaves room for splitters that pick classes, such as shards), each pass dealt
+    from the whole pool. Within a pass no sample goes to two clients; across passes a sample goes to at most one
+    client of each pass, so to at most ``reuse`` clients, and never twice to one client. A population that fits in
+    the pool is one pass: the deal it would get without reuse."""
     ends = np.cumsum(sizes)
-    passes, start = [], 0
+    greedy, start = [], 0
     while start < len(sizes):
         used = int(ends[start - 1]) if start else 0
         stop = max(start + 1, int(np.searchsorted(ends, used + pool_size, side="right")))
-        passes.append(np.arange(start, stop))
+        greedy.append(np.arange(start, stop))
         start = stop
-    return passes
+    even = np.array_split(np.arange(len(sizes)), len(greedy))
+    return even if all(int(np.sum(sizes[p])) <= pool_size for p in even) else greedy
 
 
 def _largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
