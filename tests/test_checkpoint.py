@@ -593,3 +593,21 @@ def test_a_resumed_unit_keeps_the_phase_times_of_the_rounds_before_its_kill(tmp_
     for key, unit in resumed.runtime.items():
         assert sum(unit["phases"].values()) >= unit["wall_s"] > 0, (key, unit)
     assert resumed.runtime["seed0__fedavg"]["phases"]["local training"] > 0
+
+
+def test_serialising_holds_one_copy_of_the_file_at_a_time():
+    """``dumps`` serialises twice (the digests of the first pass go into the second): the first pass's bytes are
+    hashed in place and freed before the second, so Python holds one file's bytes at a time, not three (the first,
+    a slice of it, the second: 6.3 GB for a 2.1 GB checkpoint of 100,000 FedPer heads)."""
+    import tracemalloc
+
+    from wirelessfl.checkpoint import dumps
+
+    state = {"rows": torch.ones(1_000_000)}  # 4 MB
+    tracemalloc.start()
+    try:
+        data = dumps(state)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(data) > 4_000_000 and peak < 1.5 * len(data)

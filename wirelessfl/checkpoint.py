@@ -220,8 +220,11 @@ def dumps(
     meta = {"format": FORMAT, "version": VERSION, "fingerprint": fingerprint}
     if provenance:
         meta["provenance"] = json.dumps(dict(provenance), sort_keys=True, separators=(",", ":"))
-    header, data = _split(_save_tensors(tensors, metadata=meta))
-    digests = {key: hashlib.sha256(data[start:end]).hexdigest() for key, (start, end) in _offsets(header).items()}
+    first = _save_tensors(tensors, metadata=meta)
+    size = int.from_bytes(first[:8], "little")
+    with memoryview(first) as whole, whole[8 + size:] as data:  # hashed in place: a slice of bytes would copy it
+        digests = {key: hashlib.sha256(data[start:end]).hexdigest() for key, (start, end) in _offsets(json.loads(first[8:8 + size])).items()}
+    del first  # freed before the second pass, so the state is held once beside one serialised copy at a time
     return _save_tensors(tensors, metadata={**meta, "sha256": json.dumps(digests, sort_keys=True, separators=(",", ":"))})
 
 
