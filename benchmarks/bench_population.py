@@ -49,7 +49,8 @@ million samples and their build grow with N; docs/results.md), the preview 1.00x
 
 Clients that index a reused pool (2026-11-29, ``--sizes 1000 10000 100000 --limit-gb 12``, EMNIST, background
 jobs stopped): a trained round 0.14 / 0.18 / 0.18 s wall (x1.28, x1.23; CPU x1.18, x1.19), peak RSS 1,465 /
-1,529 / 1,768 MB (x1.04, x1.21), the preview 1.30x / 1.38x / 1.12x of the run; the last round's evaluation of
+1,529 / 1,768 MB (x1.04, x1.21), the preview 1.30x / 1.38x / 1.12x of the run (a second run, the passes spread
+evenly: rounds x0.92 / x1.16 wall, peak RSS x1.04 / x1.19, preview 1.12x / 1.28x / 1.39x); the last round's evaluation of
 every client 0.9 / 9.2 / 91.8 s CPU (it grows with N by its nature). Before it (``--disjoint`` at 100,000) the
 data alone held 862 MB and its build twice that: peak RSS x2.08.
 
