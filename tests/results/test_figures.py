@@ -66,6 +66,24 @@ def test_fig3_with_one_seed_has_no_band_and_labels_seconds(trace):
     assert fig.layout.xaxis.title.text == "time (s)"
 
 
+def test_fig3_with_one_sampled_seed_draws_the_estimates_interval(trace):
+    """A sampled evaluation (evaluation.clients) writes each round's 95% interval of the sampled mean; with one seed
+    the band is that interval (zero wide at the last round, which evaluates every client), and only avg_acc has one."""
+    one = trace[trace["seed"] == 0].copy()
+    one["avg_acc_lo"], one["avg_acc_hi"] = one["avg_acc"] - 0.05, one["avg_acc"] + 0.05
+    last = one["round"] == one["round"].max()
+    one.loc[last, "avg_acc_lo"] = one.loc[last, "avg_acc_hi"] = one.loc[last, "avg_acc"]
+    fig = fig_accuracy_vs_time(one)
+    band = next(t for t in fig.data if t.name == "fedavg (95% interval of the sampled estimate)")
+    # fedavg on wired, seed 0: times (0, 2, 4), accuracies (.1, .5, .7)
+    assert list(band.x) == pytest.approx([0.0, 2.0, 4.0, 4.0, 2.0, 0.0])
+    assert list(band.y) == pytest.approx([0.15, 0.55, 0.7, 0.7, 0.45, 0.05])
+    assert "band: the 95% interval of the sampled clients' mean (evaluation.clients)" in fig.layout.title.text
+    assert all("interval" not in t.name for t in fig_accuracy_vs_time(one, metric="worst_acc").data)
+    several = trace.assign(avg_acc_lo=trace["avg_acc"] - 0.05, avg_acc_hi=trace["avg_acc"] + 0.05)
+    assert any(t.name == "fedavg (95% interval over seeds)" for t in fig_accuracy_vs_time(several).data)
+
+
 def test_fig3_on_another_metric_and_a_bad_metric(trace):
     fig = fig_accuracy_vs_time(trace, metric="worst_acc")
     assert fig.layout.yaxis.title.text == "worst client accuracy"

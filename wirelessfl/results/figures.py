@@ -87,12 +87,21 @@ def _seed_bands(trace: pd.DataFrame, metric: str) -> pd.DataFrame:
         .reset_index()
         .sort_values(["round"], kind="stable")
     )
-    return bands.assign(low=bands["mean"] - bands["half"], high=bands["mean"] + bands["half"])
+    bands = bands.assign(low=bands["mean"] - bands["half"], high=bands["mean"] + bands["half"], sampled=False)
+    if metric == "avg_acc" and {"avg_acc_lo", "avg_acc_hi"} <= set(trace.columns):
+        # one seed of a sampled evaluation (evaluation.clients): the band is the estimate's own 95% interval
+        sample = trace.dropna(subset=[metric]).groupby(["curve", "profile", "round"], sort=False)[["avg_acc_lo", "avg_acc_hi"]].first()
+        keys = pd.MultiIndex.from_frame(bands[["curve", "profile", "round"]])
+        lo, hi = sample["avg_acc_lo"].reindex(keys).to_numpy(), sample["avg_acc_hi"].reindex(keys).to_numpy()
+        use = (bands["seeds"].to_numpy() == 1) & np.isfinite(lo) & np.isfinite(hi)
+        bands.loc[use, "low"], bands.loc[use, "high"], bands.loc[use, "sampled"] = lo[use], hi[use], True
+    return bands
 
 
 def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: str, dash: str, column: int, legend: bool) -> None:
     x_values = rows[x].to_numpy()
-    if rows["seeds"].max() > 1:
+    sampled = bool(rows["sampled"].any())
+    if rows["seeds"].max() > 1 or sampled:
         fig.add_trace(
             go.Scatter(
                 x=np.concatenate([x_values, x_values[::-1]]),
@@ -104,7 +113,7 @@ def _add_curve(fig: go.Figure, rows: pd.DataFrame, x: str, curve: str, color: st
                 hoverinfo="skip",
                 legendgroup=curve,
                 showlegend=False,
-                name=f"{curve} ({CONFIDENCE:.0%} interval over seeds)",
+                name=f"{curve} ({CONFIDENCE:.0%} interval {'of the sampled estimate' if sampled else 'over seeds'})",
             ),
             row=1,
             col=column,
@@ -142,6 +151,8 @@ def _panels(trace: pd.DataFrame, metric: str, x: str, panel_profiles: list[str],
     if bands["seeds"].max() > 1:
         seeds = int(bands["seeds"].max())
         title += f"<br><sup>line: mean over {seeds} seeds (aligned by round), band: its {CONFIDENCE:.0%} Student-t interval</sup>"
+    elif bands["sampled"].any():
+        title += f"<br><sup>band: the {CONFIDENCE:.0%} interval of the sampled clients' mean (evaluation.clients)</sup>"
     fig.update_layout(title=title, template="plotly_white", legend={"title": {"text": "curve"}}, hovermode="closest")
     return fig
 
