@@ -204,12 +204,12 @@ def check_samples_spec(samples: object) -> None:
         raise PartitionError("data.samples.sigma only applies to distribution 'lognormal'")
     if "per_client" in samples:
         per_client = samples["per_client"]
-        if not _is_int(per_client) or per_client < 1:
+        if not is_int(per_client) or per_client < 1:
             raise PartitionError(f"data.samples.per_client must be a positive integer; got {per_client!r}")
         if distribution != "equal":
             raise PartitionError("data.samples.distribution needs 'total' (the number to distribute), not 'per_client'")
         reuse = samples.get("reuse", 1)
-        if not _is_int(reuse) or reuse < 1:
+        if not is_int(reuse) or reuse < 1:
             raise PartitionError(f"data.samples.reuse must be a positive integer (how many clients may share a sample); got {reuse!r}")
         return
     if "reuse" in samples:
@@ -218,14 +218,15 @@ def check_samples_spec(samples: object) -> None:
             f"{dict(samples)!r}"
         )
     total = samples["total"]
-    if total != "all" and (not _is_int(total) or total < 1):
+    if total != "all" and (not is_int(total) or total < 1):
         raise PartitionError(f"data.samples.total must be a positive integer or 'all'; got {total!r}")
     sigma = samples.get("sigma", 1.0)
     if not isinstance(sigma, (int, float)) or isinstance(sigma, bool) or not (sigma >= 0 and math.isfinite(sigma)):
         raise PartitionError(f"data.samples.sigma must be a finite number >= 0; got {sigma!r}")
 
 
-def _is_int(value: object) -> bool:
+def is_int(value: object) -> bool:
+    """An integer of any kind (Python's or NumPy's), not a bool."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 

@@ -317,10 +317,11 @@ def _build(spec: DataSpec, seed: int) -> FederatedData:
         client_ids=None if pool.client_ids is None else pool.client_ids.numpy(),
     )
     splitter_rng = _step_rng(seed, STEP_KEY_BASE + splitter.index)
-    if splitter.info.sizes == "given":  # one pass over the pool unless data.samples.reuse deals more clients than it holds
-        indices = [taken for clients in reuse_passes(sizes, len(pool)) for taken in run_splitter(splitter, split_input, sizes[clients], splitter_rng, minimum)]
-    else:
+    passes = reuse_passes(sizes, len(pool)) if splitter.info.sizes == "given" else [np.arange(len(sizes))]
+    if len(passes) == 1:
         indices = run_splitter(splitter, split_input, sizes, splitter_rng, minimum)
+    else:  # data.samples.reuse: more clients than the pool holds, dealt pass by pass
+        indices = [taken for clients in passes for taken in run_splitter(splitter, split_input, sizes[clients], splitter_rng, minimum)]
     if splitter.info.sizes in ("outcome", "natural"):  # per_class_dirichlet, random_classes, natural: the split decided the sizes
         sizes = np.array([len(taken) for taken in indices], dtype=np.int64)
     for client, taken in enumerate(indices):
@@ -336,7 +337,7 @@ def _build(spec: DataSpec, seed: int) -> FederatedData:
         num_classes=pool.num_classes,
         input_shape=pool.input_shape,
         dataset=spec.dataset,
-        description=_describe(spec, pool, sizes, groups),
+        description=_describe(spec, pool, sizes, groups, len(passes)),
         normalisation=pool.normalisation,
     )
 
@@ -368,14 +369,14 @@ def _clients(pool: Pool, indices: list[np.ndarray], shifts, groups: np.ndarray, 
     return ClientViews(x, y, bounds, groups)
 
 
-def _describe(spec: DataSpec, pool: Pool, sizes: np.ndarray, groups: np.ndarray) -> str:
+def _describe(spec: DataSpec, pool: Pool, sizes: np.ndarray, groups: np.ndarray, passes: int) -> str:
     steps = " + ".join(
         step["name"] + ("(" + ", ".join(f"{k}={v}" for k, v in step.items() if k != "name") + ")" if len(step) > 1 else "")
         for step in spec.partition
     )
     shape = "x".join(str(s) for s in pool.input_shape)
-    dealt = f"{int(sizes.sum())} of {len(pool)} samples" if sizes.sum() <= len(pool) else (
-        f"{int(sizes.sum())} samples in {len(reuse_passes(sizes, len(pool)))} passes over a pool of {len(pool)}"
+    dealt = f"{int(sizes.sum())} of {len(pool)} samples" if passes == 1 else (
+        f"{int(sizes.sum())} samples in {passes} passes over a pool of {len(pool)}"
     )
     return (
         f"{spec.dataset}: {dealt} ({shape}, {pool.num_classes} classes) over "

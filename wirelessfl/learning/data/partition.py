@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from wirelessfl.learning.data.catalog import PARTITIONERS, PartitionError, Step, check_samples_spec
+from wirelessfl.learning.data.catalog import PARTITIONERS, PartitionError, Step, check_samples_spec, is_int
 
 
 
@@ -149,7 +149,7 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
     (:func:`reuse_passes`). The spec's own shape is checked first (``catalog.check_samples_spec``, which the
     schema runs too); here what needs the pool and the split.
     """
-    if not _is_int(num_clients) or num_clients < 1:
+    if not is_int(num_clients) or num_clients < 1:
         raise PartitionError(f"data.num_clients must be a positive integer; got {num_clients!r}")
     check_samples_spec(samples)
     if "per_client" in samples:
@@ -167,12 +167,13 @@ def client_sizes(samples: Mapping, num_clients: int, pool_size: int, minimum: in
                 f"{'' if per_client > pool_size else '; data.samples.reuse lets several clients share a sample'}"
             )
         per_pass = pool_size // per_client
+        if per_pass == 0:
+            raise PartitionError(f"data.samples.per_client = {per_client} is more than the dataset pool's {pool_size} samples")
         if num_clients > reuse * per_pass:
             raise PartitionError(
                 f"data.samples asks for {per_client} samples for each of {num_clients} clients but with reuse {reuse} the dataset pool of "
                 f"{pool_size} serves at most {reuse * per_pass} ({reuse} passes of {per_pass} clients); raise data.samples.reuse to "
-                f"{-(-num_clients // per_pass)}" if per_pass else
-                f"data.samples.per_client = {per_client} is more than the dataset pool's {pool_size} samples"
+                f"{-(-num_clients // per_pass)}"
             )
         return np.full(num_clients, per_client, dtype=np.int64)
     total = pool_size if samples["total"] == "all" else samples["total"]
@@ -218,8 +219,6 @@ def _largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
     return counts
 
 
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 # --- splitters ---------------------------------------------------------------------------------
@@ -446,7 +445,7 @@ def _even_counts(total: int, classes: np.ndarray, num_classes: int, rng: np.rand
 def _shards(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     classes, num_classes = step.params["classes"], pool.num_classes
     present, named = _present_classes(pool)
-    if not _is_int(classes) or not (1 <= classes <= len(present)):
+    if not is_int(classes) or not (1 <= classes <= len(present)):
         raise PartitionError(f"{step.where}: classes must be an integer between 1 and {len(present)} ({named}); got {classes!r}")
     queues = ClassQueues(pool.labels, num_classes, rng)
     class_sets = _balanced_class_sets(len(sizes), present, classes, rng)
@@ -490,7 +489,7 @@ def _random_classes(step: Step, pool: SplitInput, total: int, num_clients: int, 
     """
     classes = step.params["classes"]
     present, named = _present_classes(pool)
-    if not _is_int(classes) or not (1 <= classes <= len(present)):
+    if not is_int(classes) or not (1 <= classes <= len(present)):
         raise PartitionError(f"{step.where}: classes must be an integer between 1 and {len(present)} ({named}); got {classes!r}")
     if num_clients * classes < len(present):
         raise PartitionError(
@@ -530,7 +529,7 @@ def _majority(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Ge
     if rest not in ("sampled", "even"):
         raise PartitionError(f"{step.where}: rest must be 'sampled' or 'even'; got {rest!r}")
     present, named = _present_classes(pool)
-    if not _is_int(classes) or not (1 <= classes < len(present)):
+    if not is_int(classes) or not (1 <= classes < len(present)):
         note = "" if len(present) == num_classes else f" ({named}: {len(present)}, less one)"
         raise PartitionError(f"{step.where}: classes must be an integer between 1 and {len(present) - 1}{note}; got {classes!r}")
     queues = ClassQueues(pool.labels, num_classes, rng)
@@ -569,7 +568,7 @@ def _majority(step: Step, pool: SplitInput, sizes: np.ndarray, rng: np.random.Ge
 
 def _assign_groups(step: Step, num_clients: int, rng: np.random.Generator) -> tuple[int, np.ndarray]:
     groups, assign = step.params["groups"], step.params["assign"]
-    if not _is_int(groups) or groups < 1:
+    if not is_int(groups) or groups < 1:
         raise PartitionError(f"{step.where}: groups must be a positive integer; got {groups!r}")
     if groups > num_clients:
         raise PartitionError(f"{step.where}: groups = {groups} needs at least {groups} clients; got {num_clients}")
