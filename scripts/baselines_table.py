@@ -9,6 +9,10 @@ a gap is the mean of the per-seed differences with its own interval (an interval
 
     python scripts/baselines_table.py docs/runs/cross-paper-emnist-tuned docs/runs/cross-paper-emnist-baselines/* \\
         --reference fedavg
+
+``--figure PATH`` also draws the curves against simulated time, one panel per profile (the figure ``fig3`` of a run,
+over the runs' seeds together): PNG, PDF or SVG by the name's suffix, HTML for the interactive one; ``--curves``
+keeps the named ones (twenty curves in one panel are not read).
 """
 
 from __future__ import annotations
@@ -166,6 +170,33 @@ def render(run_dirs: list[Path], reference: str, best: str | None, target: float
     ])  # fmt: skip
 
 
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".html")
+
+
+def write_figure(run_dirs: list[Path], path: Path, curves: list[str] | None) -> None:
+    """Average accuracy against simulated time of ``curves`` (all: None) over the finished runs, written to ``path``."""
+    from wirelessfl.results.figures import fig_accuracy_vs_time
+    from wirelessfl.results.io import atomic_write_bytes
+
+    if path.suffix not in FIGURE_SUFFIXES:
+        raise SystemExit(f"error: --figure {path}: the name must end in one of {', '.join(FIGURE_SUFFIXES)}")
+    finished = [d for d in run_dirs if d not in in_flight(run_dirs)]
+    trace, _ = load_runs(finished)
+    present = list(dict.fromkeys(trace["curve"]))
+    unknown = [c for c in curves or () if c not in present]
+    if unknown:
+        raise SystemExit(f"error: --curves {', '.join(unknown)}: no such curve; curves: {', '.join(sorted(present))}")
+    chosen = trace[trace["curve"].isin(curves)] if curves else trace
+    fig = fig_accuracy_vs_time(chosen.drop(columns="run"))
+    if path.suffix == ".html":
+        data = fig.to_html(include_plotlyjs=True, full_html=True).encode()  # self-contained: opens offline
+    else:
+        from wirelessfl.results.static import render as render_static
+
+        data = render_static(fig, path.suffix[1:])
+    atomic_write_bytes(path, data)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", type=Path, nargs="+", help="the committed run first, then the runs that add curves")
@@ -173,8 +204,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--best", help="the curve to beat (default: the first run's best, the oracle left out)")
     parser.add_argument("--target", type=float, help="target average accuracy in (0, 1] (default: the scenario's)")
     parser.add_argument("--out", type=Path, help="write the markdown here instead of printing it")
+    parser.add_argument("--figure", type=Path, help="also draw accuracy against simulated time here (.png, .pdf, .svg, .html)")
+    parser.add_argument("--curves", help="with --figure: the curves to draw, comma-separated (default: all)")
     args = parser.parse_args(argv)
+    if args.curves and not args.figure:
+        raise SystemExit("error: --curves chooses the curves of --figure; give --figure too")
     text = render(args.run_dirs, args.reference, args.best, args.target)
+    if args.figure:
+        write_figure(args.run_dirs, args.figure, args.curves.split(",") if args.curves else None)
     if args.out:
         args.out.write_text(text)
     else:

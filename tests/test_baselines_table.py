@@ -109,3 +109,24 @@ def test_merge_tuned_takes_each_folders_curves(tmp_path):
     (tmp_path / "c").mkdir()
     with pytest.raises(SystemExit, match=r"c: no tuned.yaml \(has its study finished\?\)$"):
         module.merged({}, [tmp_path / "c"], "new")
+
+
+def test_figure_draws_the_chosen_curves(tmp_path):
+    """--figure: one panel per profile, the chosen curves only, over the finished runs; bad names in one line."""
+    module = _load("baselines_table")
+    one, two = _run(tmp_path / "one", ["fedavg", "best", "oracle"]), _run(tmp_path / "two", ["new"])
+    (tmp_path / "three" / "checkpoints").mkdir(parents=True)  # still training: left out
+    html = tmp_path / "fig.html"
+    module.main([str(one), str(two), str(tmp_path / "three"), "--figure", str(html), "--curves", "new,fedavg", "--out", str(tmp_path / "t.md")])
+    text = html.read_text()
+    assert '"name":"new"' in text and '"name":"fedavg"' in text and '"name":"best"' not in text
+    assert text.count('"text":"a"') + text.count('"text":"b"') == 2  # the two profiles' panel titles
+    png = tmp_path / "fig.png"
+    module.main([str(one), str(two), "--figure", str(png), "--out", str(tmp_path / "t.md")])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit, match=r"^error: --curves ditto: no such curve; curves: best, fedavg, new, oracle$"):
+        module.main([str(one), str(two), "--figure", str(png), "--curves", "ditto,new"])
+    with pytest.raises(SystemExit, match=r"^error: --figure .*fig\.jpg: the name must end in one of \.png, \.pdf, \.svg, \.html$"):
+        module.main([str(one), "--figure", str(tmp_path / "fig.jpg")])
+    with pytest.raises(SystemExit, match=r"^error: --curves chooses the curves of --figure; give --figure too$"):
+        module.main([str(one), "--curves", "new"])
