@@ -33,13 +33,20 @@ def gradient(ctx, flat, x, y):
     return torch.autograd.grad(F.cross_entropy(mlp_logits(ctx.arch, flat, x), y), flat)[0]
 
 
-@pytest.mark.parametrize(("beta", "batch_size"), [(1.0, 16), (2.0, 16), (1.0, 4)])
-def test_one_round_by_hand(beta, batch_size):
+def clipped(grad: torch.Tensor, clip_norm: float | None) -> torch.Tensor:
+    """``torch.nn.utils.clip_grad_norm_``'s scaling of one gradient."""
+    return grad if clip_norm is None else grad * min(1.0, clip_norm / (grad.norm().item() + 1e-6))
+
+
+@pytest.mark.parametrize(("beta", "batch_size", "clip_norm"), [(1.0, 16, None), (2.0, 16, None), (1.0, 4, None), (1.0, 4, 0.3)])
+def test_one_round_by_hand(beta, batch_size, clip_norm):
     """2 epochs of the round's batches (full batches, or 1 to 3 per epoch: uneven step counts), K = 3 inner steps
-    each: theta <- theta - plr (g(theta) + lam (theta - w)), then w <- w - lr lam (w - theta); server:
-    (1 - beta) w + beta sum n_i w_i / sum n_i over the arrived."""
+    each: theta <- theta - plr clip(g(theta) + lam (theta - w)), then w <- w - lr lam (w - theta); server:
+    (1 - beta) w + beta sum n_i w_i / sum n_i over the arrived. clip: the scenario's clip_norm (none: the paper's
+    plain step)."""
     lr, plr, lam, K = 0.05, 0.2, 2.0, 3
-    ctx = make_ctx(train=TrainConfig(epochs=2, batch_size=batch_size, lr=lr, momentum=0.9, optimizer="sgd"))
+    cfg = TrainConfig(epochs=2, batch_size=batch_size, lr=lr, momentum=0.9, optimizer="sgd", clip_norm=clip_norm)
+    ctx = make_ctx(train=cfg)
     algo = get_algorithm("pfedme")(ctx, **{"lambda": lam, "inner_steps": K, "personal_lr": plr, "beta": beta})
     w0 = algo.models[0].double()
     batches = shuffle_schedule(list(SIZES), batch_size, [2.0] * 4, torch_generator(ctx.seed, 1, "train"))
@@ -48,7 +55,8 @@ def test_one_round_by_hand(beta, batch_size):
         w, theta = w0, w0
         for batch in own:
             for _ in range(K):
-                theta = theta - plr * (gradient(ctx, theta, client.x_train[batch], client.y_train[batch]) + lam * (theta - w))
+                step = gradient(ctx, theta, client.x_train[batch], client.y_train[batch]) + lam * (theta - w)
+                theta = theta - plr * clipped(step, clip_norm)
             w = w - lr * lam * (w - theta)
         locals_.append(w)
         thetas.append(theta)

@@ -23,7 +23,9 @@ trained) with the global model.
 
 The inner solve is the engine's training (plain SGD at ``personal_lr``,
 ``inner_steps`` epochs of the one batch, the proximal term as
-``GradientCorrection``); theta starts each round at w^t and warm-starts each
+``GradientCorrection``, the gradient with its proximal term clipped to the
+scenario's ``clip_norm`` when one is set: the safety a user reaches for when a
+run diverges, which the paper's plain step does not have); theta starts each round at w^t and warm-starts each
 inner solve from the previous one, as the authors' code (CharlieDinh/pFedMe,
 ``pFedMeOptimizer``) does. The batches are the round's common shuffles
 ``(seed, round, "train")``. Departure: the average is by sample count over the
@@ -77,7 +79,7 @@ class PFedMe(MixingAlgorithm):
         cfg, data = self.ctx.train, self.ctx.data
         lam, steps = float(self.params.lambda_), int(self.params.inner_steps)
         inner = replace(cfg, epochs=steps, optimizer="sgd", momentum=0.0, nesterov=False, weight_decay=0.0,
-                        lr=float(self.params.personal_lr), clip_norm=None)
+                        lr=float(self.params.personal_lr))
         sizes = [len(data.clients[int(i)].y_train) for i in members]
         batches = shuffle_schedule(sizes, cfg.batch_size, [float(cfg.epochs)] * len(members), torch_generator(self.ctx.seed, round, "train"))
         w, theta, losses = start.clone(), start.clone(), []
