@@ -447,6 +447,17 @@ def test_loss_warnings_by_hand():
     ]
 
 
+def test_loss_warnings_say_every_profile_once_when_the_profiles_replayed_one_training():
+    rows = {"curve": ["a"] * 3, "seed": [0] * 3, "round": [0, 1, 2], "avg_acc": [0.1, 0.2, 0.01], "mean_loss": [1.0, 0.9, np.nan]}
+    trace = pd.concat([pd.DataFrame({**rows, "profile": [p] * 3}) for p in ("p", "q")], ignore_index=True)
+    assert loss_warnings(trace) == [
+        "on every profile, the test loss is NaN or infinite (mean_loss empty) from round 2 for a: the model's outputs "
+        "broke (its training diverged, or it computes NaN); try a smaller training.lr or training.clip_norm"
+    ]
+    trace.loc[(trace["profile"] == "q") & (trace["round"] == 2), "mean_loss"] = 0.8  # q trained otherwise: its own line
+    assert [line.split(",")[0] for line in loss_warnings(trace)] == ["on p"]
+
+
 def test_report_on_an_impossible_round_is_one_line_and_writes_nothing(tmp_path):
     folder = _folder(tmp_path)
     with _cwd(folder):

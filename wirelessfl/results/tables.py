@@ -214,12 +214,15 @@ def battery_drops(trace: pd.DataFrame) -> dict[tuple[str, str], str]:
 
 
 def loss_warnings(trace: pd.DataFrame) -> list[str]:
-    """One line per profile naming the curves whose test loss is NaN or infinite in an evaluated round, and the
-    first such round: the model's outputs broke (training diverged, or the model computes NaN); the run went on,
-    so its later accuracies are a broken model's."""
+    """One line per profile (one for all when the profiles replayed the same training) naming the curves whose
+    test loss is NaN or infinite in an evaluated round, and the first such round: the model's outputs broke
+    (training diverged, or the model computes NaN); the run went on, so its later accuracies are a broken model's."""
     if "mean_loss" not in trace:
         return []
     evaluated = trace[trace["avg_acc"].notna()]
+    index = [c for c in ("curve", "seed", "round") if c in trace]
+    if trace["profile"].nunique() > 1 and identical_across_profiles(evaluated, index, "mean_loss"):
+        evaluated = evaluated[evaluated["profile"] == evaluated["profile"].iloc[0]].assign(profile="every profile")
     broken = evaluated[~np.isfinite(evaluated["mean_loss"].to_numpy(dtype=float))]
     lines = []
     for profile, rows in broken.groupby("profile", sort=False):
