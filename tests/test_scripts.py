@@ -119,3 +119,32 @@ def test_paired_gaps_pair_curves_of_two_runs_by_seed(tmp_path):
     assert module.gap_line(values.loc[[0]], "a", "b") == "a - b: +10.00 points, no interval with one seed (seed 0: +10.00)"
     with pytest.raises(SystemExit, match="different scenarios"):
         module.per_seed(dirs, last=2, column="avg_acc")
+
+
+def test_personal_vs_global_reads_the_trace_s_models_and_sees_no_gap_where_there_is_none(tmp_path):
+    """The clients' models score what the trace's last round says; APFL with alpha 0 mixes nothing personal in, so
+    its clients' models are the global one exactly; pFedMe's are not."""
+    import numpy as np
+
+    from wirelessfl.config import parse_scenario
+    from wirelessfl.simulate import simulate
+
+    spec = importlib.util.spec_from_file_location("simulated_scenarios", ROOT / "tests" / "algorithms" / "simulated.py")
+    simulated = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(simulated)
+    spec = importlib.util.spec_from_file_location("personal_vs_global", ROOT / "scripts" / "personal_vs_global.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    raw = simulated.scenario([{"name": "apfl", "params": {"alpha": 0.0}}, {"name": "pfedme", "params": {"inner_steps": 2}}])
+    result = simulate(parse_scenario(raw), tmp_path / "run", keep_models=True)
+    for curve in ("apfl", "pfedme"):
+        measured = module.measure(parse_scenario(raw), 0, curve, tmp_path / "run" / "checkpoints" / f"seed0__{curve}.done.safetensors")
+        last = result.trace[(result.trace["curve"] == curve) & (result.trace["round"] == raw["rounds"])].iloc[0]
+        assert measured["round"][0] == raw["rounds"]
+        assert np.isclose(measured["clients' models on test"][0], 100 * last["avg_acc"], rtol=0, atol=1e-9)
+        same = measured["clients' models on test"] == measured["global model on test"]
+        assert same == (curve == "apfl") and (measured["clients' models on train"] == measured["global model on train"]) == same
+    lean = tmp_path / "lean"
+    simulate(parse_scenario(raw), lean)
+    with pytest.raises(SystemExit, match=r"no models in it; re-run the scenario with `wirelessfl simulate --keep-models`$"):
+        module.measure(parse_scenario(raw), 0, "apfl", lean / "checkpoints" / "seed0__apfl.done.safetensors")
