@@ -23,11 +23,11 @@ trained) with the global model.
 
 The inner solve is the engine's training (plain SGD at ``personal_lr``,
 ``inner_steps`` epochs of the one batch, the proximal term as
-``GradientCorrection``, the gradient with its proximal term clipped to the
-scenario's ``clip_norm`` when one is set: the safety a user reaches for when a
-run diverges, which the paper's plain step does not have); theta starts each round at w^t and warm-starts each
-inner solve from the previous one, as the authors' code (CharlieDinh/pFedMe,
-``pFedMeOptimizer``) does. The batches are the round's common shuffles
+``GradientCorrection``; the gradient with its proximal term is clipped to the
+scenario's ``clip_norm`` when one is set, the safety a user reaches for when a
+run diverges, which the paper's plain step does not have). theta starts each
+round at w^t and warm-starts each inner solve from the previous one, as the
+authors' code (CharlieDinh/pFedMe, ``pFedMeOptimizer``) does. The batches are the round's common shuffles
 ``(seed, round, "train")``. Departure: the average is by sample count over the
 arrived uploads (FedAvg's weights; the paper's 1/S for equal sizes).
 
