@@ -278,6 +278,9 @@ def test_apply_settings_sets_nested_fields_lists_and_new_keys_without_touching_t
         ("algorithms.first=x", "--set algorithms.first=x: algorithms.first must be a list index from 0 to 0"),
         ("rounds.value=3", "--set rounds.value=3: rounds is a value, not a mapping or list"),
         ("rounds=[1", "--set rounds=[1: the value is not valid YAML"),
+        ("algorithms[0].params.alpha=0.2",
+         "--set algorithms[0].params.alpha=0.2: a list position is a dotted index: algorithms.0.params.alpha, not algorithms[0].params.alpha"),
+        ("a.b[1][2]=3", "--set a.b[1][2]=3: a list position is a dotted index: a.b.1.2, not a.b[1][2]"),
     ],
 )
 def test_apply_settings_rejects_malformed_settings(setting, message):

@@ -976,6 +976,9 @@ def apply_settings(raw: dict[str, Any], settings: list[str]) -> dict[str, Any]:
         keys = path.strip().split(".")
         if not sep or not all(keys):
             raise ScenarioError(f"--set {setting}: expected PATH=VALUE, e.g. training.lr=0.01")
+        if any(re.fullmatch(r"[^\[\]]*(\[\d+\])+", key) for key in keys):
+            dotted = ".".join(re.sub(r"\[(\d+)\]", r".\1", key) for key in keys)
+            raise ScenarioError(f"--set {setting}: a list position is a dotted index: {dotted}, not {path.strip()}")
         shown = setting if len(setting) <= 60 else setting[:57] + "..."
         try:
             value = yaml.load(text, Loader=_UniqueKeyLoader)
