@@ -10,7 +10,8 @@ a gap is the mean of the per-seed differences with its own interval (an interval
     python scripts/baselines_table.py docs/runs/cross-paper-emnist-tuned docs/runs/cross-paper-emnist-baselines/* \\
         --reference fedavg
 
-``--figure PATH`` also draws the curves against simulated time, one panel per profile (the figure ``fig3`` of a run,
+``--rounds FIRST:LAST`` takes each accuracy as the mean of the evaluated rounds FIRST to LAST instead of the last
+round (where a seed diverged after LAST, the span where all seeds still train). ``--figure PATH`` also draws the curves against simulated time, one panel per profile (the figure ``fig3`` of a run,
 over the runs' seeds together): PNG, PDF or SVG by the name's suffix, HTML for the interactive one; ``--curves``
 keeps the named ones (twenty curves in one panel are not read).
 """
@@ -54,10 +55,15 @@ come from several runs, one seed each (a long run split by seed, so that each se
     return pd.concat(frames, ignore_index=True), scenarios[0]
 
 
-def final_per_seed(trace: pd.DataFrame, column: str) -> pd.DataFrame:
+def final_per_seed(trace: pd.DataFrame, column: str, window: tuple[int, int] | None = None) -> pd.DataFrame:
     """``column`` in percent at each (curve, seed)'s last round, read on the first profile (accuracy does not depend
-    on the profile: every curve is trained once and replayed through the profiles)."""
+    on the profile: every curve is trained once and replayed through the profiles); with ``window`` (first, last),
+    its mean over the evaluated rounds from first to last instead (a span where every seed still trains, when one
+    diverged later)."""
     first = trace[trace["profile"] == trace["profile"].iloc[0]]
+    if window is not None:
+        inside = first[first["round"].between(*window) & first["avg_acc"].notna()]
+        return inside.pivot_table(index="seed", columns="curve", values=column, aggfunc="mean") * 100
     last = first[first["round"] == first.groupby(["curve", "seed"])["round"].transform("max")]
     return last.pivot_table(index="seed", columns="curve", values=column) * 100
 
@@ -83,11 +89,11 @@ def _gap(avg: pd.DataFrame, a: str, b: str) -> str:
     return f"{mean:+.1f}{interval}{verdict}"
 
 
-def accuracy_table(trace: pd.DataFrame, reference: str, best: str) -> str:
+def accuracy_table(trace: pd.DataFrame, reference: str, best: str, window: tuple[int, int] | None = None) -> str:
     """The last round's accuracies, the gaps paired by seed, and two reasons a curve ranks where it does: its fit to
     the clients' own training data (``fit_acc``, where the run evaluated it; under- against over-fitting) and how
     much it still moved over its last 10 rounds (a curve still gaining is ranked by the budget)."""
-    avg, worst, fit = (final_per_seed(trace, c) for c in ("avg_acc", "worst_acc", "fit_acc"))
+    avg, worst, fit = (final_per_seed(trace, c, window) for c in ("avg_acc", "worst_acc", "fit_acc"))
     first = trace[trace["profile"] == trace["profile"].iloc[0]]
     moved = last_change(first).droplevel(1) * 100
     order = sorted(avg.columns, key=lambda c: -avg[c].mean())
@@ -124,9 +130,9 @@ def to_target_table(trace: pd.DataFrame, target: float, column: str, fmt: str) -
     return markdown_table(["curve"] + [f"{p} ({unit})" for p in profiles], rows, [False] + [True] * len(profiles))
 
 
-def per_seed_gaps(trace: pd.DataFrame, curves: list[str], against: list[str]) -> str:
+def per_seed_gaps(trace: pd.DataFrame, curves: list[str], against: list[str], window: tuple[int, int] | None = None) -> str:
     """Each curve minus each of ``against``, seed by seed, in points (the numbers behind the paired intervals)."""
-    avg = final_per_seed(trace, "avg_acc")
+    avg = final_per_seed(trace, "avg_acc", window)
     rows = []
     for curve in curves:
         for other in against:
@@ -143,12 +149,15 @@ def in_flight(run_dirs: list[Path]) -> list[Path]:
             and (d / "checkpoints").is_dir()]  # fmt: skip
 
 
-def render(run_dirs: list[Path], reference: str, best: str | None, target: float | None) -> str:
+def render(run_dirs: list[Path], reference: str, best: str | None, target: float | None,
+           window: tuple[int, int] | None = None) -> str:
     running = in_flight(run_dirs)
     run_dirs = [d for d in run_dirs if d not in running]
     trace, scenario = load_runs(run_dirs)
     target = float(scenario["target_accuracy"]) if target is None else target
-    avg = final_per_seed(trace, "avg_acc")
+    avg = final_per_seed(trace, "avg_acc", window)
+    if avg.empty:
+        raise SystemExit(f"error: --rounds {window[0]}:{window[1]}: no evaluated round in it")
     if reference not in avg.columns:
         raise SystemExit(f"error: --reference {reference}: no such curve; curves: {', '.join(avg.columns)}")
     best = best or best_curve(trace, avg)
@@ -159,14 +168,15 @@ def render(run_dirs: list[Path], reference: str, best: str | None, target: float
     return "\n".join([
         f"Runs: {runs}; best curve of the first run (the oracle left out): {best}; target {100 * target:.0f}%."
         + ("" if not running else f" Still training, left out: {', '.join(f'`{d}`' for d in running)}."),
-        "", "Final accuracy (last round), mean over seeds ± 95% interval; gaps paired by seed:", "",
-        accuracy_table(trace, reference, best), "",
+        "", ("Final accuracy (last round)" if window is None else
+             f"Accuracy, mean of the evaluated rounds {window[0]}-{window[1]},") + " mean over seeds ± 95% interval; gaps paired by seed:", "",
+        accuracy_table(trace, reference, best, window), "",
         f"Simulated time to an average accuracy of {100 * target:.0f}%, mean over seeds ± 95% interval (mean round):", "",
         to_target_table(trace, target, "time", ".0f"), "",
         f"All devices' energy until an average accuracy of {100 * target:.0f}%, mean over seeds ± 95% interval (mean round):", "",
         to_target_table(trace, target, "cum_energy_j", ".3g"), "",
         "Per-seed gaps of the added curves:", "",
-        per_seed_gaps(trace, new, [reference, best]), "",
+        per_seed_gaps(trace, new, [reference, best], window), "",
     ])  # fmt: skip
 
 
@@ -197,6 +207,16 @@ def write_figure(run_dirs: list[Path], path: Path, curves: list[str] | None) -> 
     atomic_write_bytes(path, data)
 
 
+def _window(text: str | None) -> tuple[int, int] | None:
+    """``--rounds FIRST:LAST`` as (FIRST, LAST); one line for anything else."""
+    if text is None:
+        return None
+    first, sep, last = text.partition(":")
+    if not (sep and first.isdigit() and last.isdigit() and int(first) <= int(last)):
+        raise SystemExit(f"error: --rounds {text}: expected FIRST:LAST, two round numbers with FIRST <= LAST (e.g. 98:116)")
+    return int(first), int(last)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", type=Path, nargs="+", help="the committed run first, then the runs that add curves")
@@ -204,12 +224,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--best", help="the curve to beat (default: the first run's best, the oracle left out)")
     parser.add_argument("--target", type=float, help="target average accuracy in (0, 1] (default: the scenario's)")
     parser.add_argument("--out", type=Path, help="write the markdown here instead of printing it")
+    parser.add_argument("--rounds", help="FIRST:LAST: accuracies as the mean of the evaluated rounds FIRST to LAST, not the last round")
     parser.add_argument("--figure", type=Path, help="also draw accuracy against simulated time here (.png, .pdf, .svg, .html)")
     parser.add_argument("--curves", help="with --figure: the curves to draw, comma-separated (default: all)")
     args = parser.parse_args(argv)
     if args.curves and not args.figure:
         raise SystemExit("error: --curves chooses the curves of --figure; give --figure too")
-    text = render(args.run_dirs, args.reference, args.best, args.target)
+    text = render(args.run_dirs, args.reference, args.best, args.target, _window(args.rounds))
     if args.figure:
         write_figure(args.run_dirs, args.figure, args.curves.split(",") if args.curves else None)
     if args.out:

@@ -130,3 +130,19 @@ def test_figure_draws_the_chosen_curves(tmp_path):
         module.main([str(one), "--figure", str(tmp_path / "fig.jpg")])
     with pytest.raises(SystemExit, match=r"^error: --curves chooses the curves of --figure; give --figure too$"):
         module.main([str(one), "--curves", "new"])
+
+
+def test_a_window_of_rounds_averages_them_seed_by_seed(tmp_path):
+    """--rounds 1:2: new (56 + 60) / 2, (56 + 62) / 2, (56 + 64) / 2 = 58, 59, 60; fedavg (40 + 50) / 2 ... = 45, 46, 47:
+    +13 in every seed; a span without an evaluated round and a malformed one are one line."""
+    module = _load("baselines_table")
+    runs = [_run(tmp_path / "one", ["fedavg", "best", "oracle"]), _run(tmp_path / "two", ["new"])]
+    text = module.render(runs, reference="fedavg", best=None, target=None, window=(1, 2))
+    assert "Accuracy, mean of the evaluated rounds 1-2, mean over seeds ± 95% interval; gaps paired by seed:" in text
+    assert "| new | new | 3 | 59.0 ± 2.5 |" in text and "| new - fedavg | +13.0, +13.0, +13.0 | +13.0 ± 0.0 |" in text
+    assert module.render(runs, reference="fedavg", best=None, target=None, window=(2, 2)) .split("\n")[3:] != text.split("\n")[3:]
+    with pytest.raises(SystemExit, match=r"^error: --rounds 5:9: no evaluated round in it$"):
+        module.render(runs, reference="fedavg", best=None, target=None, window=(5, 9))
+    for bad in ("9:5", "1-2", "a:2"):
+        with pytest.raises(SystemExit, match=rf"^error: --rounds {bad}: expected FIRST:LAST, two round numbers with FIRST <= LAST \(e\.g\. 98:116\)$"):
+            module.main([str(runs[0]), "--rounds", bad])
