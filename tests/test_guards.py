@@ -456,6 +456,7 @@ def test_loss_warnings_say_every_profile_once_when_the_profiles_replayed_one_tra
     ]
     trace.loc[(trace["profile"] == "q") & (trace["round"] == 2), "mean_loss"] = 0.8  # q trained otherwise: its own line
     assert [line.split(",")[0] for line in loss_warnings(trace)] == ["on p"]
+    assert loss_warnings(trace.assign(avg_acc=np.nan)) == []  # no evaluated round (a tuning trial's test split)
 
 
 def test_report_on_an_impossible_round_is_one_line_and_writes_nothing(tmp_path):

@@ -27,8 +27,8 @@ The inner solve is the engine's training (plain SGD at ``personal_lr``,
 scenario's ``clip_norm`` when one is set, the safety a user reaches for when a
 run diverges, which the paper's plain step does not have). theta starts each
 round at w^t and warm-starts each inner solve from the previous one, as the
-authors' code (CharlieDinh/pFedMe, ``pFedMeOptimizer``) does. The batches are the round's common shuffles
-``(seed, round, "train")``. Departure: the average is by sample count over the
+authors' code (CharlieDinh/pFedMe, ``pFedMeOptimizer``) does. The batches are
+the round's common shuffles ``(seed, round, "train")``. Departure: the average is by sample count over the
 arrived uploads (FedAvg's weights; the paper's 1/S for equal sizes).
 
 CommPlan: FedAvg's payload (w down, w up). Work K: every local step is K

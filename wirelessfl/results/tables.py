@@ -221,7 +221,7 @@ def loss_warnings(trace: pd.DataFrame) -> list[str]:
         return []
     evaluated = trace[trace["avg_acc"].notna()]
     index = [c for c in ("curve", "seed", "round") if c in trace]
-    if trace["profile"].nunique() > 1 and identical_across_profiles(evaluated, index, "mean_loss"):
+    if evaluated["profile"].nunique() > 1 and identical_across_profiles(evaluated, index, "mean_loss"):
         evaluated = evaluated[evaluated["profile"] == evaluated["profile"].iloc[0]].assign(profile="every profile")
     broken = evaluated[~np.isfinite(evaluated["mean_loss"].to_numpy(dtype=float))]
     lines = []

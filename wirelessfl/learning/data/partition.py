@@ -43,7 +43,6 @@ from wirelessfl.learning.data.catalog import PARTITIONERS, PartitionError, Step,
 
 
 
-
 @dataclass(frozen=True)
 class SplitInput:
     """What a splitter sees of the pool: labels (and hidden mixture components, if any)."""
@@ -217,8 +216,6 @@ def _largest_remainder(total: int, weights: np.ndarray) -> np.ndarray:
     order = np.argsort(-(exact - counts), kind="stable")
     counts[order[:left]] += 1
     return counts
-
-
 
 
 # --- splitters ---------------------------------------------------------------------------------
